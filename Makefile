@@ -1,0 +1,67 @@
+# weft: thin driver over CMake. `make run` and `make test` set up
+# everything on a fresh Debian 12 machine (see README.md).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CONFIG     ?= examples/fashion_mnist_mlp.yaml
+PREFIX     ?= /usr/local
+
+# Debian packages the build, the tests and the examples need.
+DEPS = build-essential cmake pkg-config ninja-build libyaml-dev libopenblas-dev \
+       libgloo-dev zlib1g-dev clang libclang-rt-14-dev \
+       dataset-fashion-mnist fortunes-min
+# Peers for bench/ only (large): PyTorch from Debian.
+BENCH_DEPS = python3-torch python3-numpy
+
+.PHONY: all deps bench-deps configure build run test test-release test-asan bench fuzz install clean
+
+all: build
+
+deps:
+	@scripts/install-deps $(DEPS)
+
+bench-deps:
+	@scripts/install-deps $(BENCH_DEPS)
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/bin/weft fit --config $(CONFIG)
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON \
+	      -DWEFT_CUDA=OFF -DWEFT_SANITIZE_SUITE=ON
+
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j $(JOBS) --timeout 300 -LE slow
+
+test: test-release test-asan
+
+bench: build bench-deps
+	bench/run-all $(BUILD)
+
+fuzz: deps
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	      -DWEFT_FUZZ=ON -DWEFT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_config
+	build-fuzz/tests/fuzz/fuzz_config -max_total_time=$${FUZZ_SECONDS:-60} \
+	    -dict=tests/fuzz/yaml.dict tests/fuzz/corpus/config
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -1,0 +1,18 @@
+/* The `weft` subcommands. Each lives in its own cmd_*.c and returns the
+ * process exit status (0 success; 1 failure after one clear line on stderr;
+ * 2 usage error). */
+#ifndef WEFT_APP_COMMANDS_H
+#define WEFT_APP_COMMANDS_H
+
+typedef struct weft_command {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+	const char *summary;
+} weft_command;
+
+int weft_cmd_version(int argc, char **argv);
+
+/* Prints "weft: <status>: <last error>" to stderr and returns 1. */
+int weft_cli_fail(void);
+
+#endif

@@ -1,0 +1,56 @@
+/* weft: the command line. `weft <command> [options]`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "weft/weft.h"
+
+static const weft_command commands[] = {
+	{ "version", weft_cmd_version, "print weft's version and plugin ABI" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+int weft_cli_fail(void)
+{
+	fprintf(stderr, "weft: %s: %s\n", weft_status_str(weft_error_last_status()),
+		weft_error_last());
+	return 1;
+}
+
+int weft_cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("weft %s (plugin ABI %u.%u)\n", weft_version(), WEFT_ABI_MAJOR, WEFT_ABI_MINOR);
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: weft <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\n`weft <command> --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version"))
+		return weft_cmd_version(argc - 1, argv + 1);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "weft: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
