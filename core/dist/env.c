@@ -1,0 +1,325 @@
+/* Environment detection: weft, torchrun, Open MPI, Slurm (in that order). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "dist/dist.h"
+#include "weft/log.h"
+
+const char *weft_dist_source_name(weft_dist_source src)
+{
+	switch (src) {
+	case WEFT_DIST_SINGLE: return "single process";
+	case WEFT_DIST_WEFT: return "weft launch";
+	case WEFT_DIST_TORCHRUN: return "torchrun";
+	case WEFT_DIST_OMPI: return "Open MPI";
+	case WEFT_DIST_SLURM: return "Slurm";
+	}
+	return "unknown";
+}
+
+static const char *env_get(const char *name)
+{
+	const char *v = getenv(name);
+
+	return (v && *v) ? v : NULL;
+}
+
+/* Reads an integer variable in [lo, hi]; `def` when unset and def_ok. */
+static weft_status env_int(const char *name, int lo, int hi, int def, int def_ok, int *out)
+{
+	const char *v = env_get(name);
+	char *end;
+	long n;
+
+	if (!v) {
+		if (def_ok) {
+			*out = def;
+			return WEFT_OK;
+		}
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "environment variable %s is not set; the launcher that "
+				      "set the others should set it too (or export it)", name);
+	}
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < lo || n > hi)
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "environment variable %s='%s' is not an integer in "
+				      "[%d, %d]", name, v, lo, hi);
+	*out = (int)n;
+	return WEFT_OK;
+}
+
+static weft_status copy_str(char *dst, size_t len, const char *src, const char *what)
+{
+	size_t n = strlen(src);
+
+	if (n == 0 || n >= len)
+		return weft_error_set(WEFT_ERR_CONFIG, "%s '%s' is empty or longer than %zu bytes",
+				      what, src, len - 1);
+	memcpy(dst, src, n + 1);
+	return WEFT_OK;
+}
+
+weft_status weft_dist_make_secret(char *out, size_t len)
+{
+	unsigned char raw[32];
+	size_t got = 0;
+
+	if (len < 2 * sizeof(raw) + 1)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "secret buffer of %zu bytes is too "
+				      "small (need %zu)", len, 2 * sizeof(raw) + 1);
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return weft_error_set(WEFT_ERR_IO, "getrandom failed: %s", strerror(errno));
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return WEFT_OK;
+}
+
+weft_status weft_dist_slurm_first_host(const char *nodelist, char *out, size_t len)
+{
+	const char *p = nodelist;
+	size_t n = 0;
+
+	if (!nodelist || !*nodelist)
+		return weft_error_set(WEFT_ERR_CONFIG, "SLURM_JOB_NODELIST is empty; run inside "
+				      "a Slurm allocation (srun/sbatch) or set MASTER_ADDR");
+	/* prefix up to ',' or '[' */
+	while (*p && *p != ',' && *p != '[') {
+		if (n + 1 >= len)
+			goto malformed;
+		out[n++] = *p++;
+	}
+	if (*p == '[') {
+		p++;
+		/* first number of the first range, zero padding kept */
+		if (!isdigit((unsigned char)*p))
+			goto malformed;
+		while (isdigit((unsigned char)*p)) {
+			if (n + 1 >= len)
+				goto malformed;
+			out[n++] = *p++;
+		}
+		if (*p != '-' && *p != ',' && *p != ']')
+			goto malformed;
+		if (!strchr(p, ']'))
+			goto malformed;
+	}
+	if (n == 0)
+		goto malformed;
+	out[n] = '\0';
+	return WEFT_OK;
+malformed:
+	return weft_error_set(WEFT_ERR_CONFIG, "SLURM_JOB_NODELIST='%s' is not a node list "
+			      "weft can read (expected e.g. 'node[01-04],gpu7'); set MASTER_ADDR "
+			      "to the first node's address instead", nodelist);
+}
+
+/* A weak secret shared by all ranks when no launcher of ours made one. */
+static void derive_secret(weft_dist_env *env, const char *job_id)
+{
+	snprintf(env->secret, sizeof(env->secret), "job:%s:uid%u:%s:%d", job_id ? job_id : "-",
+		 (unsigned)getuid(), env->store_host, env->store_port);
+	env->secret_from_env = 0;
+}
+
+static weft_status read_secret(weft_dist_env *env, const char *job_id)
+{
+	const char *s = env_get("WEFT_STORE_SECRET");
+
+	if (s) {
+		env->secret_from_env = 1;
+		return copy_str(env->secret, sizeof(env->secret), s, "WEFT_STORE_SECRET");
+	}
+	derive_secret(env, job_id);
+	return WEFT_OK;
+}
+
+/* Store address for launchers that are not ours: MASTER_ADDR, or `host`. */
+static weft_status master_from_env(weft_dist_env *env, const char *fallback_host, int port_def)
+{
+	const char *addr = env_get("MASTER_ADDR");
+	weft_status st;
+
+	if (!addr)
+		addr = fallback_host;
+	if (!addr)
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "%s set the ranks but not where to meet: export MASTER_ADDR "
+				      "(rank 0's host) and MASTER_PORT (a free port) in the job",
+				      weft_dist_source_name(env->source));
+	st = copy_str(env->store_host, sizeof(env->store_host), addr, "MASTER_ADDR");
+	if (st)
+		return st;
+	return env_int("MASTER_PORT", 1, 65535, port_def, 1, &env->store_port);
+}
+
+static weft_status detect_weft(weft_dist_env *env)
+{
+	weft_status st;
+	const char *host;
+
+	env->source = WEFT_DIST_WEFT;
+	if ((st = env_int("WEFT_RANK", 0, INT_MAX, 0, 0, &env->rank)) ||
+	    (st = env_int("WEFT_WORLD_SIZE", 1, INT_MAX, 0, 0, &env->world_size)) ||
+	    (st = env_int("WEFT_LOCAL_RANK", 0, INT_MAX, 0, 1, &env->local_rank)) ||
+	    (st = env_int("WEFT_LOCAL_WORLD_SIZE", 1, INT_MAX, env->world_size, 1,
+			  &env->local_world_size)) ||
+	    (st = env_int("WEFT_NODE_RANK", 0, INT_MAX, 0, 1, &env->node_rank)) ||
+	    (st = env_int("WEFT_STORE_PORT", 1, 65535, 0, 0, &env->store_port)))
+		return st;
+	host = env_get("WEFT_STORE_ADDR");
+	if (!host)
+		return weft_error_set(WEFT_ERR_CONFIG, "WEFT_RANK is set but WEFT_STORE_ADDR is "
+				      "not; start ranks with `weft launch` or export both");
+	if ((st = copy_str(env->store_host, sizeof(env->store_host), host, "WEFT_STORE_ADDR")))
+		return st;
+	if (!env_get("WEFT_STORE_SECRET"))
+		return weft_error_set(WEFT_ERR_CONFIG, "WEFT_RANK is set but WEFT_STORE_SECRET "
+				      "is not; `weft launch` sets it, so start ranks with it");
+	env->store_served_by_rank0 = 0;
+	return read_secret(env, NULL);
+}
+
+static weft_status detect_torchrun(weft_dist_env *env)
+{
+	weft_status st;
+	int port_override = 0;
+
+	env->source = WEFT_DIST_TORCHRUN;
+	if ((st = env_int("RANK", 0, INT_MAX, 0, 0, &env->rank)) ||
+	    (st = env_int("WORLD_SIZE", 1, INT_MAX, 0, 0, &env->world_size)) ||
+	    (st = env_int("LOCAL_RANK", 0, INT_MAX, 0, 1, &env->local_rank)) ||
+	    (st = env_int("LOCAL_WORLD_SIZE", 1, INT_MAX, env->world_size, 1,
+			  &env->local_world_size)) ||
+	    (st = env_int("GROUP_RANK", 0, INT_MAX, 0, 1, &env->node_rank)) ||
+	    (st = master_from_env(env, NULL, WEFT_DIST_DEFAULT_PORT)) ||
+	    (st = env_int("WEFT_STORE_PORT", 1, 65535, 0, 1, &port_override)))
+		return st;
+	/* torchrun's own store already listens on MASTER_PORT */
+	env->store_port = port_override ? port_override : env->store_port + 1;
+	if (env->store_port > 65535)
+		return weft_error_set(WEFT_ERR_CONFIG, "MASTER_PORT=65535 leaves no port for "
+				      "weft's store (MASTER_PORT+1); pick a lower port");
+	env->store_served_by_rank0 = 1;
+	return read_secret(env, env_get("TORCHELASTIC_RUN_ID"));
+}
+
+static weft_status detect_ompi(weft_dist_env *env)
+{
+	weft_status st;
+
+	env->source = WEFT_DIST_OMPI;
+	if ((st = env_int("OMPI_COMM_WORLD_RANK", 0, INT_MAX, 0, 0, &env->rank)) ||
+	    (st = env_int("OMPI_COMM_WORLD_SIZE", 1, INT_MAX, 0, 0, &env->world_size)) ||
+	    (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, INT_MAX, 0, 1, &env->local_rank)) ||
+	    (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, INT_MAX, env->world_size, 1,
+			  &env->local_world_size)) ||
+	    (st = env_int("OMPI_COMM_WORLD_NODE_RANK", 0, INT_MAX, 0, 1, &env->node_rank)))
+		return st;
+	/* a single-node mpirun needs no address: everyone is local */
+	st = master_from_env(env, env->local_world_size == env->world_size ? "127.0.0.1" : NULL,
+			     WEFT_DIST_DEFAULT_PORT);
+	if (st)
+		return st;
+	env->store_served_by_rank0 = 1;
+	return read_secret(env, env_get("OMPI_MCA_ess_base_jobid"));
+}
+
+/* Slurm's SLURM_TASKS_PER_NODE looks like "2(x3),1": the first count. */
+static int slurm_tasks_on_first_node(void)
+{
+	const char *v = env_get("SLURM_NTASKS_PER_NODE");
+
+	if (!v)
+		v = env_get("SLURM_TASKS_PER_NODE");
+	return v ? atoi(v) : 0;
+}
+
+static weft_status detect_slurm(weft_dist_env *env)
+{
+	char first[WEFT_DIST_HOST_MAX];
+	const char *nodelist;
+	weft_status st;
+	int local = slurm_tasks_on_first_node();
+
+	env->source = WEFT_DIST_SLURM;
+	if ((st = env_int("SLURM_PROCID", 0, INT_MAX, 0, 0, &env->rank)) ||
+	    (st = env_int("SLURM_NTASKS", 1, INT_MAX, 0, 0, &env->world_size)) ||
+	    (st = env_int("SLURM_LOCALID", 0, INT_MAX, 0, 1, &env->local_rank)) ||
+	    (st = env_int("SLURM_NODEID", 0, INT_MAX, 0, 1, &env->node_rank)))
+		return st;
+	env->local_world_size = local > 0 ? local : env->world_size;
+	nodelist = env_get("SLURM_JOB_NODELIST");
+	if (!nodelist)
+		nodelist = env_get("SLURM_NODELIST");
+	if (env_get("MASTER_ADDR")) {
+		st = master_from_env(env, NULL, WEFT_DIST_DEFAULT_PORT);
+	} else {
+		st = weft_dist_slurm_first_host(nodelist, first, sizeof(first));
+		if (!st)
+			st = master_from_env(env, first, WEFT_DIST_DEFAULT_PORT);
+	}
+	if (st)
+		return st;
+	env->store_served_by_rank0 = 1;
+	return read_secret(env, env_get("SLURM_JOB_ID"));
+}
+
+weft_status weft_dist_env_detect(weft_dist_env *out)
+{
+	weft_dist_env env = { .world_size = 1, .local_world_size = 1 };
+	weft_status st = WEFT_OK;
+
+	if (env_get("WEFT_RANK"))
+		st = detect_weft(&env);
+	else if (env_get("RANK") && env_get("WORLD_SIZE"))
+		st = detect_torchrun(&env);
+	else if (env_get("OMPI_COMM_WORLD_RANK"))
+		st = detect_ompi(&env);
+	else if (env_get("SLURM_PROCID") && env_get("SLURM_NTASKS"))
+		st = detect_slurm(&env);
+	if (st)
+		return weft_error_wrap(st, "finding this rank from the environment (%s)",
+				       weft_dist_source_name(env.source));
+	if ((st = env_int("WEFT_RESTART_COUNT", 0, INT_MAX, 0, 1, &env.restart_count)))
+		return st;
+	if (env.rank >= env.world_size)
+		return weft_error_set(WEFT_ERR_CONFIG, "%s: rank %d is not below the world size "
+				      "%d; check the launcher's variables",
+				      weft_dist_source_name(env.source), env.rank, env.world_size);
+	if (env.local_rank >= env.local_world_size)
+		return weft_error_set(WEFT_ERR_CONFIG, "%s: local rank %d is not below the local "
+				      "world size %d; check the launcher's variables",
+				      weft_dist_source_name(env.source), env.local_rank,
+				      env.local_world_size);
+	if (env.source != WEFT_DIST_SINGLE) {
+		weft_log(WEFT_LOG_INFO, "distributed environment from %s: rank %d of %d (local "
+			 "%d of %d, node %d), store %s:%d%s", weft_dist_source_name(env.source),
+			 env.rank, env.world_size, env.local_rank, env.local_world_size,
+			 env.node_rank, env.store_host, env.store_port,
+			 env.store_served_by_rank0 ? " served by rank 0" : "");
+		if (!env.secret_from_env && env.world_size > 1)
+			weft_log(WEFT_LOG_WARN, "WEFT_STORE_SECRET is not set, so the store only "
+				 "checks a token derived from the job id; export "
+				 "WEFT_STORE_SECRET=<random string> in the job for real protection");
+	} else {
+		weft_log(WEFT_LOG_DEBUG, "no distributed environment found: single process");
+	}
+	*out = env;
+	return WEFT_OK;
+}

@@ -1,0 +1,158 @@
+/* Environment detection: order of families, Slurm node lists, errors. */
+#include <stdlib.h>
+
+#include "dist/dist.h"
+#include "weft_test.h"
+
+static const char *const all_vars[] = {
+	"WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_WORLD_SIZE",
+	"WEFT_NODE_RANK", "WEFT_STORE_ADDR", "WEFT_STORE_PORT", "WEFT_STORE_SECRET",
+	"WEFT_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+	"GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+	"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", "SLURM_PROCID",
+	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST",
+	"SLURM_NODELIST", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
+};
+
+static void clear_env(void)
+{
+	for (size_t i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
+		unsetenv(all_vars[i]);
+}
+
+static void test_single(void)
+{
+	weft_dist_env env;
+
+	clear_env();
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_SINGLE);
+	WT_CHECK(env.rank == 0 && env.world_size == 1);
+}
+
+static void test_weft_wins_over_torchrun(void)
+{
+	weft_dist_env env;
+
+	clear_env();
+	setenv("WEFT_RANK", "2", 1);
+	setenv("WEFT_WORLD_SIZE", "4", 1);
+	setenv("WEFT_LOCAL_RANK", "0", 1);
+	setenv("WEFT_LOCAL_WORLD_SIZE", "2", 1);
+	setenv("WEFT_NODE_RANK", "1", 1);
+	setenv("WEFT_STORE_ADDR", "10.0.0.1", 1);
+	setenv("WEFT_STORE_PORT", "4242", 1);
+	setenv("WEFT_STORE_SECRET", "s3cret", 1);
+	setenv("RANK", "3", 1);
+	setenv("WORLD_SIZE", "4", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_WEFT);
+	WT_CHECK(env.rank == 2 && env.world_size == 4 && env.local_rank == 0);
+	WT_CHECK(env.local_world_size == 2 && env.node_rank == 1);
+	WT_CHECK(!strcmp(env.store_host, "10.0.0.1") && env.store_port == 4242);
+	WT_CHECK(!env.store_served_by_rank0);
+	WT_CHECK(!strcmp(env.secret, "s3cret") && env.secret_from_env);
+
+	unsetenv("WEFT_STORE_SECRET");
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "WEFT_STORE_SECRET", "weft launch");
+}
+
+static void test_torchrun(void)
+{
+	weft_dist_env env;
+
+	clear_env();
+	setenv("RANK", "1", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	setenv("LOCAL_RANK", "1", 1);
+	setenv("LOCAL_WORLD_SIZE", "2", 1);
+	setenv("MASTER_ADDR", "127.0.0.1", 1);
+	setenv("MASTER_PORT", "29400", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_TORCHRUN);
+	WT_CHECK(env.rank == 1 && env.world_size == 2 && env.local_rank == 1);
+	/* torchrun's own store holds MASTER_PORT; weft's goes one above */
+	WT_CHECK(env.store_port == 29401 && env.store_served_by_rank0);
+	WT_CHECK(!env.secret_from_env);
+
+	setenv("RANK", "two", 1);
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "RANK='two'", "torchrun");
+	setenv("RANK", "2", 1);
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "rank 2", "world size 2");
+	setenv("RANK", "1", 1);
+	unsetenv("MASTER_ADDR");
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "MASTER_ADDR");
+}
+
+static void test_ompi(void)
+{
+	weft_dist_env env;
+
+	clear_env();
+	setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_OMPI);
+	WT_CHECK(env.rank == 3 && env.world_size == 4 && env.local_rank == 3);
+	WT_CHECK(!strcmp(env.store_host, "127.0.0.1") && env.store_port == 29500);
+	/* spanning nodes, an address is needed */
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "Open MPI", "MASTER_ADDR");
+}
+
+static void test_slurm(void)
+{
+	weft_dist_env env;
+	char host[64];
+
+	clear_env();
+	setenv("SLURM_PROCID", "5", 1);
+	setenv("SLURM_NTASKS", "8", 1);
+	setenv("SLURM_LOCALID", "1", 1);
+	setenv("SLURM_NODEID", "2", 1);
+	setenv("SLURM_TASKS_PER_NODE", "4(x2)", 1);
+	setenv("SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1", 1);
+	setenv("SLURM_JOB_ID", "777", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_SLURM);
+	WT_CHECK(env.rank == 5 && env.world_size == 8 && env.local_rank == 1);
+	WT_CHECK(env.local_world_size == 4 && env.node_rank == 2);
+	WT_CHECK(!strcmp(env.store_host, "gpu07"));
+	WT_CHECK(env.store_served_by_rank0);
+
+	WT_OK(weft_dist_slurm_first_host("node1,node2", host, sizeof(host)));
+	WT_CHECK(!strcmp(host, "node1"));
+	WT_OK(weft_dist_slurm_first_host("a-[001-004]", host, sizeof(host)));
+	WT_CHECK(!strcmp(host, "a-001"));
+	WT_FAILS(weft_dist_slurm_first_host("gpu[x-3]", host, sizeof(host)), WEFT_ERR_CONFIG,
+		 "gpu[x-3]", "MASTER_ADDR");
+	WT_FAILS(weft_dist_slurm_first_host("gpu[1-3", host, sizeof(host)), WEFT_ERR_CONFIG,
+		 "not a node list");
+	setenv("SLURM_JOB_NODELIST", "[", 1);
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "SLURM_JOB_NODELIST='['");
+}
+
+static void test_secret(void)
+{
+	char a[65], b[65];
+
+	WT_OK(weft_dist_make_secret(a, sizeof(a)));
+	WT_OK(weft_dist_make_secret(b, sizeof(b)));
+	WT_CHECK(strlen(a) == 64 && strcmp(a, b) != 0);
+	WT_FAILS(weft_dist_make_secret(a, 10), WEFT_ERR_INVALID_ARG, "too small");
+}
+
+int main(void)
+{
+	test_single();
+	test_weft_wins_over_torchrun();
+	test_torchrun();
+	test_ompi();
+	test_slurm();
+	test_secret();
+	return wt_done("test_dist_env");
+}
