@@ -12,6 +12,10 @@ typedef struct weft_command {
 
 int weft_cmd_version(int argc, char **argv);
 
+/* `weft plugins [--path DIR]... [--config FILE]`: lists the plugins found
+ * and the files that failed to load (cmd_plugins.c). */
+int weft_cmd_plugins(int argc, char **argv);
+
 /* Prints "weft: <status>: <last error>" to stderr and returns 1. */
 int weft_cli_fail(void);
 

@@ -7,6 +7,7 @@
 
 static const weft_command commands[] = {
 	{ "version", weft_cmd_version, "print weft's version and plugin ABI" },
+	{ "plugins", weft_cmd_plugins, "list the plugins found and files that failed to load" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
