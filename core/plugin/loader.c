@@ -7,43 +7,29 @@
 #include "plugin/loader_impl.h"
 #include "plugin/registry.h"
 
-#if __has_include("weft/comm.h")
 #include "weft/comm.h"
-#endif
+#include "weft/optim.h"
 #if __has_include("weft/strategy.h")
 #include "weft/strategy.h"
 #endif
-#if __has_include("weft/optim.h")
-#include "weft/optim.h"
-#endif
 
 /* Every member of a vtable that the host calls without a WEFT_HAS_MEMBER
- * check must lie inside struct_size. Each vtable header defines
- * WEFT_<KIND>_OPS_MIN_SIZE, the struct_size of the first version of the
- * current ABI major. Where a header does not define it, the host can only
- * rely on the common head (weft_plugin_head), so that is the minimum. */
-#ifdef WEFT_COMM_OPS_MIN_SIZE
-#define MIN_COMM ((size_t)(WEFT_COMM_OPS_MIN_SIZE))
-#else
-#define MIN_COMM sizeof(weft_plugin_head)
-#endif
+ * check must lie inside struct_size, so each vtable header defines
+ * WEFT_<KIND>_OPS_MIN_SIZE: the struct_size of the first version of the
+ * current ABI major. Until weft/strategy.h exists the host can rely only
+ * on a strategy vtable's head (weft_plugin_head), so that is its minimum. */
 #ifdef WEFT_STRATEGY_OPS_MIN_SIZE
 #define MIN_STRATEGY ((size_t)(WEFT_STRATEGY_OPS_MIN_SIZE))
 #else
 #define MIN_STRATEGY sizeof(weft_plugin_head)
 #endif
-#ifdef WEFT_OPTIM_OPS_MIN_SIZE
-#define MIN_OPTIM ((size_t)(WEFT_OPTIM_OPS_MIN_SIZE))
-#else
-#define MIN_OPTIM sizeof(weft_plugin_head)
-#endif
 
 size_t weft_plugin_min_struct_size(weft_plugin_kind kind)
 {
 	switch (kind) {
-	case WEFT_PLUGIN_COMM: return MIN_COMM;
+	case WEFT_PLUGIN_COMM: return WEFT_COMM_OPS_MIN_SIZE;
 	case WEFT_PLUGIN_STRATEGY: return MIN_STRATEGY;
-	case WEFT_PLUGIN_OPTIM: return MIN_OPTIM;
+	case WEFT_PLUGIN_OPTIM: return WEFT_OPTIM_OPS_MIN_SIZE;
 	}
 	return 0;
 }

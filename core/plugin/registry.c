@@ -453,7 +453,8 @@ static weft_status list_dir(weft_registry *reg, const char *dir, struct reg_cand
 		}
 		nnames++;
 	}
-	qsort(names, nnames, sizeof(*names), cmp_str);
+	if (nnames > 1)
+		qsort(names, nnames, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < nnames; i++) {
 		char *path;
 
@@ -626,7 +627,7 @@ static weft_status scan_all(weft_registry *reg)
 	}
 	for (size_t i = 0; i < n && st == WEFT_OK; i++)
 		st = scan_one(reg, c, i, ids);
-	if (st == WEFT_OK)
+	if (st == WEFT_OK && reg->nentries > 1)
 		qsort(reg->entries, reg->nentries, sizeof(*reg->entries), cmp_entry);
 	free(ids);
 

@@ -149,6 +149,13 @@ static void test_refusals(void)
 	snprintf(want, sizeof(want), "needs at least %zu bytes for a strategy vtable", min);
 	WT_FAILS(scan_file(FX("short/fx_short.so")), WEFT_ERR_ABI,
 		 "strategy plugin 'tiny' in " FX("short/fx_short.so"), "has struct_size 8", want);
+	/* each kind has its own minimum: 24 bytes hold the head and more, but
+	 * not every member of weft_comm_ops at ABI 1.0 */
+	snprintf(want, sizeof(want), "needs at least %u bytes for a comm vtable",
+		 (unsigned)WEFT_COMM_OPS_MIN_SIZE);
+	WT_FAILS(scan_file(FX("short_comm/fx_short_comm.so")), WEFT_ERR_ABI,
+		 "comm plugin 'halfcomm' in " FX("short_comm/fx_short_comm.so"),
+		 "has struct_size 24", want);
 	WT_FAILS(scan_file(FX("no_name/fx_noname.so")), WEFT_ERR_PLUGIN, FX("no_name/fx_noname.so"),
 		 "the strategy plugin at item 0 has no name (head.name is NULL)",
 		 "WEFT_PLUGIN_HEAD");
@@ -379,6 +386,24 @@ static void test_newer_minor_accepted(void)
 	weft_registry_free(reg);
 }
 
+/* A file name without a slash is the file in the current directory, not a
+ * library looked up on the loader's path. */
+static void test_relative_file(void)
+{
+	weft_registry *reg = make();
+	char cwd[4096];
+	const char *file;
+	const void *vt;
+
+	WT_REQUIRE(getcwd(cwd, sizeof(cwd)) != NULL);
+	WT_REQUIRE(chdir(FX("good")) == 0);
+	WT_OK(weft_registry_add_file(reg, "fx_extra.so"));
+	WT_OK(weft_registry_find(reg, WEFT_PLUGIN_OPTIM, "momentum", &vt, &file));
+	WT_CHECK(!strcmp(file, "fx_extra.so"));
+	WT_REQUIRE(chdir(cwd) == 0);
+	weft_registry_free(reg);
+}
+
 static void test_min_struct_size(void)
 {
 	WT_CHECK(weft_plugin_min_struct_size(WEFT_PLUGIN_COMM) == WEFT_COMM_OPS_MIN_SIZE);
@@ -387,6 +412,8 @@ static void test_min_struct_size(void)
 	WT_CHECK(weft_plugin_min_struct_size((weft_plugin_kind)0) == 0);
 	/* the short fixture reports 8 bytes: below every kind's minimum */
 	WT_CHECK(weft_plugin_min_struct_size(WEFT_PLUGIN_STRATEGY) > 8);
+	/* and the short comm fixture's 24 bytes are below comm's minimum */
+	WT_CHECK(weft_plugin_min_struct_size(WEFT_PLUGIN_COMM) > 24);
 }
 
 int main(void)
@@ -400,6 +427,7 @@ int main(void)
 	test_precedence();
 	test_env_path();
 	test_newer_minor_accepted();
+	test_relative_file();
 	test_min_struct_size();
 	return wt_done("plugin_registry");
 }
