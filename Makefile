@@ -57,8 +57,11 @@ fuzz: deps
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	      -DWEFT_FUZZ=ON -DWEFT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_config
-	build-fuzz/tests/fuzz/fuzz_config -max_total_time=$${FUZZ_SECONDS:-60} \
-	    -dict=tests/fuzz/yaml.dict tests/fuzz/corpus/config
+	mkdir -p build-fuzz/corpus/config
+	ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_config \
+	    -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -detect_leaks=1 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	    -dict=tests/fuzz/yaml.dict build-fuzz/corpus/config tests/fuzz/corpus/config
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
