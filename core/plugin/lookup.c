@@ -1,0 +1,171 @@
+/* Looking plugins up by kind and name, with a did-you-mean, and listing
+ * what a scan found (plugin/registry.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/registry_impl.h"
+
+/* ---- lookup -------------------------------------------------------- */
+
+/* Optimal string alignment distance (edits and adjacent swaps). */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t d[3][64];
+	size_t *prev2 = d[0], *prev = d[1], *cur = d[2];
+
+	if (la >= 63 || lb >= 63)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t *t;
+
+		cur[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = a[i - 1] != b[j - 1];
+			size_t v = prev[j - 1] + cost;
+
+			if (prev[j] + 1 < v)
+				v = prev[j] + 1;
+			if (cur[j - 1] + 1 < v)
+				v = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    prev2[j - 2] + 1 < v)
+				v = prev2[j - 2] + 1;
+			cur[j] = v;
+		}
+		t = prev2;
+		prev2 = prev;
+		prev = cur;
+		cur = t;
+	}
+	return prev[lb];
+}
+
+/* Appends to a fixed buffer, truncating at its end. */
+static void buf_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) WEFT_PRINTF(4, 5);
+static void buf_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*len + 1 >= cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*len = *len + (size_t)k < cap ? *len + (size_t)k : cap - 1;
+}
+
+static weft_status not_found(const weft_registry *reg, weft_plugin_kind kind, const char *name)
+{
+	const char *kname = weft_plugin_kind_name(kind);
+	const char *best = NULL, *other_kind = NULL;
+	size_t best_d = (size_t)-1, limit = strlen(name) / 3 + 1;
+	size_t len = 0, navail = 0;
+	char msg[4096];
+
+	for (size_t i = 0; i < reg->nentries; i++) {
+		const weft_registry_entry *e = &reg->entries[i];
+		size_t d;
+
+		if (e->kind != kind) {
+			if (!strcmp(e->name, name))
+				other_kind = weft_plugin_kind_name(e->kind);
+			continue;
+		}
+		d = edit_distance(name, e->name);
+		if (d <= limit && d < best_d) {
+			best_d = d;
+			best = e->name;
+		}
+	}
+	buf_add(msg, sizeof(msg), &len, "no %s plugin named '%s'", kname, name);
+	if (best)
+		buf_add(msg, sizeof(msg), &len, " (did you mean '%s'?)", best);
+	else if (other_kind)
+		buf_add(msg, sizeof(msg), &len, " (there is a %s plugin of that name)", other_kind);
+	buf_add(msg, sizeof(msg), &len, "; available:");
+	for (size_t i = 0; i < reg->nentries; i++) {
+		if (reg->entries[i].kind != kind)
+			continue;
+		buf_add(msg, sizeof(msg), &len, "%s %s", navail ? "," : "", reg->entries[i].name);
+		navail++;
+	}
+	if (!navail)
+		buf_add(msg, sizeof(msg), &len, " none");
+	buf_add(msg, sizeof(msg), &len, "; searched:");
+	for (size_t i = 0; i < reg->nfiles; i++)
+		buf_add(msg, sizeof(msg), &len, "%s %s", i ? "," : "", reg->files[i].path);
+	for (size_t i = 0; i < reg->ndirs; i++)
+		buf_add(msg, sizeof(msg), &len, "%s %s", i || reg->nfiles ? "," : "",
+			reg->dirs[i].path);
+	if (!reg->nfiles && !reg->ndirs)
+		buf_add(msg, sizeof(msg), &len,
+			" no directories (add some with plugins.paths in the config or "
+			"WEFT_PLUGIN_PATH)");
+	if (reg->nfailures) {
+		buf_add(msg, sizeof(msg), &len, "; also, %zu file%s failed to load:",
+			reg->nfailures, reg->nfailures == 1 ? "" : "s");
+		for (size_t i = 0; i < reg->nfailures; i++)
+			buf_add(msg, sizeof(msg), &len, "%s %s: %s", i ? ";" : "",
+				reg->failures[i].file, reg->failures[i].reason);
+	}
+	return weft_error_set(WEFT_ERR_NOT_FOUND, "%s", msg);
+}
+
+weft_status weft_registry_find(weft_registry *reg, weft_plugin_kind kind, const char *name,
+			       const void **vtable, const char **file)
+{
+	const weft_registry_entry *e;
+	weft_status st;
+
+	if (!name)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "plugin lookup without a name");
+	if (!weft_plugin_min_struct_size(kind))
+		return weft_error_set(WEFT_ERR_INVALID_ARG,
+				      "plugin lookup of '%s' with unknown kind %d", name, (int)kind);
+	st = weft_registry_scan(reg);
+	if (st != WEFT_OK)
+		return st;
+	e = weft_registry_find_entry(reg, kind, name);
+	if (!e)
+		return not_found(reg, kind, name);
+	*vtable = e->vtable;
+	if (file)
+		*file = e->file;
+	return WEFT_OK;
+}
+
+weft_status weft_registry_list(weft_registry *reg, const weft_registry_entry **entries,
+			       size_t *count)
+{
+	weft_status st = weft_registry_scan(reg);
+
+	*entries = st == WEFT_OK ? reg->entries : NULL;
+	*count = st == WEFT_OK ? reg->nentries : 0;
+	return st;
+}
+
+const weft_registry_failure *weft_registry_failures(const weft_registry *reg, size_t *count)
+{
+	*count = reg->nfailures;
+	return reg->failures;
+}
+
+const weft_registry_shadowed *weft_registry_shadowed_files(const weft_registry *reg,
+							     size_t *count)
+{
+	*count = reg->nshadowed;
+	return reg->shadowed;
+}
+
+const char *const *weft_registry_dirs(const weft_registry *reg, size_t *count)
+{
+	*count = reg->ndirs;
+	return reg->dir_names;
+}
+
