@@ -99,10 +99,22 @@ weft_status weft_registry_add_file(weft_registry *reg, const char *path)
 	return add_place(&reg->files, &reg->nfiles, &reg->cap_files, path, &sb);
 }
 
+/* Adds `dir` when it is a directory; skips it (with a debug line) when not. */
+static weft_status add_if_dir(weft_registry *reg, const char *dir, const char *origin)
+{
+	struct stat sb;
+
+	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+		weft_log(WEFT_LOG_DEBUG, "plugins: skipping %s from %s: not a directory", dir,
+			 origin);
+		return WEFT_OK;
+	}
+	return weft_registry_add_dir(reg, dir);
+}
+
 weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, const char *origin)
 {
 	const char *p = list;
-	struct stat sb;
 	weft_status st;
 
 	while (p && *p) {
@@ -114,13 +126,7 @@ weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, co
 			dir = strndup(p, len);
 			if (!dir)
 				return weft_registry_nomem("reading a plugin path list");
-			if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-				weft_log(WEFT_LOG_DEBUG, "plugins: skipping %s from %s: not a directory",
-					 dir, origin);
-				st = WEFT_OK;
-			} else {
-				st = weft_registry_add_dir(reg, dir);
-			}
+			st = add_if_dir(reg, dir, origin);
 			free(dir);
 			if (st != WEFT_OK)
 				return st;
@@ -141,12 +147,12 @@ weft_status weft_registry_add_default_paths(weft_registry *reg)
 			return st;
 	}
 #ifdef WEFT_BUILD_PLUGIN_DIR
-	st = weft_registry_add_path_list(reg, WEFT_BUILD_PLUGIN_DIR, "the build tree");
+	st = add_if_dir(reg, WEFT_BUILD_PLUGIN_DIR, "the build tree");
 	if (st != WEFT_OK)
 		return st;
 #endif
 #ifdef WEFT_INSTALL_PLUGIN_DIR
-	st = weft_registry_add_path_list(reg, WEFT_INSTALL_PLUGIN_DIR, "the install prefix");
+	st = add_if_dir(reg, WEFT_INSTALL_PLUGIN_DIR, "the install prefix");
 	if (st != WEFT_OK)
 		return st;
 #endif
