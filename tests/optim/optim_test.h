@@ -18,7 +18,7 @@ static weft_registry *ot_registry;
 
 /* The optimizer vtable named `name` from optim_builtin.so in the build's
  * plugin directory (WEFT_PLUGIN_DIR, set by ctest). */
-static const weft_optim_ops *ot_find(const char *name)
+static inline const weft_optim_ops *ot_find(const char *name)
 {
 	const void *vt = NULL;
 
@@ -35,14 +35,14 @@ static const weft_optim_ops *ot_find(const char *name)
 	return vt;
 }
 
-static void ot_release(void)
+static inline void ot_release(void)
 {
 	weft_registry_free(ot_registry);
 	ot_registry = NULL;
 }
 
 /* Loads YAML text as "cfg.yaml" (the name messages show). */
-static weft_config *ot_config(const char *yaml)
+static inline weft_config *ot_config(const char *yaml)
 {
 	weft_config *cfg = NULL;
 
@@ -51,7 +51,7 @@ static weft_config *ot_config(const char *yaml)
 }
 
 /* Path of a fixture file under the source tree (WEFT_SOURCE_DIR). */
-static void ot_fixture_path(char *buf, size_t len, const char *file)
+static inline void ot_fixture_path(char *buf, size_t len, const char *file)
 {
 	const char *src = getenv("WEFT_SOURCE_DIR");
 
@@ -83,7 +83,7 @@ typedef struct ot_case {
 } ot_case;
 
 /* total floats from the text after a record keyword; malloc'ed. */
-static float *ot_floats(char *text, int64_t total)
+static inline float *ot_floats(char *text, int64_t total)
 {
 	float *out = malloc((size_t)total * sizeof(float));
 	char *end;
@@ -97,7 +97,7 @@ static float *ot_floats(char *text, int64_t total)
 	return out;
 }
 
-static void ot_case_load(const char *file, ot_case *c)
+static inline void ot_case_load(const char *file, ot_case *c)
 {
 	char path[4096];
 	char *line = NULL;
@@ -164,7 +164,7 @@ static void ot_case_load(const char *file, ot_case *c)
 	WT_REQUIRE(c->init && c->nsteps > 0);
 }
 
-static void ot_case_free(ot_case *c)
+static inline void ot_case_free(ot_case *c)
 {
 	free(c->init);
 	for (int s = 0; s < c->nsteps; s++) {
