@@ -1,0 +1,227 @@
+/* Reverse-mode backward over the tape, with the gradient-final, pre-use and
+ * module hooks. */
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out)
+{
+	weft_tensor *g;
+	void *data = NULL;
+	weft_status st;
+
+	if (t->grad) {
+		*out = t->grad->data;
+		return WEFT_OK;
+	}
+	st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
+	if (st)
+		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
+	weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
+	st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(t), 64, &data);
+	if (!st && weft_tensor_nbytes(t))
+		st = ctx->k->zero(ctx->kctx, data, weft_tensor_nbytes(t));
+	if (st)
+		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
+	g->data = g->base = data;
+	g->flags = WEFT_TENSOR_IN_ARENA;
+	g->name = "grad";
+	t->grad = g;
+	t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
+	*out = data;
+	return WEFT_OK;
+}
+
+typedef struct open_module {
+	weft_tape_node *end;
+	int fired;
+} open_module;
+
+static weft_status fire_module(weft_ctx *ctx, weft_hook_kind kind, const weft_tape_node *m)
+{
+	weft_hook_event ev = { .kind = kind, .pass = WEFT_PASS_BACKWARD, .module = m->op,
+			       .module_ptr = m->module_ptr };
+
+	return hooks_fire(ctx, &ev);
+}
+
+static weft_status fire_grad_final(weft_ctx *ctx, weft_tensor *p)
+{
+	weft_hook_event ev = { .kind = WEFT_HOOK_GRAD_FINAL, .pass = WEFT_PASS_BACKWARD,
+			       .param = p };
+
+	return hooks_fire(ctx, &ev);
+}
+
+static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack, int depth)
+{
+	weft_tensor *t;
+	void *unused;
+	weft_status st;
+
+	for (int i = 0; i < depth; i++) {
+		if (stack[i].fired)
+			continue;
+		st = fire_module(ctx, WEFT_HOOK_MODULE_BACKWARD_BEGIN, stack[i].end);
+		if (st)
+			return st;
+		stack[i].fired = 1;
+	}
+	for (int32_t i = 0; i < n->n_in; i++) {
+		t = n->in[i];
+		if (!t)
+			continue;
+		st = op_pre_use(ctx, n->op, t, WEFT_PASS_BACKWARD);
+		if (!st && (t->flags & WEFT_TENSOR_REQUIRES_GRAD))
+			st = grad_of(ctx, t, &unused);
+		if (st)
+			return st;
+	}
+	st = n->backward(ctx, n);
+	if (st)
+		return weft_error_wrap(st, "backward of %s", n->op);
+	n->done = 1;
+	for (int32_t i = 0; i < n->n_in; i++) {
+		t = n->in[i];
+		if (!t || !(t->flags & WEFT_TENSOR_REQUIRES_GRAD))
+			continue;
+		if (t->producer && t->ag_stamp == ctx->stamp)
+			t->producer->visit = ctx->pass;
+		if ((t->flags & WEFT_TENSOR_PARAM) && t->ag_pending > 0 && --t->ag_pending == 0) {
+			st = fire_grad_final(ctx, t);
+			if (st)
+				return st;
+		}
+	}
+	return WEFT_OK;
+}
+
+static weft_status walk(weft_ctx *ctx)
+{
+	open_module stack[MODULE_MAX_DEPTH];
+	int depth = 0;
+	weft_status st;
+
+	for (weft_tape_node *n = ctx->tail; n; n = n->prev) {
+		switch (n->kind) {
+		case TAPE_MODULE_END:
+			if (depth == MODULE_MAX_DEPTH)
+				return weft_error_set(WEFT_ERR_INTERNAL, "backward: modules nest "
+						      "deeper than %d", MODULE_MAX_DEPTH);
+			stack[depth++] = (open_module){ .end = n, .fired = 0 };
+			break;
+		case TAPE_MODULE_BEGIN:
+			if (depth == 0)
+				break;
+			depth--;
+			if (stack[depth].fired) {
+				st = fire_module(ctx, WEFT_HOOK_MODULE_BACKWARD_END, n);
+				if (st)
+					return st;
+			}
+			break;
+		case TAPE_OP:
+			if (n->visit != ctx->pass || n->done)
+				break;
+			st = run_node(ctx, n, stack, depth);
+			if (st)
+				return st;
+			break;
+		}
+	}
+	return WEFT_OK;
+}
+
+static weft_status check_root(weft_ctx *ctx, const char *fn, weft_tensor *root)
+{
+	char sh[160];
+
+	if (!ctx || !root)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: context or tensor is NULL", fn);
+	if (!root->producer || root->ag_stamp != ctx->stamp)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: '%s' %s was not made by a recorded "
+				      "op in this step (grad was off, no input required a gradient, "
+				      "or step_begin ran since)", fn, root->name ? root->name : "",
+				      weft_shape_str(root, sh, sizeof(sh)));
+	if (root->producer->done)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: backward already ran through '%s'; "
+				      "run forward again (after step_begin) for another backward",
+				      fn, root->name ? root->name : "");
+	return WEFT_OK;
+}
+
+static weft_status start(weft_ctx *ctx, weft_tensor *root, const void *seed)
+{
+	void *g;
+	weft_status st = grad_of(ctx, root, &g);
+
+	if (st)
+		return st;
+	st = ctx->k->axpy(ctx->kctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f, seed, g);
+	if (st)
+		return st;
+	ctx->pass++;
+	root->producer->visit = ctx->pass;
+	return walk(ctx);
+}
+
+weft_status weft_backward(weft_ctx *ctx, weft_tensor *loss)
+{
+	char sh[160];
+	void *one;
+	weft_status st = check_root(ctx, "backward", loss);
+
+	if (st)
+		return st;
+	if (weft_tensor_numel(loss) != 1)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "backward: '%s' %s is not a scalar; use "
+				      "weft_backward_from with an upstream gradient, or reduce it "
+				      "to a loss", loss->name ? loss->name : "",
+				      weft_shape_str(loss, sh, sizeof(sh)));
+	st = op_scratch(ctx, "backward", weft_dtype_size((weft_dtype)loss->dtype), &one);
+	if (!st)
+		st = ctx->k->fill(ctx->kctx, (weft_dtype)loss->dtype, 1, 1.0f, one);
+	return st ? st : start(ctx, loss, one);
+}
+
+weft_status weft_backward_from(weft_ctx *ctx, weft_tensor *out, const weft_tensor *grad)
+{
+	char a[256], b[256];
+	weft_status st = check_root(ctx, "backward_from", out);
+
+	if (st)
+		return st;
+	st = op_check(ctx, "backward_from", "grad", grad, 1);
+	if (st)
+		return st;
+	if (grad->dtype != out->dtype || weft_tensor_numel(grad) != weft_tensor_numel(out) ||
+	    grad->ndim != out->ndim || memcmp(grad->shape, out->shape, sizeof(out->shape)))
+		return weft_error_set(WEFT_ERR_SHAPE, "backward_from: %s (%s) and %s (%s) must have "
+				      "the same shape and dtype", op_desc(out, "out", a, sizeof(a)),
+				      weft_dtype_name((weft_dtype)out->dtype),
+				      op_desc(grad, "grad", b, sizeof(b)),
+				      weft_dtype_name((weft_dtype)grad->dtype));
+	return start(ctx, out, grad->data);
+}
+
+weft_status weft_autograd_flush(weft_ctx *ctx)
+{
+	weft_status st;
+
+	for (weft_tape_node *n = ctx->tail; n; n = n->prev) {
+		if (n->kind != TAPE_OP)
+			continue;
+		for (int32_t i = 0; i < n->n_in; i++) {
+			weft_tensor *t = n->in[i];
+
+			if (!t || !(t->flags & WEFT_TENSOR_PARAM) || t->ag_stamp != ctx->stamp ||
+			    t->ag_pending <= 0)
+				continue;
+			t->ag_pending = 0;
+			st = fire_grad_final(ctx, t);
+			if (st)
+				return st;
+		}
+	}
+	return WEFT_OK;
+}

@@ -1,0 +1,418 @@
+/* Ops on matrices and elements: matmul, linear, add, mul, scale, bias,
+ * relu, gelu, softmax, reshape; forward and backward. */
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+#define DT(t) ((weft_dtype)(t)->dtype)
+
+static int64_t last_dim(const weft_tensor *t)
+{
+	return t->ndim ? t->shape[t->ndim - 1] : 1;
+}
+
+/* ---- matmul ---- */
+
+static weft_status matmul_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	const weft_kernel_table *k = ctx->k;
+	weft_tensor *a = n->in[0], *b = n->in[1];
+	int64_t M = n->i[0], K = n->i[1], N = n->i[2], batch = n->i[3];
+	int b_shared = b->ndim == 2;
+	const void *dy = n->out->grad->data;
+	void *da = bw_grad(n, 0), *db = bw_grad(n, 1);
+	weft_status st = WEFT_OK;
+
+	if (da && b_shared)
+		st = k->gemm(ctx->kctx, DT(a), 0, 1, batch * M, K, N, 1.0f, dy, N, 0, b->data, N, 0,
+			     1.0f, da, K, 0, 1);
+	else if (da)
+		st = k->gemm(ctx->kctx, DT(a), 0, 1, M, K, N, 1.0f, dy, N, M * N, b->data, N, K * N,
+			     1.0f, da, K, M * K, batch);
+	if (st)
+		return st;
+	if (db && b_shared)
+		st = k->gemm(ctx->kctx, DT(a), 1, 0, K, N, batch * M, 1.0f, a->data, K, 0, dy, N, 0,
+			     1.0f, db, N, 0, 1);
+	else if (db)
+		st = k->gemm(ctx->kctx, DT(a), 1, 0, K, N, M, 1.0f, a->data, K, M * K, dy, N, M * N,
+			     1.0f, db, N, K * N, batch);
+	return st;
+}
+
+weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
+{
+	const char *op = "matmul";
+	char da[256], db[256];
+	int64_t shape[WEFT_MAX_DIMS], M, K, N, batch;
+	weft_tensor *in[2] = { a, b }, *y;
+	weft_tape_node *node;
+	int shared;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "a", a, 1)) || (st = op_check(ctx, op, "b", b, 1)) ||
+	    (st = op_same_dtype(op, "a", a, "b", b)))
+		return st;
+	op_desc(a, "a", da, sizeof(da));
+	op_desc(b, "b", db, sizeof(db));
+	if (a->ndim < 2 || b->ndim < 2)
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s: both need at least 2 dims",
+				      op, da, db);
+	M = a->shape[a->ndim - 2];
+	K = a->shape[a->ndim - 1];
+	N = b->shape[b->ndim - 1];
+	shared = b->ndim == 2;
+	if (b->shape[b->ndim - 2] != K)
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s do not fit: a's last dim %lld "
+				      "must equal b's dim %d (%lld)", op, da, db, (long long)K,
+				      b->ndim - 2, (long long)b->shape[b->ndim - 2]);
+	if (!shared && (b->ndim != a->ndim ||
+			memcmp(a->shape, b->shape, (size_t)(a->ndim - 2) * sizeof(int64_t))))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s: b must be 2-D or have a's "
+				      "leading (batch) dims", op, da, db);
+	batch = 1;
+	for (int32_t i = 0; i < a->ndim - 2; i++)
+		batch *= a->shape[i];
+	memcpy(shape, a->shape, sizeof(shape));
+	shape[a->ndim - 1] = N;
+	if ((st = op_pre_use(ctx, op, a, WEFT_PASS_FORWARD)) ||
+	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(a), a->ndim, shape, &y)))
+		return st;
+	if (shared)
+		st = ctx->k->gemm(ctx->kctx, DT(a), 0, 0, batch * M, N, K, 1.0f, a->data, K, 0,
+				  b->data, N, 0, 0.0f, y->data, N, 0, 1);
+	else
+		st = ctx->k->gemm(ctx->kctx, DT(a), 0, 0, M, N, K, 1.0f, a->data, K, M * K, b->data,
+				  N, K * N, 0.0f, y->data, N, M * N, batch);
+	if (st || (st = op_record(ctx, op, matmul_backward, y, 2, in, &node)))
+		return st;
+	if (node) {
+		node->i[0] = M;
+		node->i[1] = K;
+		node->i[2] = N;
+		node->i[3] = batch;
+	}
+	*out = y;
+	return WEFT_OK;
+}
+
+/* ---- linear ---- */
+
+static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	const weft_kernel_table *k = ctx->k;
+	weft_tensor *x = n->in[0], *w = n->in[1];
+	int64_t rows = n->i[0], in_f = n->i[1], out_f = n->i[2];
+	const void *dy = n->out->grad->data;
+	void *dx = bw_grad(n, 0), *dw = bw_grad(n, 1), *db = bw_grad(n, 2);
+	weft_status st = WEFT_OK;
+
+	if (dx)
+		st = k->gemm(ctx->kctx, DT(x), 0, 0, rows, in_f, out_f, 1.0f, dy, out_f, 0, w->data,
+			     in_f, 0, 1.0f, dx, in_f, 0, 1);
+	if (!st && dw)
+		st = k->gemm(ctx->kctx, DT(x), 1, 0, out_f, in_f, rows, 1.0f, dy, out_f, 0, x->data,
+			     in_f, 0, 1.0f, dw, in_f, 0, 1);
+	if (!st && db)
+		st = k->sum_rows(ctx->kctx, DT(x), rows, out_f, dy, db);
+	return st;
+}
+
+weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
+			   weft_tensor **out)
+{
+	const char *op = "linear";
+	char dx[256], dw[256], dbias[256];
+	int64_t shape[WEFT_MAX_DIMS], rows, in_f, out_f;
+	weft_tensor *in[3] = { x, w, b }, *y;
+	weft_tape_node *node;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "x", x, 1)) || (st = op_check(ctx, op, "w", w, 1)) ||
+	    (st = op_same_dtype(op, "x", x, "w", w)))
+		return st;
+	if (b && ((st = op_check(ctx, op, "b", b, 1)) || (st = op_same_dtype(op, "x", x, "b", b))))
+		return st;
+	op_desc(x, "x", dx, sizeof(dx));
+	op_desc(w, "w", dw, sizeof(dw));
+	if (x->ndim < 1 || w->ndim != 2)
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s: x needs at least 1 dim and w "
+				      "exactly 2 (out_features, in_features)", op, dx, dw);
+	in_f = w->shape[1];
+	out_f = w->shape[0];
+	if (last_dim(x) != in_f)
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s do not fit: x's last dim %lld "
+				      "must equal w's in_features (dim 1) %lld", op, dx, dw,
+				      (long long)last_dim(x), (long long)in_f);
+	if (b && (b->ndim != 1 || b->shape[0] != out_f))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s does not fit %s: the bias must be "
+				      "[%lld] (out_features)", op, op_desc(b, "b", dbias, sizeof(dbias)),
+				      dw, (long long)out_f);
+	rows = 1;
+	for (int32_t i = 0; i < x->ndim - 1; i++)
+		rows *= x->shape[i];
+	memcpy(shape, x->shape, sizeof(shape));
+	shape[x->ndim - 1] = out_f;
+	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (st = op_pre_use(ctx, op, w, WEFT_PASS_FORWARD)) ||
+	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(x), x->ndim, shape, &y)))
+		return st;
+	st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data, in_f, 0,
+			  w->data, in_f, 0, 0.0f, y->data, out_f, 0, 1);
+	if (!st && b)
+		st = ctx->k->add(ctx->kctx, DT(x), rows * out_f, y->data, out_f, b->data, y->data);
+	if (st || (st = op_record(ctx, op, linear_backward, y, 3, in, &node)))
+		return st;
+	if (node) {
+		node->i[0] = rows;
+		node->i[1] = in_f;
+		node->i[2] = out_f;
+	}
+	*out = y;
+	return WEFT_OK;
+}
+
+/* ---- add, mul, bias: b broadcasts over a's leading dims ---- */
+
+static weft_status add_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	int64_t nn = weft_tensor_numel(n->out), nb = weft_tensor_numel(n->in[1]);
+	const void *dy = n->out->grad->data;
+	void *da = bw_grad(n, 0), *db = bw_grad(n, 1);
+	weft_status st = WEFT_OK;
+
+	if (da)
+		st = ctx->k->axpy(ctx->kctx, DT(n->out), nn, 1.0f, dy, da);
+	if (!st && db && nb)
+		st = ctx->k->sum_rows(ctx->kctx, DT(n->out), nn / nb, nb, dy, db);
+	return st;
+}
+
+static weft_status mul_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_tensor *a = n->in[0], *b = n->in[1];
+
+	return ctx->k->mul_backward(ctx->kctx, DT(a), weft_tensor_numel(a), a->data,
+				    weft_tensor_numel(b), b->data, n->out->grad->data,
+				    bw_grad(n, 0), bw_grad(n, 1));
+}
+
+static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_tensor *a,
+			  weft_tensor *b, int is_mul, weft_tensor **out)
+{
+	char da[256], db[256];
+	weft_tensor *in[2] = { a, b }, *y;
+	weft_tape_node *node;
+	int fits;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "a", a, 1)) || (st = op_check(ctx, op, rb, b, 1)) ||
+	    (st = op_same_dtype(op, "a", a, rb, b)))
+		return st;
+	fits = b->ndim <= a->ndim &&
+	       !memcmp(a->shape + a->ndim - b->ndim, b->shape, (size_t)b->ndim * sizeof(int64_t));
+	if (!fits && !strcmp(rb, "bias"))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s does not fit %s: the bias must be 1-D "
+				      "of a's last dim", op, op_desc(b, rb, db, sizeof(db)),
+				      op_desc(a, "a", da, sizeof(da)));
+	if (!fits)
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s do not fit: b must have a's "
+				      "shape or its trailing dims (it broadcasts over the leading "
+				      "ones)", op, op_desc(a, "a", da, sizeof(da)),
+				      op_desc(b, rb, db, sizeof(db)));
+	if ((st = op_pre_use(ctx, op, a, WEFT_PASS_FORWARD)) ||
+	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(a), a->ndim, a->shape, &y)))
+		return st;
+	if (weft_tensor_numel(a))
+		st = (is_mul ? ctx->k->mul : ctx->k->add)(ctx->kctx, DT(a), weft_tensor_numel(a),
+							  a->data, weft_tensor_numel(b), b->data,
+							  y->data);
+	if (st || (st = op_record(ctx, op, is_mul ? mul_backward : add_backward, y, 2, in, &node)))
+		return st;
+	*out = y;
+	return WEFT_OK;
+}
+
+weft_status weft_op_add(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
+{
+	return binary(ctx, "add", "b", a, b, 0, out);
+}
+
+weft_status weft_op_mul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
+{
+	return binary(ctx, "mul", "b", a, b, 1, out);
+}
+
+weft_status weft_op_bias(weft_ctx *ctx, weft_tensor *x, weft_tensor *b, weft_tensor **out)
+{
+	if (b && x && b->ndim != 1 && out) {
+		char dx[256], db[256];
+
+		*out = NULL;
+		return weft_error_set(WEFT_ERR_SHAPE, "bias: %s does not fit %s: the bias must be "
+				      "1-D of x's last dim", op_desc(b, "bias", db, sizeof(db)),
+				      op_desc(x, "x", dx, sizeof(dx)));
+	}
+	return binary(ctx, "bias", "bias", x, b, 0, out);
+}
+
+/* ---- scale ---- */
+
+static weft_status scale_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	return ctx->k->axpy(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), n->f[0],
+			    n->out->grad->data, bw_grad(n, 0));
+}
+
+weft_status weft_op_scale(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tensor **out)
+{
+	const char *op = "scale";
+	weft_tensor *y;
+	weft_tape_node *node;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "x", x, 1)) ||
+	    (st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(x), x->ndim, x->shape, &y)))
+		return st;
+	if (weft_tensor_numel(x))
+		st = ctx->k->scale(ctx->kctx, DT(x), weft_tensor_numel(x), alpha, x->data, y->data);
+	if (st || (st = op_record(ctx, op, scale_backward, y, 1, &x, &node)))
+		return st;
+	if (node)
+		node->f[0] = alpha;
+	*out = y;
+	return WEFT_OK;
+}
+
+/* ---- relu, gelu, softmax ---- */
+
+static weft_status relu_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	return ctx->k->relu_backward(ctx->kctx, DT(n->out), weft_tensor_numel(n->out),
+				     n->in[0]->data, n->out->grad->data, bw_grad(n, 0));
+}
+
+static weft_status gelu_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	return ctx->k->gelu_backward(ctx->kctx, DT(n->out), weft_tensor_numel(n->out),
+				     n->in[0]->data, n->out->grad->data, bw_grad(n, 0));
+}
+
+static weft_status softmax_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	int64_t cols = last_dim(n->out);
+
+	return ctx->k->softmax_backward(ctx->kctx, DT(n->out),
+					cols ? weft_tensor_numel(n->out) / cols : 0, cols,
+					n->out->data, n->out->grad->data, bw_grad(n, 0));
+}
+
+enum unary_kind { UNARY_RELU, UNARY_GELU, UNARY_SOFTMAX };
+
+static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, weft_tensor *x,
+			 weft_tensor **out)
+{
+	static const tape_backward_fn bw[] = { relu_backward, gelu_backward, softmax_backward };
+	weft_tensor *y;
+	weft_tape_node *node;
+	int64_t n, cols;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "x", x, 1)) ||
+	    (st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(x), x->ndim, x->shape, &y)))
+		return st;
+	n = weft_tensor_numel(x);
+	cols = last_dim(x);
+	if (n && kind == UNARY_RELU)
+		st = ctx->k->relu_forward(ctx->kctx, DT(x), n, x->data, y->data);
+	else if (n && kind == UNARY_GELU)
+		st = ctx->k->gelu_forward(ctx->kctx, DT(x), n, x->data, y->data);
+	else if (n)
+		st = ctx->k->softmax_forward(ctx->kctx, DT(x), n / cols, cols, x->data, y->data);
+	if (st || (st = op_record(ctx, op, bw[kind], y, 1, &x, &node)))
+		return st;
+	*out = y;
+	return WEFT_OK;
+}
+
+weft_status weft_op_relu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	return unary(ctx, "relu", UNARY_RELU, x, out);
+}
+
+weft_status weft_op_gelu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	return unary(ctx, "gelu", UNARY_GELU, x, out);
+}
+
+weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	return unary(ctx, "softmax", UNARY_SOFTMAX, x, out);
+}
+
+/* ---- reshape ---- */
+
+static weft_status reshape_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	return ctx->k->axpy(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), 1.0f,
+			    n->out->grad->data, bw_grad(n, 0));
+}
+
+weft_status weft_op_reshape(weft_ctx *ctx, weft_tensor *x, int32_t ndim, const int64_t *shape,
+			    weft_tensor **out)
+{
+	const char *op = "reshape";
+	char dx[256], sh[160];
+	weft_tensor *y;
+	weft_tape_node *node;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if ((st = op_check(ctx, op, "x", x, 1)))
+		return st;
+	if (!shape && ndim)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: shape is NULL", op);
+	st = weft_arena_alloc(ctx->tape_arena, sizeof(*y), 16, (void **)&y);
+	if (st)
+		return weft_error_wrap(st, "%s: output", op);
+	st = weft_tensor_init(y, DT(x), ndim, shape, x->device, x->data);
+	if (st)
+		return weft_error_wrap(st, "%s", op);
+	if (weft_tensor_numel(y) != weft_tensor_numel(x))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s has %lld elements; %s has %lld", op,
+				      op_desc(x, "x", dx, sizeof(dx)), (long long)weft_tensor_numel(x),
+				      weft_shape_str(y, sh, sizeof(sh)),
+				      (long long)weft_tensor_numel(y));
+	y->base = x->base;
+	y->offset = x->offset;
+	y->flags = WEFT_TENSOR_IN_ARENA;
+	y->name = op;
+	y->ag_stamp = ctx->stamp;
+	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (st = op_record(ctx, op, reshape_backward, y, 1, &x, &node)))
+		return st;
+	*out = y;
+	return WEFT_OK;
+}

@@ -1,0 +1,123 @@
+/* Internals shared by core/tensor's files: the context, the tape, and the
+ * helpers every op uses to check inputs, fire hooks, allocate and record. */
+#ifndef WEFT_TENSOR_IMPL_H
+#define WEFT_TENSOR_IMPL_H
+
+#include "weft/autograd.h"
+#include "weft/ops.h"
+#include "weft/tensor.h"
+
+#define TAPE_MAX_INPUTS 3
+#define TAPE_MAX_SAVED 3
+#define MODULE_MAX_DEPTH 64
+
+typedef enum tape_kind {
+	TAPE_OP = 0,
+	TAPE_MODULE_BEGIN = 1,
+	TAPE_MODULE_END = 2
+} tape_kind;
+
+struct weft_tape_node;
+typedef weft_status (*tape_backward_fn)(weft_ctx *ctx, struct weft_tape_node *n);
+
+/* One recorded op or module marker, in the tape arena. */
+typedef struct weft_tape_node {
+	struct weft_tape_node *prev;
+	tape_kind kind;
+	const char *op;                  /* op name, or the module's name */
+	void *module_ptr;
+	tape_backward_fn backward;
+	int32_t n_in;
+	weft_tensor *in[TAPE_MAX_INPUTS]; /* NULL entries allowed (no bias) */
+	weft_tensor *out;
+	void *saved[TAPE_MAX_SAVED];     /* arena buffers the backward reads */
+	float f[2];
+	int64_t i[4];
+	uint64_t u[1];
+	uint64_t visit;                  /* pass id that reached it */
+	int done;                        /* its backward has run */
+} weft_tape_node;
+
+typedef struct hook_entry {
+	weft_hook_kind kind;
+	weft_hook_fn fn;
+	void *user;
+	int64_t handle;
+} hook_entry;
+
+struct weft_ctx {
+	weft_device dev;
+	const weft_kernel_table *k;
+	void *kctx;
+	weft_arena *arena;      /* device: activations, gradients */
+	weft_arena *tape_arena; /* host: tensor structs, tape nodes */
+	weft_tape_node *tail;
+	uint64_t stamp;         /* unique across contexts, per step */
+	uint64_t step;
+	uint64_t pass;          /* backward pass counter */
+	uint64_t seed;
+	int64_t row_offset;
+	uint64_t dropout_calls;
+	int grad_enabled;
+	int training;
+	hook_entry *hooks;
+	size_t n_hooks, cap_hooks;
+	int64_t next_handle;
+	int module_depth;
+	const char *module_names[MODULE_MAX_DEPTH];
+	void *module_ptrs[MODULE_MAX_DEPTH];
+};
+
+/* Checks dtype, ndim and dims; messages start with `what`. */
+weft_status tensor_check_shape(const char *what, weft_dtype dt, int32_t ndim,
+			       const int64_t *shape);
+
+/* "x [4, 8]" or "w 'fc1.weight' [16, 9]" into buf. */
+const char *op_desc(const weft_tensor *t, const char *role, char *buf, size_t len);
+
+/* Checks a tensor input of `op`: present, with data, on ctx's device; a
+ * float dtype the kernels support when want_float, else I32/I64. */
+weft_status op_check(weft_ctx *ctx, const char *op, const char *role, const weft_tensor *t,
+		     int want_float);
+
+/* Checks two float inputs share a dtype. */
+weft_status op_same_dtype(const char *op, const char *ra, const weft_tensor *a, const char *rb,
+			  const weft_tensor *b);
+
+/* Fires PARAM_PRE_USE for t when it is a parameter. */
+weft_status op_pre_use(weft_ctx *ctx, const char *op, weft_tensor *t, weft_pass pass);
+
+/* Whether t takes part in autograd now (grad on, t requires a gradient). */
+int op_needs_grad(const weft_ctx *ctx, const weft_tensor *t);
+
+/* A new output tensor in the arena (uninitialised data). */
+weft_status op_output(weft_ctx *ctx, const char *op, weft_dtype dt, int32_t ndim,
+		      const int64_t *shape, weft_tensor **out);
+
+/* Scratch bytes from the activation arena. */
+weft_status op_scratch(weft_ctx *ctx, const char *op, size_t bytes, void **out);
+
+/* Records `out` as made by `op` from in[0..n): returns the node (to fill
+ * saved/f/i) or NULL in *node when nothing needs a gradient. */
+weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *out,
+		      int32_t n_in, weft_tensor *const *in, weft_tape_node **node);
+
+/* Fires every hook of ev->kind. */
+weft_status hooks_fire(weft_ctx *ctx, const weft_hook_event *ev);
+
+/* The gradient buffer of t for the current step: allocated zeroed in the
+ * arena on first need. */
+weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out);
+
+/* Whether a backward should compute the gradient of input i. */
+static inline int bw_wants(const weft_tape_node *n, int32_t i)
+{
+	return n->in[i] && n->in[i]->grad && (n->in[i]->flags & WEFT_TENSOR_REQUIRES_GRAD);
+}
+
+static inline void *bw_grad(const weft_tape_node *n, int32_t i)
+{
+	return bw_wants(n, i) ? n->in[i]->grad->data : NULL;
+}
+
+#endif /* WEFT_TENSOR_IMPL_H */

@@ -1,0 +1,55 @@
+/* Matrix products through OpenBLAS (cblas_sgemm), and row sums. */
+#include <cblas.h>
+
+#include "cpu_impl.h"
+
+weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
+		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+		     int64_t ldc, int64_t stride_c, int64_t batch)
+{
+	const float *A = a, *B = b;
+	float *Cm = c;
+
+	(void)kctx;
+	(void)dt;
+	if (m <= 0 || n <= 0 || batch <= 0)
+		return WEFT_OK;
+	if (m > 0x7fffffff || n > 0x7fffffff || k > 0x7fffffff || lda > 0x7fffffff ||
+	    ldb > 0x7fffffff || ldc > 0x7fffffff)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "gemm: %lld x %lld x %lld exceeds "
+				      "OpenBLAS's 32-bit sizes", (long long)m, (long long)n,
+				      (long long)k);
+	for (int64_t i = 0; i < batch; i++) {
+		float *ci = Cm + i * stride_c;
+
+		if (k <= 0) { /* C = beta * C */
+			for (int64_t r = 0; r < m; r++)
+				for (int64_t j = 0; j < n; j++)
+					ci[r * ldc + j] = beta == 0.0f ? 0.0f : beta * ci[r * ldc + j];
+			continue;
+		}
+		cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+			    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
+			    A + i * stride_a, (int)lda, B + i * stride_b, (int)ldb, beta, ci,
+			    (int)ldc);
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
+			 void *y)
+{
+	const float *restrict X = x;
+	float *restrict Y = y;
+
+	(void)kctx;
+	(void)dt;
+	for (int64_t i = 0; i < rows; i++) {
+		const float *restrict xi = X + i * cols;
+
+		for (int64_t j = 0; j < cols; j++)
+			Y[j] += xi[j];
+	}
+	return WEFT_OK;
+}

@@ -1,0 +1,81 @@
+/* Kernel functions of the CPU table, one file per family. All take F32
+ * data (the table's float_dtypes); see weft_kernel_table for contracts. */
+#ifndef WEFT_CPU_IMPL_H
+#define WEFT_CPU_IMPL_H
+
+#include "weft/device.h"
+
+weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
+		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+		     int64_t ldc, int64_t stride_c, int64_t batch);
+weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
+			 void *y);
+
+weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+		    const void *b, void *out);
+weft_status cpu_mul(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+		    const void *b, void *out);
+weft_status cpu_mul_backward(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+			     const void *b, const void *dy, void *da, void *db);
+weft_status cpu_scale(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
+		      void *out);
+weft_status cpu_axpy(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x, void *y);
+weft_status cpu_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *out);
+weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
+			weft_dtype dst_dt, void *dst);
+weft_status cpu_relu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			      const void *dy, void *dx);
+weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			      const void *dy, void *dx);
+weft_status cpu_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+				int64_t first, const void *x, void *out);
+weft_status cpu_dropout_backward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+				 int64_t first, const void *dy, void *dx);
+
+weft_status cpu_softmax_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				const void *x, void *y);
+weft_status cpu_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				 const void *y, const void *dy, void *dx);
+weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  float eps, const void *x, const void *w, const void *b,
+				  void *out, float *mean, float *rstd);
+weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				   const void *x, const void *w, const float *mean,
+				   const float *rstd, const void *dy, void *dx, void *dw,
+				   void *db);
+weft_status cpu_embedding_forward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				  weft_dtype idx_dt, const void *idx, int64_t vocab,
+				  const void *table, void *out);
+weft_status cpu_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				   weft_dtype idx_dt, const void *idx, const void *dy,
+				   void *dtable);
+weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				      const void *logits, weft_dtype idx_dt, const void *targets,
+				      int64_t ignore_index, void *probs, float *loss,
+				      float *count);
+weft_status cpu_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				       const void *probs, weft_dtype idx_dt, const void *targets,
+				       int64_t ignore_index, const float *dloss,
+				       const float *count, void *dlogits);
+weft_status cpu_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+			 const void *logits, weft_dtype idx_dt, const void *targets,
+			 int64_t ignore_index, int64_t *correct, int64_t *counted);
+
+weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				  int64_t nh, const void *qkv, void *out, void *att,
+				  void *scratch);
+weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				   int64_t nh, const void *qkv, const void *att,
+				   const void *dout, void *dqkv, void *scratch);
+size_t cpu_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
+
+/* Reads element i of an I32 or I64 index array. */
+static inline int64_t cpu_index(weft_dtype idx_dt, const void *idx, int64_t i)
+{
+	return idx_dt == WEFT_I64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
+}
+
+#endif /* WEFT_CPU_IMPL_H */

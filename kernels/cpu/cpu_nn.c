@@ -1,0 +1,268 @@
+/* Row kernels: softmax, layernorm, embedding, cross-entropy, accuracy. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+
+weft_status cpu_softmax_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				const void *x, void *y)
+{
+	(void)kctx;
+	(void)dt;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict xr = (const float *)x + r * cols;
+		float *restrict yr = (float *)y + r * cols;
+		float mx = -INFINITY, sum = 0.0f, inv;
+
+		for (int64_t j = 0; j < cols; j++)
+			mx = xr[j] > mx ? xr[j] : mx;
+		for (int64_t j = 0; j < cols; j++) {
+			yr[j] = expf(xr[j] - mx);
+			sum += yr[j];
+		}
+		inv = 1.0f / sum;
+		for (int64_t j = 0; j < cols; j++)
+			yr[j] *= inv;
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				 const void *y, const void *dy, void *dx)
+{
+	(void)kctx;
+	(void)dt;
+	if (!dx)
+		return WEFT_OK;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict yr = (const float *)y + r * cols;
+		const float *restrict dyr = (const float *)dy + r * cols;
+		float *restrict dxr = (float *)dx + r * cols;
+		float dot = 0.0f;
+
+		for (int64_t j = 0; j < cols; j++)
+			dot += yr[j] * dyr[j];
+		for (int64_t j = 0; j < cols; j++)
+			dxr[j] += yr[j] * (dyr[j] - dot);
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  float eps, const void *x, const void *w, const void *b,
+				  void *out, float *mean, float *rstd)
+{
+	const float *restrict W = w, *restrict Bv = b;
+
+	(void)kctx;
+	(void)dt;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict xr = (const float *)x + r * cols;
+		float *restrict o = (float *)out + r * cols;
+		float m = 0.0f, v = 0.0f, s;
+
+		for (int64_t j = 0; j < cols; j++)
+			m += xr[j];
+		m /= (float)cols;
+		for (int64_t j = 0; j < cols; j++) {
+			float d = xr[j] - m;
+
+			v += d * d;
+		}
+		v /= (float)cols;
+		s = 1.0f / sqrtf(v + eps);
+		for (int64_t j = 0; j < cols; j++) {
+			float nrm = (xr[j] - m) * s;
+
+			o[j] = nrm * (W ? W[j] : 1.0f) + (Bv ? Bv[j] : 0.0f);
+		}
+		mean[r] = m;
+		rstd[r] = s;
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				   const void *x, const void *w, const float *mean,
+				   const float *rstd, const void *dy, void *dx, void *dw,
+				   void *db)
+{
+	const float *restrict W = w;
+	float *restrict DW = dw, *restrict DB = db;
+
+	(void)kctx;
+	(void)dt;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict xr = (const float *)x + r * cols;
+		const float *restrict g = (const float *)dy + r * cols;
+		float m = mean[r], s = rstd[r];
+		float dmean = 0.0f, dnorm_mean = 0.0f;
+
+		for (int64_t j = 0; j < cols; j++) {
+			float nrm = (xr[j] - m) * s;
+			float dn = g[j] * (W ? W[j] : 1.0f);
+
+			dmean += dn;
+			dnorm_mean += dn * nrm;
+			if (DW)
+				DW[j] += g[j] * nrm;
+			if (DB)
+				DB[j] += g[j];
+		}
+		dmean /= (float)cols;
+		dnorm_mean /= (float)cols;
+		if (!dx)
+			continue;
+		float *restrict dxr = (float *)dx + r * cols;
+
+		for (int64_t j = 0; j < cols; j++) {
+			float nrm = (xr[j] - m) * s;
+			float dn = g[j] * (W ? W[j] : 1.0f);
+
+			dxr[j] += (dn - dmean - nrm * dnorm_mean) * s;
+		}
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_embedding_forward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				  weft_dtype idx_dt, const void *idx, int64_t vocab,
+				  const void *table, void *out)
+{
+	(void)kctx;
+	(void)dt;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t id = cpu_index(idx_dt, idx, i);
+
+		if (id < 0 || id >= vocab)
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "id %lld at position %lld is outside "
+					      "the table's vocab [0, %lld): check the tokenizer or "
+					      "the vocab_size", (long long)id, (long long)i,
+					      (long long)vocab);
+	}
+	for (int64_t i = 0; i < n; i++)
+		memcpy((float *)out + i * dim, (const float *)table + cpu_index(idx_dt, idx, i) * dim,
+		       (size_t)dim * sizeof(float));
+	return WEFT_OK;
+}
+
+weft_status cpu_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				   weft_dtype idx_dt, const void *idx, const void *dy,
+				   void *dtable)
+{
+	(void)kctx;
+	(void)dt;
+	for (int64_t i = 0; i < n; i++) {
+		const float *restrict g = (const float *)dy + i * dim;
+		float *restrict t = (float *)dtable + cpu_index(idx_dt, idx, i) * dim;
+
+		for (int64_t j = 0; j < dim; j++)
+			t[j] += g[j];
+	}
+	return WEFT_OK;
+}
+
+static weft_status check_targets(int64_t rows, int64_t vocab, weft_dtype idx_dt,
+				 const void *targets, int64_t ignore_index)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t t = cpu_index(idx_dt, targets, r);
+
+		if (t != ignore_index && (t < 0 || t >= vocab))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "target %lld at row %lld is outside "
+					      "[0, %lld) and is not the ignore index %lld",
+					      (long long)t, (long long)r, (long long)vocab,
+					      (long long)ignore_index);
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				      const void *logits, weft_dtype idx_dt, const void *targets,
+				      int64_t ignore_index, void *probs, float *loss,
+				      float *count)
+{
+	double total = 0.0;
+	int64_t counted = 0;
+	weft_status st = check_targets(rows, vocab, idx_dt, targets, ignore_index);
+
+	if (st)
+		return st;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict xr = (const float *)logits + r * vocab;
+		float *restrict pr = (float *)probs + r * vocab;
+		int64_t t = cpu_index(idx_dt, targets, r);
+		float mx = -INFINITY, sum = 0.0f, inv;
+
+		for (int64_t j = 0; j < vocab; j++)
+			mx = xr[j] > mx ? xr[j] : mx;
+		for (int64_t j = 0; j < vocab; j++) {
+			pr[j] = expf(xr[j] - mx);
+			sum += pr[j];
+		}
+		inv = 1.0f / sum;
+		for (int64_t j = 0; j < vocab; j++)
+			pr[j] *= inv;
+		if (t == ignore_index)
+			continue;
+		total += (double)logf(sum) + (double)mx - (double)xr[t];
+		counted++;
+	}
+	(void)kctx;
+	(void)dt;
+	*loss = counted ? (float)(total / (double)counted) : 0.0f;
+	*count = (float)counted;
+	return WEFT_OK;
+}
+
+weft_status cpu_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				       const void *probs, weft_dtype idx_dt, const void *targets,
+				       int64_t ignore_index, const float *dloss,
+				       const float *count, void *dlogits)
+{
+	float scale;
+
+	(void)kctx;
+	(void)dt;
+	if (!dlogits || *count == 0.0f)
+		return WEFT_OK;
+	scale = *dloss / *count;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *restrict pr = (const float *)probs + r * vocab;
+		float *restrict g = (float *)dlogits + r * vocab;
+		int64_t t = cpu_index(idx_dt, targets, r);
+
+		if (t == ignore_index)
+			continue;
+		for (int64_t j = 0; j < vocab; j++)
+			g[j] += pr[j] * scale;
+		g[t] -= scale;
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+			 const void *logits, weft_dtype idx_dt, const void *targets,
+			 int64_t ignore_index, int64_t *correct, int64_t *counted)
+{
+	weft_status st = check_targets(rows, vocab, idx_dt, targets, ignore_index);
+
+	(void)kctx;
+	(void)dt;
+	*correct = *counted = 0;
+	if (st)
+		return st;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = (const float *)logits + r * vocab;
+		int64_t t = cpu_index(idx_dt, targets, r), best = 0;
+
+		if (t == ignore_index)
+			continue;
+		for (int64_t j = 1; j < vocab; j++)
+			if (xr[j] > xr[best])
+				best = j;
+		(*counted)++;
+		*correct += best == t;
+	}
+	return WEFT_OK;
+}

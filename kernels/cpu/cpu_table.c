@@ -1,0 +1,109 @@
+/* The CPU kernel table: host memory through the accounted allocator,
+ * OpenBLAS threads, and the compute kernels of the cpu_*.c files. */
+#include <cblas.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+#include "kernels_cpu.h"
+
+static atomic_llong cpu_threads;
+
+static weft_status cpu_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)
+{
+	(void)index;
+	*out = weft_mem_alloc(cat, bytes);
+	return *out ? WEFT_OK : weft_error_wrap(WEFT_ERR_NOMEM, "cpu");
+}
+
+static void cpu_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t bytes)
+{
+	(void)index;
+	(void)cat;
+	(void)bytes;
+	weft_mem_free(ptr);
+}
+
+static weft_status cpu_copy(void *kctx, void *dst, const void *src, size_t bytes,
+			    weft_copy_kind kind)
+{
+	(void)kctx;
+	(void)kind;
+	if (bytes)
+		memmove(dst, src, bytes);
+	return WEFT_OK;
+}
+
+static weft_status cpu_zero(void *kctx, void *dst, size_t bytes)
+{
+	(void)kctx;
+	if (bytes)
+		memset(dst, 0, bytes);
+	return WEFT_OK;
+}
+
+static weft_status cpu_synchronize(void *kctx)
+{
+	(void)kctx;
+	return WEFT_OK;
+}
+
+void weft_kernels_cpu_set_threads(int64_t n)
+{
+	if (n < 1)
+		n = 1;
+	if (n > 4096)
+		n = 4096;
+	openblas_set_num_threads((int)n);
+	atomic_store(&cpu_threads, (long long)n);
+}
+
+int64_t weft_kernels_cpu_get_threads(void)
+{
+	long long n = atomic_load(&cpu_threads);
+
+	return n > 0 ? (int64_t)n : (int64_t)openblas_get_num_threads();
+}
+
+static const weft_kernel_table cpu_table = {
+	.head = WEFT_PLUGIN_HEAD(weft_kernel_table, "cpu"),
+	.float_dtypes = WEFT_DTYPE_BIT(WEFT_F32),
+	.mem_alloc = cpu_mem_alloc,
+	.mem_free = cpu_mem_free,
+	.copy = cpu_copy,
+	.zero = cpu_zero,
+	.synchronize = cpu_synchronize,
+	.gemm = cpu_gemm,
+	.sum_rows = cpu_sum_rows,
+	.add = cpu_add,
+	.mul = cpu_mul,
+	.mul_backward = cpu_mul_backward,
+	.scale = cpu_scale,
+	.axpy = cpu_axpy,
+	.fill = cpu_fill,
+	.convert = cpu_convert,
+	.relu_forward = cpu_relu_forward,
+	.relu_backward = cpu_relu_backward,
+	.gelu_forward = cpu_gelu_forward,
+	.gelu_backward = cpu_gelu_backward,
+	.softmax_forward = cpu_softmax_forward,
+	.softmax_backward = cpu_softmax_backward,
+	.layernorm_forward = cpu_layernorm_forward,
+	.layernorm_backward = cpu_layernorm_backward,
+	.embedding_forward = cpu_embedding_forward,
+	.embedding_backward = cpu_embedding_backward,
+	.attention_forward = cpu_attention_forward,
+	.attention_backward = cpu_attention_backward,
+	.attention_scratch = cpu_attention_scratch,
+	.dropout_forward = cpu_dropout_forward,
+	.dropout_backward = cpu_dropout_backward,
+	.cross_entropy_forward = cpu_cross_entropy_forward,
+	.cross_entropy_backward = cpu_cross_entropy_backward,
+	.accuracy = cpu_accuracy,
+	.set_threads = weft_kernels_cpu_set_threads,
+};
+
+const weft_kernel_table *weft_kernels_cpu_table(void)
+{
+	return &cpu_table;
+}
