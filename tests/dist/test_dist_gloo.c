@@ -1,0 +1,58 @@
+/* Multi-process tests of the gloo backend through core/dist's process
+ * groups: `test_dist_gloo SCENARIO NRANKS` runs NRANKS real processes of
+ * dist_worker and checks how each one ended. */
+#include <signal.h>
+#include <stdlib.h>
+
+#include "spawn.h"
+#include "weft_test.h"
+
+int main(int argc, char **argv)
+{
+	spawn_result res;
+	const char *scenario;
+	int n;
+
+	WT_REQUIRE(argc == 3);
+	scenario = argv[1];
+	n = atoi(argv[2]);
+	WT_REQUIRE(n >= 1 && n <= SPAWN_MAX);
+
+	if (!strcmp(scenario, "killed")) {
+		/* 2 s comm timeout: every survivor must be out within timeout +
+		 * the ledger's wait (<= 2 s) + start-up; 12 s leaves room for a
+		 * loaded 2-core machine under ASan */
+		setenv("WEFT_TEST_COMM_TIMEOUT_MS", "2000", 1);
+		WT_REQUIRE(spawn_run(n, scenario, 30, &res) == 0);
+		WT_CHECK(!res.hung);
+		WT_CHECK(WIFSIGNALED(res.status[1]) && WTERMSIG(res.status[1]) == SIGKILL);
+		for (int r = 0; r < n; r++) {
+			if (r == 1)
+				continue;
+			WT_CHECK(spawn_exited(&res, r, 3));
+			WT_CHECK(res.seconds[r] < 12.0);
+			WT_STR_CONTAINS(res.err[r], "all_reduce #3");
+			WT_STR_CONTAINS(res.err[r], "rank 1 did not answer");
+		}
+	} else if (!strcmp(scenario, "mismatch")) {
+		char want[128];
+
+		setenv("WEFT_TEST_COMM_TIMEOUT_MS", "1500", 1);
+		WT_REQUIRE(spawn_run(n, scenario, 30, &res) == 0);
+		WT_CHECK(!res.hung);
+		snprintf(want, sizeof(want), "rank %d called all_gather #2 (f32 x 8) where rank 0 "
+			 "called all_reduce #2 (f32 x 8)", n - 1);
+		for (int r = 0; r < n; r++)
+			WT_CHECK(spawn_exited(&res, r, 3));
+		WT_STR_CONTAINS(res.err[0], want);
+		snprintf(want, sizeof(want), "rank 0 called all_reduce #2 (f32 x 8) where rank %d "
+			 "called all_gather #2 (f32 x 8)", n - 1);
+		WT_STR_CONTAINS(res.err[n - 1], want);
+	} else {
+		WT_REQUIRE(spawn_run(n, scenario, 90, &res) == 0);
+		WT_CHECK(!res.hung);
+		for (int r = 0; r < n; r++)
+			WT_CHECK(spawn_exited(&res, r, 0));
+	}
+	return wt_done("test_dist_gloo");
+}
