@@ -68,6 +68,23 @@ static weft_status read_total(const weft_cfg *sec, const char *key, int64_t def,
 	return read_int(sec, key, def, 1, "it is the total number of optimizer steps", out);
 }
 
+/* A total step count that leaves no room after the warmup. */
+static weft_status total_error(const weft_cfg *sec, const char *key, int64_t total,
+			       const char *warmup_key, int64_t warmup)
+{
+	const weft_cfg *node = weft_cfg_get(sec, key);
+
+	if (node)
+		return weft_cfg_error(node,
+				      "must be greater than %s (%lld), got %lld: the decay runs "
+				      "from the end of the warmup to %s",
+				      warmup_key, (long long)warmup, (long long)total, key);
+	return weft_cfg_error(sec,
+			      "%s (%lld, from trainer.max_steps) must be greater than %s "
+			      "(%lld); shorten the warmup or set %s here",
+			      key, (long long)total, warmup_key, (long long)warmup, key);
+}
+
 /* warmup_steps and warmup_start_factor of the weft schedules. */
 static weft_status read_warmup(const weft_cfg *sec, int64_t min_steps, weft_lr_schedule *s)
 {
@@ -135,11 +152,8 @@ static weft_status parse_weft(const weft_cfg *sec, int64_t def_total, weft_lr_sc
 		if (st != WEFT_OK)
 			return st;
 		if (s->max_steps <= s->warmup_steps)
-			return weft_cfg_error(weft_cfg_get(sec, "max_steps") ?
-						      weft_cfg_get(sec, "max_steps") : sec,
-					      "max_steps (%lld) must be greater than warmup_steps "
-					      "(%lld): the decay runs from warmup_steps to max_steps",
-					      (long long)s->max_steps, (long long)s->warmup_steps);
+			return total_error(sec, "max_steps", s->max_steps, "warmup_steps",
+					   s->warmup_steps);
 		return read_float(sec, "min_lr_ratio", 0.0, 0.0, 1.0,
 				  "the lr decays to min_lr_ratio * lr (typical 0.1 or 0)",
 				  &s->min_lr_ratio);
@@ -167,11 +181,8 @@ static weft_status parse_deepspeed(const weft_cfg *sec, int64_t def_total, weft_
 		if (st != WEFT_OK)
 			return st;
 		if (s->max_steps <= s->warmup_steps)
-			return weft_cfg_error(weft_cfg_get(sec, "total_num_steps") ?
-						      weft_cfg_get(sec, "total_num_steps") : sec,
-					      "total_num_steps (%lld) must be greater than "
-					      "warmup_num_steps (%lld, at least 2)",
-					      (long long)s->max_steps, (long long)s->warmup_steps);
+			return total_error(sec, "total_num_steps", s->max_steps,
+					   "warmup_num_steps", s->warmup_steps);
 		return WEFT_OK;
 	}
 	if (s->kind == WEFT_LR_DS_WARMUP_DECAY) {

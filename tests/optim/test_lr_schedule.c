@@ -145,7 +145,10 @@ static void errors(void)
 	WT_FAILS(parse_err("lr_scheduler:\n  name: cosine\n  warmup_steps: 10\n", 0),
 		 WEFT_ERR_CONFIG, "cfg.yaml:2:", "needs max_steps", "trainer.max_steps");
 	WT_FAILS(parse_err("lr_scheduler:\n  name: cosine\n  warmup_steps: 10\n  max_steps: 10\n", 0),
-		 WEFT_ERR_CONFIG, "cfg.yaml:4:", "max_steps (10) must be greater than warmup_steps (10)");
+		 WEFT_ERR_CONFIG, "cfg.yaml:4:", "lr_scheduler.max_steps",
+		 "must be greater than warmup_steps (10), got 10");
+	WT_FAILS(parse_err("lr_scheduler:\n  name: linear\n  warmup_steps: 10\n", 8),
+		 WEFT_ERR_CONFIG, "cfg.yaml:2:", "max_steps (8, from trainer.max_steps) must be greater");
 	WT_FAILS(parse_err("lr_scheduler:\n  name: linear\n  max_steps: 10\n  warmup_steps: -1\n", 0),
 		 WEFT_ERR_CONFIG, "cfg.yaml:4:", "must be >= 0, got -1");
 	WT_FAILS(parse_err("lr_scheduler:\n  name: cosine\n  max_steps: 10\n  min_lr_ratio: 1.5\n", 0),
@@ -160,7 +163,7 @@ static void errors(void)
 		 WEFT_ERR_CONFIG, "cfg.yaml:3:", "linear");
 	WT_FAILS(parse_err("lr_scheduler:\n  name: WarmupCosineLR\n  total_num_steps: 2\n"
 			   "  warmup_num_steps: 1\n", 0),
-		 WEFT_ERR_CONFIG, "cfg.yaml:3:", "total_num_steps (2) must be greater");
+		 WEFT_ERR_CONFIG, "cfg.yaml:3:", "must be greater than warmup_num_steps (2), got 2");
 	/* a key that belongs to another schedule is an unknown key here */
 	WT_FAILS(parse_err("lr_scheduler:\n  name: cosine\n  max_steps: 10\n  step_size: 3\n", 0),
 		 WEFT_ERR_CONFIG, "cfg.yaml:4:", "step_size");
