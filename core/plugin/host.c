@@ -1,5 +1,26 @@
 /* The host services table every plugin receives (weft/plugin.h). */
 #include "weft/plugin.h"
+#include "weft/autograd.h"
+#include "weft/tensor.h"
+
+/* Adapters where the table spells an enum as int (the table cannot name
+ * the enums of headers that include plugin.h). */
+static void host_params_flat(const weft_params *ps, int dtype, weft_tensor **flat,
+			     weft_tensor **flat_grad)
+{
+	weft_params_flat(ps, (weft_dtype)dtype, flat, flat_grad);
+}
+
+static int64_t host_params_numel(const weft_params *ps, int dtype)
+{
+	return weft_params_numel(ps, (weft_dtype)dtype);
+}
+
+static weft_status host_ctx_add_hook(weft_ctx *ctx, int kind, weft_hook_fn fn, void *user,
+				     int64_t *handle)
+{
+	return weft_ctx_add_hook(ctx, (weft_hook_kind)kind, fn, user, handle);
+}
 
 static const weft_host host = {
 	.head = WEFT_PLUGIN_HEAD(weft_host, "weft"),
@@ -29,6 +50,17 @@ static const weft_host host = {
 	.cfg_as_int = weft_cfg_as_int,
 	.cfg_as_float = weft_cfg_as_float,
 	.cfg_as_str = weft_cfg_as_str,
+	.params_count = weft_params_count,
+	.params_at = weft_params_at,
+	.params_flat = host_params_flat,
+	.params_numel = host_params_numel,
+	.params_zero_grad = weft_params_zero_grad,
+	.tensor_numel = weft_tensor_numel,
+	.shape_str = weft_shape_str,
+	.ctx_add_hook = host_ctx_add_hook,
+	.ctx_remove_hook = weft_ctx_remove_hook,
+	.ctx_step_begin = weft_ctx_step_begin,
+	.autograd_flush = weft_autograd_flush,
 };
 
 const weft_host *weft_host_services(void)

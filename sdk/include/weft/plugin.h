@@ -90,6 +90,11 @@ typedef struct weft_plugin_desc {
 	const weft_plugin_entry_item *items;
 } weft_plugin_desc;
 
+struct weft_tensor;
+struct weft_params;
+struct weft_ctx;
+struct weft_hook_event;
+
 /* Services the host gives every plugin. Valid for the life of the process.
  * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
  * before using a member newer than the ABI minor you need. */
@@ -130,6 +135,26 @@ typedef struct weft_host {
 	weft_status (*cfg_as_int)(const weft_cfg *node, int64_t *out);
 	weft_status (*cfg_as_float)(const weft_cfg *node, double *out);
 	weft_status (*cfg_as_str)(const weft_cfg *node, const char **out);
+
+	/* ---- appended in ABI 1.0: tensors and autograd for strategies ----
+	 * Same contracts as the weft_* functions of the same names in
+	 * weft/tensor.h and weft/autograd.h. The hook type is
+	 * weft_hook_fn (weft/autograd.h); `kind` is a weft_hook_kind. */
+	size_t (*params_count)(const struct weft_params *ps);
+	struct weft_tensor *(*params_at)(const struct weft_params *ps, size_t i);
+	void (*params_flat)(const struct weft_params *ps, int dtype, struct weft_tensor **flat,
+			    struct weft_tensor **flat_grad);
+	int64_t (*params_numel)(const struct weft_params *ps, int dtype);
+	weft_status (*params_zero_grad)(struct weft_params *ps);
+	int64_t (*tensor_numel)(const struct weft_tensor *t);
+	const char *(*shape_str)(const struct weft_tensor *t, char *buf, size_t len);
+	weft_status (*ctx_add_hook)(struct weft_ctx *ctx, int kind,
+				    weft_status (*fn)(struct weft_ctx *ctx,
+						      const struct weft_hook_event *ev, void *user),
+				    void *user, int64_t *handle);
+	weft_status (*ctx_remove_hook)(struct weft_ctx *ctx, int64_t handle);
+	void (*ctx_step_begin)(struct weft_ctx *ctx);
+	weft_status (*autograd_flush)(struct weft_ctx *ctx);
 } weft_host;
 
 /* The entry symbol's name and type. */
