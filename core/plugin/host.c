@@ -2,6 +2,7 @@
 #include "weft/plugin.h"
 #include "weft/autograd.h"
 #include "weft/tensor.h"
+#include "train/clip.h"
 
 /* Adapters where the table spells an enum as int (the table cannot name
  * the enums of headers that include plugin.h). */
@@ -61,6 +62,8 @@ static const weft_host host = {
 	.ctx_remove_hook = weft_ctx_remove_hook,
 	.ctx_step_begin = weft_ctx_step_begin,
 	.autograd_flush = weft_autograd_flush,
+	.clip_sum_squares = weft_clip_sum_squares,
+	.clip_coef = weft_clip_coef,
 };
 
 const weft_host *weft_host_services(void)

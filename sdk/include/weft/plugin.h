@@ -155,6 +155,14 @@ typedef struct weft_host {
 	weft_status (*ctx_remove_hook)(struct weft_ctx *ctx, int64_t handle);
 	void (*ctx_step_begin)(struct weft_ctx *ctx);
 	weft_status (*autograd_flush)(struct weft_ctx *ctx);
+
+	/* gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_):
+	 * clip_sum_squares adds sum(g^2) over n arrays in double (shards add
+	 * partial sums); clip_coef turns a global sum of squares into the norm
+	 * (*norm_out) and the factor to multiply gradients by (1 when no
+	 * clipping is needed or the norm is not finite). */
+	double (*clip_sum_squares)(const float *const *arrays, const int64_t *lens, size_t n);
+	double (*clip_coef)(double sumsq, double max_norm, double *norm_out);
 } weft_host;
 
 /* The entry symbol's name and type. */

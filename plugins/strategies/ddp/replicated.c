@@ -1,0 +1,80 @@
+/* Optimizer state, clipping and the optimizer step for replicated
+ * strategies. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "replicated.h"
+
+int64_t replicated_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+weft_status replicated_init(replicated *r, const weft_strategy_env *env)
+{
+	weft_tensor *flat = NULL, *flat_grad = NULL;
+
+	memset(r, 0, sizeof(*r));
+	r->env = env;
+	g_host->params_flat(env->params, WEFT_F32, &flat, &flat_grad);
+	if (!flat || !flat_grad)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
+					 "strategy: the model has no float32 parameters with "
+					 "gradients; only float32 master weights are supported");
+	r->params = flat->data;
+	r->grads = flat_grad->data;
+	r->numel = g_host->tensor_numel(flat);
+	r->n_slots = env->optim_ops->state_slots(env->optim);
+	if (r->n_slots > sizeof(r->slots) / sizeof(r->slots[0]))
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
+					 "strategy: optimizer '%s' wants %zu state slots per element; "
+					 "at most 8 are supported",
+					 env->optim_ops->head.name, r->n_slots);
+	if (r->n_slots) {
+		r->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM,
+						 r->n_slots * (size_t)r->numel * sizeof(float));
+		if (!r->slot_mem)
+			return WEFT_ERR_NOMEM;
+		for (size_t k = 0; k < r->n_slots; k++)
+			r->slots[k] = r->slot_mem + k * (size_t)r->numel;
+	}
+	return WEFT_OK;
+}
+
+void replicated_fini(replicated *r)
+{
+	g_host->mem_free(r->slot_mem);
+	r->slot_mem = NULL;
+}
+
+weft_status replicated_step(replicated *r, const weft_optim_step_info *info, double grad_scale,
+			    double *grad_norm)
+{
+	weft_optim_step_info in = *info;
+	double clip = r->env->gradient_clip_val;
+
+	*grad_norm = -1.0;
+	in.grad_scale = info->grad_scale * grad_scale;
+	if (clip > 0) {
+		const float *arr = r->grads;
+		int64_t len = r->numel;
+		double sumsq = g_host->clip_sum_squares(&arr, &len, 1) * in.grad_scale * in.grad_scale;
+
+		in.grad_scale *= g_host->clip_coef(sumsq, clip, grad_norm);
+	}
+	return r->env->optim_ops->step(r->env->optim, r->env->segs, r->env->nseg, r->params,
+				       r->grads, r->slots, 0, r->numel, &in);
+}
+
+void replicated_state(const replicated *r, weft_strategy_state *out)
+{
+	out->struct_size = sizeof(*out);
+	out->n_slots = (uint32_t)r->n_slots;
+	out->begin = 0;
+	out->end = r->numel;
+	out->slots = r->slots;
+}
