@@ -9,26 +9,17 @@
 
 #include "weft/comm.h"
 #include "weft/optim.h"
-#if __has_include("weft/strategy.h")
 #include "weft/strategy.h"
-#endif
 
 /* Every member of a vtable that the host calls without a WEFT_HAS_MEMBER
  * check must lie inside struct_size, so each vtable header defines
  * WEFT_<KIND>_OPS_MIN_SIZE: the struct_size of the first version of the
- * current ABI major. Until weft/strategy.h exists the host can rely only
- * on a strategy vtable's head (weft_plugin_head), so that is its minimum. */
-#ifdef WEFT_STRATEGY_OPS_MIN_SIZE
-#define MIN_STRATEGY ((size_t)(WEFT_STRATEGY_OPS_MIN_SIZE))
-#else
-#define MIN_STRATEGY sizeof(weft_plugin_head)
-#endif
-
+ * current ABI major. Members appended later lie beyond it. */
 size_t weft_plugin_min_struct_size(weft_plugin_kind kind)
 {
 	switch (kind) {
 	case WEFT_PLUGIN_COMM: return WEFT_COMM_OPS_MIN_SIZE;
-	case WEFT_PLUGIN_STRATEGY: return MIN_STRATEGY;
+	case WEFT_PLUGIN_STRATEGY: return WEFT_STRATEGY_OPS_MIN_SIZE;
 	case WEFT_PLUGIN_OPTIM: return WEFT_OPTIM_OPS_MIN_SIZE;
 	}
 	return 0;
