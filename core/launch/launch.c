@@ -1,0 +1,347 @@
+/* The local launcher: start ranks, serve the store, watch, stop, restart. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/dist.h"
+#include "launch/launch.h"
+#include "weft/log.h"
+
+extern char **environ;
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Variables the launcher sets; inherited copies are dropped. */
+static const char *const our_vars[] = {
+	"WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_WORLD_SIZE",
+	"WEFT_NODE_RANK", "WEFT_STORE_ADDR", "WEFT_STORE_PORT", "WEFT_STORE_SECRET",
+	"WEFT_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+	"GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+};
+#define NOUR (sizeof(our_vars) / sizeof(our_vars[0]))
+
+static int is_ours(const char *entry)
+{
+	for (size_t i = 0; i < NOUR; i++) {
+		size_t n = strlen(our_vars[i]);
+
+		if (!strncmp(entry, our_vars[i], n) && entry[n] == '=')
+			return 1;
+	}
+	return 0;
+}
+
+/* The environment of one rank: the launcher's, minus our variables, plus
+ * ours. Returns a malloc'd array of malloc'd strings (free with free_env). */
+static char **rank_env(const weft_launch_opts *o, int local, const char *addr, int port,
+		       const char *secret, int restart)
+{
+	size_t n = 0, k = 0;
+	char **env;
+	int world = o->nproc_per_node * o->nnodes, rank = o->node_rank * o->nproc_per_node + local;
+	char vals[NOUR][256];
+
+	while (environ[n])
+		n++;
+	env = calloc(n + NOUR + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!is_ours(environ[i]) && !(env[k++] = strdup(environ[i])))
+			goto out_free;
+	snprintf(vals[0], 256, "%d", rank);
+	snprintf(vals[1], 256, "%d", world);
+	snprintf(vals[2], 256, "%d", local);
+	snprintf(vals[3], 256, "%d", o->nproc_per_node);
+	snprintf(vals[4], 256, "%d", o->node_rank);
+	snprintf(vals[5], 256, "%s", addr);
+	snprintf(vals[6], 256, "%d", port);
+	snprintf(vals[7], 256, "%s", secret);
+	snprintf(vals[8], 256, "%d", restart);
+	/* torchrun's: the same values */
+	snprintf(vals[9], 256, "%d", rank);
+	snprintf(vals[10], 256, "%d", world);
+	snprintf(vals[11], 256, "%d", local);
+	snprintf(vals[12], 256, "%d", o->nproc_per_node);
+	snprintf(vals[13], 256, "%d", o->node_rank);
+	snprintf(vals[14], 256, "%s", addr);
+	snprintf(vals[15], 256, "%d", port);
+	snprintf(vals[16], 256, "%d", restart);
+	for (size_t i = 0; i < NOUR; i++) {
+		size_t len = strlen(our_vars[i]) + strlen(vals[i]) + 2;
+
+		if (!(env[k] = malloc(len)))
+			goto out_free;
+		snprintf(env[k++], len, "%s=%s", our_vars[i], vals[i]);
+	}
+	return env;
+out_free:
+	for (size_t i = 0; i < k; i++)
+		free(env[i]);
+	free(env);
+	return NULL;
+}
+
+static void free_env(char **env)
+{
+	if (!env)
+		return;
+	for (size_t i = 0; env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+typedef struct child {
+	pid_t pid; /* 0 once reaped */
+	int status;
+} child;
+
+static void describe(char *out, size_t len, int rank, pid_t pid, int status)
+{
+	if (WIFSIGNALED(status))
+		snprintf(out, len, "rank %d (pid %d) killed by signal %d (%s)", rank, (int)pid,
+			 WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, len, "rank %d (pid %d) exited with status %d", rank, (int)pid,
+			 WEXITSTATUS(status));
+}
+
+static int exit_code_of(int status)
+{
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+static void signal_all(child *ch, int n, int sig)
+{
+	for (int i = 0; i < n; i++)
+		if (ch[i].pid > 0)
+			kill(ch[i].pid, sig);
+}
+
+/* Starts one attempt's children. Returns the number started (all or, on a
+ * failed fork, those before it, which the caller then stops). */
+static int start_children(const weft_launch_opts *o, child *ch, const char *addr, int port,
+			  const char *secret, int restart, weft_status *st)
+{
+	pid_t launcher = getpid();
+
+	for (int i = 0; i < o->nproc_per_node; i++) {
+		char **env = rank_env(o, i, addr, port, secret, restart);
+		pid_t pid;
+
+		if (!env) {
+			*st = weft_error_set(WEFT_ERR_NOMEM, "launch: out of memory for rank "
+					     "%d's environment", i);
+			return i;
+		}
+		pid = fork();
+		if (pid < 0) {
+			*st = weft_error_set(WEFT_ERR_IO, "launch: fork for local rank %d failed: %s",
+					     i, strerror(errno));
+			free_env(env);
+			return i;
+		}
+		if (pid == 0) {
+			/* die with the launcher, even if it is SIGKILLed */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != launcher)
+				_exit(127);
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			execvpe(o->argv[0], o->argv, env);
+			fprintf(stderr, "weft launch: cannot run '%s': %s\n", o->argv[0],
+				strerror(errno));
+			_exit(127);
+		}
+		free_env(env);
+		ch[i] = (child){ .pid = pid };
+	}
+	return o->nproc_per_node;
+}
+
+/* Watches one attempt until every child is gone. Fills the root cause of
+ * the first failure. Returns 1 when the attempt failed. */
+static int watch(const weft_launch_opts *o, child *ch, int n, int64_t grace,
+		 weft_launch_result *res, int *forwarded)
+{
+	int alive = n, failed = 0;
+	int64_t kill_at = -1;
+
+	while (alive > 0) {
+		int status;
+		pid_t pid;
+
+		if (got_signal && !*forwarded) {
+			*forwarded = got_signal;
+			weft_log(WEFT_LOG_WARN, "weft launch: got %s; forwarding it to %d rank(s)",
+				 strsignal(got_signal), alive);
+			signal_all(ch, n, got_signal);
+			kill_at = now_ms() + grace;
+		}
+		pid = waitpid(-1, &status, WNOHANG);
+		if (pid > 0) {
+			for (int i = 0; i < n; i++) {
+				if (ch[i].pid != pid)
+					continue;
+				ch[i].pid = 0;
+				ch[i].status = status;
+				alive--;
+				if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || failed ||
+				    *forwarded)
+					break;
+				failed = 1;
+				res->failed_rank = o->node_rank * o->nproc_per_node + i;
+				res->failed_pid = (int)pid;
+				res->exit_code = exit_code_of(status);
+				describe(res->cause, sizeof(res->cause), res->failed_rank, pid,
+					 status);
+				weft_log(WEFT_LOG_ERROR, "weft launch: %s; stopping the other %d "
+					 "rank(s)", res->cause, alive);
+				signal_all(ch, n, SIGTERM);
+				kill_at = now_ms() + grace;
+			}
+			continue;
+		}
+		if (pid < 0 && errno == ECHILD)
+			break;
+		if (kill_at >= 0 && now_ms() >= kill_at) {
+			weft_log(WEFT_LOG_WARN, "weft launch: %d rank(s) still running %lld ms after "
+				 "SIGTERM; killing them", alive, (long long)grace);
+			signal_all(ch, n, SIGKILL);
+			kill_at = -1;
+		}
+		{
+			struct timespec ts = { .tv_nsec = 10 * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return failed;
+}
+
+static weft_status check_opts(const weft_launch_opts *o)
+{
+	if (o->nproc_per_node < 1 || o->nproc_per_node > WEFT_LAUNCH_MAX_LOCAL)
+		return weft_error_set(WEFT_ERR_CONFIG, "--nproc-per-node %d is not in 1..%d",
+				      o->nproc_per_node, WEFT_LAUNCH_MAX_LOCAL);
+	if (o->nnodes < 1)
+		return weft_error_set(WEFT_ERR_CONFIG, "--nnodes %d must be at least 1", o->nnodes);
+	if (o->node_rank < 0 || o->node_rank >= o->nnodes)
+		return weft_error_set(WEFT_ERR_CONFIG, "--node-rank %d is not in 0..%d (--nnodes "
+				      "%d)", o->node_rank, o->nnodes - 1, o->nnodes);
+	if (o->max_restarts < 0)
+		return weft_error_set(WEFT_ERR_CONFIG, "--max-restarts %d must be 0 or more",
+				      o->max_restarts);
+	if (o->master_port < 0 || o->master_port > 65535)
+		return weft_error_set(WEFT_ERR_CONFIG, "--master-port %d is not a port (0..65535)",
+				      o->master_port);
+	if (!o->argv || !o->argv[0])
+		return weft_error_set(WEFT_ERR_CONFIG, "no command to launch: put it after '--', "
+				      "e.g. weft launch --nproc-per-node 2 -- weft fit --config "
+				      "cfg.yaml");
+	if (o->nnodes > 1 && (!o->master_addr || !o->master_port))
+		return weft_error_set(WEFT_ERR_CONFIG, "with --nnodes %d every node needs "
+				      "--master-addr (node 0's address) and --master-port",
+				      o->nnodes);
+	if (o->nnodes > 1 && !getenv("WEFT_STORE_SECRET"))
+		return weft_error_set(WEFT_ERR_CONFIG, "with --nnodes %d every node's launcher "
+				      "needs the same secret: export WEFT_STORE_SECRET=<random "
+				      "string> on all nodes (e.g. from `openssl rand -hex 32`)",
+				      o->nnodes);
+	return WEFT_OK;
+}
+
+weft_status weft_launch_run(const weft_launch_opts *o, weft_launch_result *res)
+{
+	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
+	weft_store_server *srv = NULL;
+	const char *addr = o->master_addr ? o->master_addr : "127.0.0.1";
+	char secret[WEFT_DIST_SECRET_MAX];
+	int64_t grace = o->term_timeout_ms > 0 ? o->term_timeout_ms : 5000;
+	int port = o->master_port, forwarded = 0;
+	child *ch;
+	weft_status st;
+
+	memset(res, 0, sizeof(*res));
+	res->failed_rank = -1;
+	if ((st = check_opts(o)))
+		return st;
+	if (getenv("WEFT_STORE_SECRET"))
+		snprintf(secret, sizeof(secret), "%s", getenv("WEFT_STORE_SECRET"));
+	else if ((st = weft_dist_make_secret(secret, sizeof(secret))))
+		return st;
+	if (o->node_rank == 0) {
+		st = weft_store_server_start(o->nnodes > 1 ? NULL : addr, port, secret, &srv);
+		if (st)
+			return weft_error_wrap(st, "weft launch");
+		port = weft_store_server_port(srv);
+	}
+	ch = calloc((size_t)o->nproc_per_node, sizeof(*ch));
+	if (!ch) {
+		weft_store_server_stop(srv);
+		return weft_error_set(WEFT_ERR_NOMEM, "launch: out of memory");
+	}
+	got_signal = 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	for (int attempt = 0;; attempt++) {
+		int n, failed;
+
+		st = WEFT_OK;
+		memset(ch, 0, (size_t)o->nproc_per_node * sizeof(*ch));
+		weft_log(WEFT_LOG_INFO, "weft launch: starting %d rank(s) of %d on node %d (store "
+			 "%s:%d)%s", o->nproc_per_node, o->nproc_per_node * o->nnodes,
+			 o->node_rank, addr, port, attempt ? ", after a restart" : "");
+		n = start_children(o, ch, addr, port, secret, attempt, &st);
+		if (st) {
+			signal_all(ch, n, SIGKILL);
+			watch(o, ch, n, grace, res, &forwarded);
+			goto out_restore;
+		}
+		failed = watch(o, ch, n, grace, res, &forwarded);
+		if (forwarded) {
+			res->exit_code = 128 + forwarded;
+			snprintf(res->cause, sizeof(res->cause), "stopped by %s",
+				 strsignal(forwarded));
+			break;
+		}
+		if (!failed) {
+			res->exit_code = 0;
+			res->failed_rank = -1;
+			res->cause[0] = '\0';
+			break;
+		}
+		if (attempt >= o->max_restarts)
+			break;
+		res->restarts++;
+		weft_log(WEFT_LOG_WARN, "weft launch: restarting the group (%d of %d) after: %s",
+			 attempt + 1, o->max_restarts, res->cause);
+	}
+out_restore:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	free(ch);
+	weft_store_server_stop(srv);
+	return st;
+}

@@ -1,0 +1,125 @@
+/* launch_child: a rank for the launcher tests. `launch_child MODE DIR`.
+ *   ok       checks its variables and exits 0
+ *   crash    rank 1 kills itself with SIGKILL; the others wait to be stopped
+ *   term     waits; on SIGTERM writes DIR/term.<rank> and exits 0
+ *   counter  a "training run" that checkpoints a step counter in DIR/ckpt
+ *            (rank 0 writes it, atomically) up to 10 steps; on the first
+ *            attempt rank 1 dies by SIGKILL once the counter reached 5;
+ *            a restarted attempt records where it resumed in DIR/resumed
+ * Every mode writes its pid to DIR/pid.<rank>.<restart> first. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[2048];
+static int rank;
+
+static void nap(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void write_file(const char *name, long v)
+{
+	char path[4200], tmp[4300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		exit(20);
+	fprintf(f, "%ld\n", v);
+	fclose(f);
+	rename(tmp, path);
+}
+
+static long read_file(const char *name, long def)
+{
+	char path[4200];
+	long v = def;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = def;
+		fclose(f);
+	}
+	return v;
+}
+
+static void on_term(int sig)
+{
+	char name[64];
+
+	(void)sig;
+	snprintf(name, sizeof(name), "term.%d", rank);
+	write_file(name, 1);
+	_exit(0);
+}
+
+static int env_int(const char *n)
+{
+	const char *v = getenv(n);
+
+	return v ? atoi(v) : -1;
+}
+
+int main(int argc, char **argv)
+{
+	char name[64];
+	int restart = env_int("WEFT_RESTART_COUNT");
+
+	if (argc != 3)
+		return 2;
+	snprintf(dir, sizeof(dir), "%s", argv[2]);
+	rank = env_int("WEFT_RANK");
+	/* torchrun's variables mirror weft's */
+	if (rank < 0 || rank != env_int("RANK") || env_int("WORLD_SIZE") != env_int("WEFT_WORLD_SIZE") ||
+	    env_int("LOCAL_RANK") != env_int("WEFT_LOCAL_RANK") || !getenv("WEFT_STORE_SECRET") ||
+	    env_int("MASTER_PORT") != env_int("WEFT_STORE_PORT") || restart < 0)
+		return 10;
+	snprintf(name, sizeof(name), "pid.%d.%d", rank, restart);
+	write_file(name, (long)getpid());
+
+	if (!strcmp(argv[1], "ok"))
+		return 0;
+	if (!strcmp(argv[1], "crash")) {
+		if (rank == 1) {
+			nap(100);
+			raise(SIGKILL);
+		}
+		for (;;)
+			pause();
+	}
+	if (!strcmp(argv[1], "term")) {
+		signal(SIGTERM, on_term);
+		for (;;)
+			pause();
+	}
+	if (!strcmp(argv[1], "counter")) {
+		long step = read_file("ckpt", 0);
+
+		if (restart > 0 && rank == 0)
+			write_file("resumed", step);
+		while (step < 10) {
+			nap(20);
+			if (rank == 0) {
+				write_file("ckpt", ++step);
+			} else {
+				step = read_file("ckpt", 0);
+				if (restart == 0 && rank == 1 && step >= 5)
+					raise(SIGKILL);
+			}
+		}
+		return 0;
+	}
+	return 2;
+}
