@@ -52,7 +52,7 @@ static weft_status single_train_step(void *p, const weft_step_input *in, weft_st
 	for (size_t i = 0; i < in->n_micro; i++)
 		rows += in->micro[i].rows;
 	for (size_t i = 0; i < in->n_micro; i++) {
-		const weft_batch *b = &in->micro[i];
+		const weft_micro_batch *b = &in->micro[i];
 		double loss = 0.0;
 
 		g_host->ctx_step_begin(env->ctx);
@@ -71,7 +71,7 @@ static weft_status single_train_step(void *p, const weft_step_input *in, weft_st
 	return WEFT_OK;
 }
 
-static weft_status single_eval_step(void *p, const weft_batch *b, weft_eval_report *out)
+static weft_status single_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)
 {
 	single *s = p;
 

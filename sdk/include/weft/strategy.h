@@ -35,25 +35,25 @@
 #include "weft/autograd.h"
 #include "weft/comm.h"
 #include "weft/optim.h"
+#include "weft/module.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One micro-batch, already on the step's device. */
-typedef struct weft_batch {
-	weft_tensor *inputs;   /* model inputs (token ids, or features) */
-	weft_tensor *targets;  /* labels / next tokens */
+/* One micro-batch of this rank. */
+typedef struct weft_micro_batch {
+	weft_batch data;       /* inputs and targets (weft/module.h) */
 	int64_t rows;          /* dim-0 rows (samples) in this micro-batch */
 	int64_t row_offset;    /* index of its first row in the global batch of
 				* this micro-step, for the dropout RNG */
-} weft_batch;
+} weft_micro_batch;
 
 /* What the trainer gives a strategy for one optimizer step. */
 typedef struct weft_step_input {
 	uint32_t struct_size;
 	uint32_t reserved;
-	const weft_batch *micro;   /* this rank's micro-batches */
+	const weft_micro_batch *micro;   /* this rank's micro-batches */
 	size_t n_micro;            /* >= 1: trainer.accumulate_grad_batches */
 	weft_optim_step_info optim; /* step number and lr from the schedule */
 } weft_step_input;
@@ -118,11 +118,11 @@ typedef struct weft_strategy_env {
 	 * fire during the backward. *loss receives the unscaled mean loss of
 	 * the micro-batch. The strategy calls weft_ctx_step_begin (through the
 	 * host) between steps as it needs; this callback does not. */
-	weft_status (*forward_backward)(void *trainer, const weft_batch *b, double loss_scale,
+	weft_status (*forward_backward)(void *trainer, const weft_micro_batch *b, double loss_scale,
 					double *loss);
 	/* Forward only (grad off, eval mode): adds the micro-batch's results
 	 * into *rep (this rank only). */
-	weft_status (*evaluate)(void *trainer, const weft_batch *b, weft_eval_report *rep);
+	weft_status (*evaluate)(void *trainer, const weft_micro_batch *b, weft_eval_report *rep);
 	void *trainer;
 } weft_strategy_env;
 
@@ -155,7 +155,7 @@ typedef struct weft_strategy_ops {
 
 	/* Evaluates one batch (this rank's share); fills *out with sums over
 	 * every rank. Collective. */
-	weft_status (*eval_step)(void *s, const weft_batch *b, weft_eval_report *out);
+	weft_status (*eval_step)(void *s, const weft_micro_batch *b, weft_eval_report *out);
 
 	/* Where this rank's optimizer state lives (for checkpoints). */
 	weft_status (*state)(void *s, weft_strategy_state *out);
