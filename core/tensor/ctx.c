@@ -323,25 +323,23 @@ int op_needs_grad(const weft_ctx *ctx, const weft_tensor *t)
 weft_status op_output(weft_ctx *ctx, const char *op, weft_dtype dt, int32_t ndim,
 		      const int64_t *shape, weft_tensor **out)
 {
-	weft_tensor *t;
+	weft_tensor *t, tmp;
 	void *data = NULL;
+	char sh[160];
 	weft_status st;
 
 	*out = NULL;
 	st = tensor_check_shape(op, dt, ndim, shape);
 	if (st)
 		return st;
+	weft_tensor_init(&tmp, dt, ndim, shape, ctx->dev, NULL);
 	st = weft_arena_alloc(ctx->tape_arena, sizeof(*t), 16, (void **)&t);
+	if (!st)
+		st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(&tmp), 64, &data);
 	if (st)
-		return weft_error_wrap(st, "%s: output", op);
-	weft_tensor_init(t, dt, ndim, shape, ctx->dev, NULL);
-	st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(t), 64, &data);
-	if (st) {
-		char sh[160];
-
 		return weft_error_wrap(st, "%s: output %s %s", op, weft_dtype_name(dt),
-				       weft_shape_str(t, sh, sizeof(sh)));
-	}
+				       weft_shape_str(&tmp, sh, sizeof(sh)));
+	*t = tmp;
 	t->data = t->base = data;
 	t->flags = WEFT_TENSOR_IN_ARENA;
 	t->name = op;

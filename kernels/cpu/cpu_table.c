@@ -13,7 +13,7 @@ static weft_status cpu_mem_alloc(int32_t index, weft_mem_category cat, size_t by
 {
 	(void)index;
 	*out = weft_mem_alloc(cat, bytes);
-	return *out ? WEFT_OK : weft_error_wrap(WEFT_ERR_NOMEM, "cpu");
+	return *out ? WEFT_OK : WEFT_ERR_NOMEM; /* weft_mem_alloc set the message */
 }
 
 static void cpu_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t bytes)
