@@ -16,6 +16,12 @@ int weft_cmd_version(int argc, char **argv);
  * and the files that failed to load (cmd_plugins.c). */
 int weft_cmd_plugins(int argc, char **argv);
 
+/* `weft launch ... -- COMMAND` (cmd_launch.c, core/launch). */
+int weft_cmd_launch(int argc, char **argv);
+
+/* `weft bench comm ...` (cmd_bench.c). */
+int weft_cmd_bench(int argc, char **argv);
+
 /* Prints "weft: <status>: <last error>" to stderr and returns 1. */
 int weft_cli_fail(void);
 

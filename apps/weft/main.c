@@ -8,6 +8,8 @@
 static const weft_command commands[] = {
 	{ "version", weft_cmd_version, "print weft's version and plugin ABI" },
 	{ "plugins", weft_cmd_plugins, "list the plugins found and files that failed to load" },
+	{ "launch", weft_cmd_launch, "start ranks on this node like torchrun, restart on failure" },
+	{ "bench", weft_cmd_bench, "benchmarks: `weft bench comm` prints the nccl-tests table" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
