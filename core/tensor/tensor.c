@@ -153,7 +153,9 @@ void weft_tensor_free(weft_tensor *t)
 	if (t->flags & WEFT_TENSOR_OWNS_DATA)
 		weft_device_free(t->device, (weft_mem_category)t->mem_category, t->base,
 				 weft_tensor_nbytes(t));
-	if (t->grad && (t->grad->flags & WEFT_TENSOR_OWNS_DATA))
+	/* an arena gradient may be gone with its context: never touch it */
+	if (t->grad && !(t->flags & WEFT_TENSOR_GRAD_IN_ARENA) &&
+	    (t->grad->flags & WEFT_TENSOR_OWNS_DATA))
 		weft_tensor_free(t->grad);
 	weft_mem_free(t);
 }
