@@ -28,7 +28,6 @@
 struct weft_cfg {
 	weft_cfg_kind kind;
 	uint8_t used;   /* this mapping entry's key was read */
-	uint8_t looked; /* a reader looked into this mapping */
 	uint32_t line, col;         /* where the value was written (1-based) */
 	uint32_t key_line, key_col; /* where its key was written (entries) */
 	const char *file;     /* interned in the document */

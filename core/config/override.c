@@ -64,16 +64,16 @@ static void null_to_map(weft_cfg *node, const struct origin *o, uint32_t col)
 	node->col = col;
 }
 
-/* The child of `cur` named by segment [seg, seg+n), or NULL when a
- * mapping lacks it; an error for a sequence index that does not fit. */
-static weft_status child(const struct origin *o, weft_cfg *cur, const char *seg, size_t n,
+/* The child of `cur` named by `key` (segment at offset `off` of the
+ * path), or NULL when a mapping lacks it; an error for a sequence index
+ * that does not fit. */
+static weft_status child(const struct origin *o, weft_cfg *cur, const char *key, size_t off,
 			 weft_cfg **out)
 {
-	char key[256], path[512], *end;
+	char path[512], *end;
 	unsigned long long idx;
 
 	*out = NULL;
-	snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), seg);
 	if (cur->kind == WEFT_CFG_MAP) {
 		*out = cfg_map_find(cur, key);
 		return WEFT_OK;
@@ -83,19 +83,61 @@ static weft_status child(const struct origin *o, weft_cfg *cur, const char *seg,
 		return weft_error_set(WEFT_ERR_CONFIG,
 				      "%s: '%s' is a sequence of %zu items, and '%s' is not an index "
 				      "in it (0 to %zu)",
-				      o->what, prefix(o, (size_t)(seg - o->path) - 1, path, sizeof(path)),
-				      cur->n, key, cur->n ? cur->n - 1 : 0);
+				      o->what, prefix(o, off - 1, path, sizeof(path)), cur->n, key,
+				      cur->n ? cur->n - 1 : 0);
 	*out = cur->kids[idx];
 	return WEFT_OK;
 }
 
-/* Checks the whole path before anything changes: no empty key, not too
- * deep. */
+/* Length of the well-formed UTF-8 character at s that is not a control
+ * character (C0, DEL, C1), or 0. */
+static size_t text_char(const unsigned char *s)
+{
+	unsigned cp;
+	size_t n;
+
+	if (s[0] >= 0x20 && s[0] < 0x7f)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1fu;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0fu;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07u;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3fu);
+	}
+	/* overlong forms, surrogates, past U+10FFFF, C1 controls */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp <= 0x9f)
+		return 0;
+	return n;
+}
+
+/* Checks the whole path before anything changes: UTF-8 text without
+ * control characters, no empty key, not too deep. */
 static weft_status check_path(const struct origin *o)
 {
 	size_t depth = 1;
 
 	for (const char *s = o->path;; s++) {
+		size_t n = *s ? text_char((const unsigned char *)s) : 1;
+
+		if (!n)
+			return weft_error_set(WEFT_ERR_CONFIG,
+					      "%s: the key has byte 0x%02x at column %u, which is not "
+					      "printable UTF-8 text; keys are plain names like "
+					      "trainer.devices",
+					      o->what, (unsigned char)*s,
+					      o->path_col + (uint32_t)(s - o->path));
+		if (n > 1) {
+			s += n - 1;
+			continue;
+		}
 		if ((*s == '.' || !*s) && (s == o->path || s[-1] == '.'))
 			return weft_error_set(WEFT_ERR_CONFIG,
 					      "%s: empty key at column %u; separate keys with single "
@@ -116,7 +158,7 @@ static weft_status set_path(weft_config *cfg, const struct origin *o, const char
 {
 	const char *seg = o->path, *dot;
 	weft_cfg *cur = cfg->root, *val, *kid;
-	char path[512], where[600], got[80], key[256];
+	char path[512], where[600], got[80], *key = NULL;
 	weft_status st;
 
 	st = check_path(o);
@@ -133,14 +175,20 @@ static weft_status set_path(weft_config *cfg, const struct origin *o, const char
 
 		dot = strchr(seg, '.');
 		n = dot ? (size_t)(dot - seg) : strlen(seg);
-		st = child(o, cur, seg, n, &kid);
+		free(key);
+		key = strndup(seg, n);
+		if (!key) {
+			st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", o->what);
+			goto out_free_val;
+		}
+		st = child(o, cur, key, (size_t)(seg - o->path), &kid);
 		if (st != WEFT_OK)
 			goto out_free_val;
-		snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), seg);
 		if (!dot) {
 			st = place(cfg, o, cur, kid, val, key, col);
 			if (st != WEFT_OK)
 				goto out_free_val;
+			free(key);
 			return WEFT_OK;
 		}
 		if (!kid) {
@@ -167,6 +215,7 @@ static weft_status set_path(weft_config *cfg, const struct origin *o, const char
 	}
 
 out_free_val:
+	free(key);
 	cfg_node_free(val);
 	return st;
 }

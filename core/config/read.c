@@ -21,7 +21,6 @@ static void note_asked(weft_cfg *map, const char *key)
 {
 	char *copy;
 
-	map->looked = 1;
 	for (size_t i = 0; i < map->n_asked; i++)
 		if (strcmp(map->asked[i], key) == 0)
 			return;
@@ -67,10 +66,8 @@ const weft_cfg *weft_cfg_at(const weft_cfg *node, size_t i)
 
 	if (!n || (n->kind != WEFT_CFG_MAP && n->kind != WEFT_CFG_SEQ) || i >= n->n)
 		return NULL;
-	if (n->kind == WEFT_CFG_MAP) {
-		n->looked = 1;
+	if (n->kind == WEFT_CFG_MAP)
 		n->kids[i]->used = 1;
-	}
 	return n->kids[i];
 }
 
@@ -78,7 +75,6 @@ const char *weft_cfg_key_at(const weft_cfg *map, size_t i)
 {
 	if (!map || map->kind != WEFT_CFG_MAP || i >= map->n)
 		return NULL;
-	((weft_cfg *)map)->looked = 1;
 	return map->kids[i]->key;
 }
 
@@ -93,8 +89,6 @@ void weft_cfg_mark_used(const weft_cfg *node)
 
 	if (!n)
 		return;
-	if (n->kind == WEFT_CFG_MAP)
-		n->looked = 1;
 	for (size_t i = 0; i < n->n; i++) {
 		if (n->kind == WEFT_CFG_MAP)
 			n->kids[i]->used = 1;

@@ -43,6 +43,9 @@ static void test_scalars_and_new_sections(void)
 	WT_CHECK(weft_cfg_kind_of(at_path(cfg, "trainer.strategy")) == WEFT_CFG_NULL);
 	WT_CHECK(at_path(cfg, "trainer.strategy") != NULL);
 	/* the value may contain '=' */
+	/* any printable UTF-8 is a key */
+	WT_OK(weft_config_override(cfg, "--data.caf\xc3\xa9=1"));
+	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "data.caf\xc3\xa9")), "1") == 0);
 	WT_OK(weft_config_override(cfg, "--data.filter=a=b"));
 	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "data.filter")), "a=b") == 0);
 	weft_config_free(cfg);
@@ -83,6 +86,13 @@ static void test_errors(void)
 	WT_FAILS(weft_config_override(cfg, "--trainer..devices=3"), WEFT_ERR_CONFIG,
 		 "override '--trainer..devices=3'", "empty key at column 11");
 	WT_FAILS(weft_config_override(cfg, "--trainer.=3"), WEFT_ERR_CONFIG, "empty key at column 11");
+	/* keys do not go through the YAML reader: they are checked here */
+	WT_FAILS(weft_config_override(cfg, "--trainer.d\xffx=3"), WEFT_ERR_CONFIG,
+		 "byte 0xff at column 12", "not printable UTF-8");
+	WT_FAILS(weft_config_override(cfg, "--trainer.d\x01x=3"), WEFT_ERR_CONFIG,
+		 "byte 0x01 at column 12");
+	WT_FAILS(weft_config_override(cfg, "--trainer.d\xe2\x80=3"), WEFT_ERR_CONFIG,
+		 "byte 0xe2 at column 12");
 	WT_FAILS(weft_config_override(cfg, "--trainer.devices.count=3"), WEFT_ERR_CONFIG,
 		 "override '--trainer.devices.count=3'",
 		 "'trainer.devices' is a value ('1' at cfg.yaml:2:12), not a mapping",
@@ -91,6 +101,15 @@ static void test_errors(void)
 		 "'model.hidden' is a sequence of 2 items", "'5' is not an index");
 	WT_FAILS(weft_config_override(cfg, "--model.hidden.x.y=1"), WEFT_ERR_CONFIG,
 		 "'x' is not an index");
+	{
+		char deep[1024] = "--";
+
+		for (int i = 0; i < 300; i++)
+			strcat(deep, "a.");
+		strcat(deep, "b=1");
+		WT_FAILS(weft_config_override(cfg, deep), WEFT_ERR_CONFIG,
+			 "the path has more than 256 keys");
+	}
 	WT_FAILS(weft_config_override(cfg, "--model.hidden=[1, 2"), WEFT_ERR_CONFIG,
 		 "override '--model.hidden=[1, 2': <command line>:",
 		 "did not find expected ',' or ']'", "started at line 1, column 16");
@@ -102,6 +121,30 @@ static void test_errors(void)
 }
 
 /* An override is user input: a misspelt key is reported where it was typed. */
+/* Keys are not cut at any length (the fuzzer found a 256-byte cut that
+ * split a UTF-8 character and broke the written YAML). */
+static void test_long_key(void)
+{
+	weft_config *cfg = load(doc), *again = NULL;
+	char arg[700] = "--", key[700] = "";
+	char *text;
+
+	for (int i = 0; i < 254; i++)
+		strcat(key, "k");
+	strcat(key, "\xef\xbb\xbf\xc3\xa9"); /* U+FEFF then e-acute across byte 256 */
+	strcat(arg, key);
+	strcat(arg, "=1");
+	WT_OK(weft_config_override(cfg, arg));
+	WT_CHECK(weft_cfg_get(weft_config_root(cfg), key) != NULL);
+	WT_OK(weft_config_to_string(cfg, &text));
+	WT_OK(weft_config_load_string("out.yaml", text, strlen(text), &again));
+	WT_CHECK(same_tree(weft_config_root(cfg), weft_config_root(again)));
+	WT_CHECK(weft_cfg_get(weft_config_root(again), key) != NULL);
+	free(text);
+	weft_config_free(again);
+	weft_config_free(cfg);
+}
+
 static void test_override_is_checked(void)
 {
 	weft_config *cfg = load(doc);
@@ -147,6 +190,7 @@ int main(void)
 	test_scalars_and_new_sections();
 	test_flow_values();
 	test_errors();
+	test_long_key();
 	test_override_is_checked();
 	test_set();
 	return wt_done("test_config_override");

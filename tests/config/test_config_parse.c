@@ -74,6 +74,8 @@ static void test_malformed(void)
 	/* invalid UTF-8: the reader's error, at the line and column of the byte */
 	WT_FAILS(load_err("a: 1\nb: x\xff\n"), WEFT_ERR_PARSE, "cfg.yaml:2:5:",
 		 "invalid leading UTF-8 octet", "UTF-8");
+	WT_FAILS(load_err("a: 1\nbb: \xc3"), WEFT_ERR_PARSE, "cfg.yaml:2:5:",
+		 "incomplete UTF-8 octet sequence", "save the file as UTF-8");
 }
 
 static void test_refused_documents(void)
@@ -91,6 +93,10 @@ static void test_refused_documents(void)
 	WT_FAILS(load_err("? [1, 2]\n: x\n"), WEFT_ERR_CONFIG, "cfg.yaml:1:3:",
 		 "key must be a plain string, not a sequence");
 	WT_FAILS(load_err("a: \"x\\0y\"\n"), WEFT_ERR_CONFIG, "cfg.yaml:1:4:", "NUL character");
+	WT_FAILS(load_err("a: 1\n\"k\\0\": 2\n"), WEFT_ERR_CONFIG, "cfg.yaml:2:1:",
+		 "the key holds a NUL character");
+	WT_FAILS(load_err("{a: 1}: x\n"), WEFT_ERR_CONFIG, "cfg.yaml:1:1:",
+		 "key must be a plain string, not a mapping");
 }
 
 static void test_anchors_and_merges(void)
@@ -116,6 +122,15 @@ static void test_anchors_and_merges(void)
 	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "sgd.lr")), "0.1") == 0);
 	WT_CHECK(strcmp(path_of(at_path(cfg, "sgd.lr")), "sgd.lr") == 0);
 	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "again")), "7") == 0);
+	weft_config_free(cfg);
+
+	/* a list of merges: earlier ones win, the mapping's own keys win */
+	cfg = load("a: &a {x: 1, y: 1}\nb: &b {y: 2, z: 2}\nc: {<<: [*a, *b], z: 3}\n");
+	WT_CHECK(weft_cfg_size(at_path(cfg, "c")) == 3);
+	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "c.x")), "1") == 0);
+	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "c.y")), "1") == 0);
+	WT_CHECK(strcmp(weft_cfg_scalar(at_path(cfg, "c.z")), "3") == 0);
+	WT_CHECK(strcmp(weft_cfg_key_at(at_path(cfg, "c"), 0), "z") == 0);
 	weft_config_free(cfg);
 
 	WT_FAILS(load_err("a: *nope\n"), WEFT_ERR_CONFIG, "cfg.yaml:1:4:", "alias '*nope'",

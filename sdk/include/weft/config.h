@@ -61,7 +61,8 @@ WEFT_API const weft_cfg *weft_config_root(const weft_config *cfg);
 WEFT_API weft_status weft_config_override(weft_config *cfg, const char *arg);
 
 /* Replaces (or creates) the node at dotted `path` with a parsed YAML
- * `value`; used by code that fills in defaults it resolved. */
+ * `value`; used by code that fills in defaults it resolved. The new nodes
+ * count as read (code wrote them) and report "<default>:1:COL". */
 WEFT_API weft_status weft_config_set(weft_config *cfg, const char *path, const char *value);
 
 /* After every reader ran: WEFT_OK if every key of every mapping was read,
@@ -127,7 +128,8 @@ WEFT_API weft_status weft_cfg_as_bool(const weft_cfg *node, int *out);
 WEFT_API weft_status weft_cfg_as_str(const weft_cfg *node, const char **out);
 
 /* Getters of `key` in `map` with a default used when the key is absent or
- * null. The same errors as the conversions above. */
+ * null (or `map` is NULL or null). The same errors as the conversions
+ * above, and WEFT_ERR_CONFIG when `map` is present but not a mapping. */
 WEFT_API weft_status weft_cfg_int(const weft_cfg *map, const char *key, int64_t def, int64_t *out);
 WEFT_API weft_status weft_cfg_float(const weft_cfg *map, const char *key, double def, double *out);
 WEFT_API weft_status weft_cfg_bool(const weft_cfg *map, const char *key, int def, int *out);
@@ -135,7 +137,9 @@ WEFT_API weft_status weft_cfg_str(const weft_cfg *map, const char *key, const ch
 				  const char **out);
 
 /* A string that must be one of `choices` (NULL-terminated); *out is its
- * index. Otherwise WEFT_ERR_CONFIG listing the choices, with a did-you-mean. */
+ * index. Otherwise WEFT_ERR_CONFIG listing the choices, with a did-you-mean.
+ * A NULL `def` makes the key required; a `def` not among the choices is
+ * WEFT_ERR_INVALID_ARG. */
 WEFT_API weft_status weft_cfg_choice(const weft_cfg *map, const char *key,
 				     const char *const *choices, const char *def, int *out);
 
