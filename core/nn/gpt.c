@@ -1,0 +1,319 @@
+/* GPT (nanoGPT's model): construction with nanoGPT's names and GPT-2
+ * initialisation, pipeline stages, and forward. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_impl.h"
+
+weft_status nn_gpt_check(const weft_gpt_config *c)
+{
+	if (c->n_layer < 1 || c->n_layer > 100000)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: n_layer is %lld; it must be in "
+				      "[1, 100000]", (long long)c->n_layer);
+	if (c->n_head < 1)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: n_head is %lld; it must be >= 1",
+				      (long long)c->n_head);
+	if (c->n_embd < 1 || c->n_embd % c->n_head)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: n_embd %lld must be a positive "
+				      "multiple of n_head %lld (each head gets n_embd / n_head "
+				      "channels)", (long long)c->n_embd, (long long)c->n_head);
+	if (c->vocab_size < 1)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: vocab_size is %lld; it must be "
+				      ">= 1", (long long)c->vocab_size);
+	if (c->block_size < 1)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: block_size is %lld; it must be "
+				      ">= 1", (long long)c->block_size);
+	if (!(c->dropout >= 0.0 && c->dropout < 1.0))
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: dropout is %g; it must be in "
+				      "[0, 1)", c->dropout);
+	return WEFT_OK;
+}
+
+/* A Linear (weight [out, in]) or a LayerNorm (weight [in]) module with
+ * an optional bias. */
+static weft_status affine(weft_model *m, weft_module *parent, const char *type,
+			  const char *name, int64_t out_f, int64_t in_f, nn_affine *a)
+{
+	int is_linear = !strcmp(type, "Linear");
+	int64_t wshape[2] = { out_f, in_f };
+	weft_status st;
+
+	memset(a, 0, sizeof(*a));
+	st = nn_module_push(m, (int32_t)(parent - m->mods), type, &a->mod, "%s", name);
+	if (!st && is_linear)
+		st = nn_param(m, a->mod, "weight", 2, wshape, &a->w);
+	else if (!st)
+		st = nn_param(m, a->mod, "weight", 1, &in_f, &a->w);
+	if (!st && m->gpt.bias)
+		st = nn_param(m, a->mod, "bias", 1, is_linear ? &out_f : &in_f, &a->b);
+	if (!st)
+		nn_module_close(m, a->mod);
+	return st;
+}
+
+static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
+{
+	int64_t C = m->gpt.n_embd;
+	int32_t hi = (int32_t)(h - m->mods), bi, ai, mi;
+	char p[64], n[96];
+	weft_status st;
+
+	snprintf(p, sizeof(p), "transformer.h.%lld", (long long)i);
+	if ((st = nn_module_push(m, hi, "Block", &b->mod, "%s", p)))
+		return st;
+	bi = (int32_t)(b->mod - m->mods);
+	snprintf(n, sizeof(n), "%s.ln_1", p);
+	if ((st = affine(m, b->mod, "LayerNorm", n, 0, C, &b->ln_1)) ||
+	    (st = nn_module_push(m, bi, "CausalSelfAttention", &b->attn, "%s.attn", p)))
+		return st;
+	ai = (int32_t)(b->attn - m->mods);
+	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
+	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C, C, &b->c_attn)))
+		return st;
+	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
+	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C, &b->attn_proj)))
+		return st;
+	nn_module_close(m, b->attn);
+	snprintf(n, sizeof(n), "%s.ln_2", p);
+	if ((st = affine(m, &m->mods[bi], "LayerNorm", n, 0, C, &b->ln_2)) ||
+	    (st = nn_module_push(m, bi, "MLP", &b->mlp, "%s.mlp", p)))
+		return st;
+	mi = (int32_t)(b->mlp - m->mods);
+	snprintf(n, sizeof(n), "%s.mlp.c_fc", p);
+	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C, C, &b->c_fc)))
+		return st;
+	snprintf(n, sizeof(n), "%s.mlp.c_proj", p);
+	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C, &b->mlp_proj)))
+		return st;
+	nn_module_close(m, b->mlp);
+	nn_module_close(m, b->mod);
+	return WEFT_OK;
+}
+
+static weft_status declare(weft_model *m)
+{
+	const weft_gpt_config *c = &m->gpt;
+	int64_t C = c->n_embd, wte_shape[2] = { c->vocab_size, C }, wpe_shape[2] = { c->block_size, C };
+	weft_module *tr = NULL, *h;
+	weft_status st;
+
+	if ((st = nn_module_push(m, -1, "GPT", &m->root, "%s", "")))
+		return st;
+	if ((st = nn_module_push(m, 0, "ModuleDict", &tr, "transformer")))
+		return st;
+	if (m->stage & WEFT_STAGE_EMBED) {
+		if ((st = nn_module_push(m, 1, "Embedding", &m->wte_mod, "transformer.wte")) ||
+		    (st = nn_param(m, m->wte_mod, "weight", 2, wte_shape, &m->wte)))
+			return st;
+		nn_module_close(m, m->wte_mod);
+		if ((st = nn_module_push(m, 1, "Embedding", &m->wpe_mod, "transformer.wpe")) ||
+		    (st = nn_param(m, m->wpe_mod, "weight", 2, wpe_shape, &m->wpe)))
+			return st;
+		nn_module_close(m, m->wpe_mod);
+	}
+	if (m->layer_end > m->layer_begin) {
+		if ((st = nn_module_push(m, 1, "ModuleList", &h, "transformer.h")))
+			return st;
+		for (int64_t i = m->layer_begin; i < m->layer_end; i++)
+			if ((st = declare_block(m, h, i, &m->blocks[i - m->layer_begin])))
+				return st;
+		nn_module_close(m, h);
+	}
+	if (m->stage & WEFT_STAGE_HEAD) {
+		if ((st = affine(m, tr, "LayerNorm", "transformer.ln_f", 0, C, &m->ln_f)))
+			return st;
+	}
+	nn_module_close(m, tr);
+	if (m->stage & WEFT_STAGE_HEAD) {
+		if ((st = nn_module_push(m, 0, "Linear", &m->head_mod, "lm_head")))
+			return st;
+		m->head_mod->tied_to = "transformer.wte.weight";
+		/* a head without the embedding keeps its own copy of wte */
+		if (!(m->stage & WEFT_STAGE_EMBED) &&
+		    (st = weft_params_add(m->params, "transformer.wte.weight", WEFT_F32, 2,
+					  wte_shape, &m->wte)))
+			return st;
+		nn_module_close(m, m->head_mod);
+	}
+	nn_module_close(m, m->root);
+	return WEFT_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+
+	return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* GPT-2's initialisation (nanoGPT's _init_weights and its c_proj rule). */
+static weft_status init_weights(weft_model *m)
+{
+	float std = 0.02f, proj_std = (float)(0.02 / sqrt(2.0 * (double)m->gpt.n_layer));
+	weft_status st = WEFT_OK;
+
+	for (size_t i = 0; i < weft_params_count(m->params) && !st; i++) {
+		weft_tensor *p = weft_params_at(m->params, i);
+
+		if (ends_with(p->name, ".bias"))
+			continue; /* zero from finalize */
+		if (strstr(p->name, ".ln_"))
+			st = nn_init_const(p, 1.0f);
+		else if (ends_with(p->name, "c_proj.weight"))
+			st = nn_init_normal(p, m->opt.seed, proj_std);
+		else
+			st = nn_init_normal(p, m->opt.seed, std);
+	}
+	return st;
+}
+
+weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_options *opt,
+				  weft_model **out)
+{
+	weft_model *m;
+	int64_t begin = 0, end, nblocks;
+	uint32_t stage = WEFT_STAGE_EMBED | WEFT_STAGE_HEAD;
+	weft_status st;
+
+	*out = NULL;
+	if ((st = nn_gpt_check(cfg)))
+		return st;
+	end = cfg->n_layer;
+	if (opt && opt->stage) {
+		stage = opt->stage;
+		begin = opt->layer_begin;
+		end = opt->layer_end ? opt->layer_end : cfg->n_layer;
+		if (stage & ~(uint32_t)(WEFT_STAGE_EMBED | WEFT_STAGE_HEAD))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: stage 0x%x has unknown "
+					      "bits (WEFT_STAGE_EMBED | WEFT_STAGE_HEAD)", stage);
+		if (begin < 0 || begin > end || end > cfg->n_layer)
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: stage layers [%lld, %lld) "
+					      "do not fit n_layer %lld", (long long)begin,
+					      (long long)end, (long long)cfg->n_layer);
+	}
+	nblocks = end - begin;
+	if ((st = nn_model_alloc(WEFT_MODEL_GPT, opt, 8 + 9 * (size_t)nblocks, &m)))
+		return st;
+	m->gpt = *cfg;
+	m->stage = stage;
+	m->layer_begin = begin;
+	m->layer_end = end;
+	m->blocks = calloc((size_t)(nblocks ? nblocks : 1), sizeof(*m->blocks));
+	m->positions = malloc((size_t)cfg->block_size * sizeof(int32_t));
+	if (!m->blocks || !m->positions) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "out of memory creating a GPT");
+		goto out_free;
+	}
+	for (int64_t i = 0; i < cfg->block_size; i++)
+		m->positions[i] = (int32_t)i;
+	if ((st = declare(m)) || (st = nn_model_finalize(m)) || (st = init_weights(m)))
+		goto out_free;
+	*out = m;
+	return WEFT_OK;
+out_free:
+	weft_model_free(m);
+	return st;
+}
+
+/* ---- forward ---- */
+
+static weft_status check_input(const weft_model *m, const weft_tensor *x)
+{
+	char sh[160];
+
+	if (m->stage & WEFT_STAGE_EMBED) {
+		if (x->ndim != 2 || (x->dtype != WEFT_I32 && x->dtype != WEFT_I64))
+			return weft_error_set(WEFT_ERR_SHAPE, "gpt forward: the input %s %s must be "
+					      "token ids (batch, time) of dtype I32 or I64",
+					      weft_shape_str(x, sh, sizeof(sh)),
+					      weft_dtype_name((weft_dtype)x->dtype));
+		if (x->shape[1] < 1 || x->shape[1] > m->gpt.block_size)
+			return weft_error_set(WEFT_ERR_SHAPE, "gpt forward: the input %s has %lld "
+					      "positions; block_size allows 1 to %lld",
+					      weft_shape_str(x, sh, sizeof(sh)),
+					      (long long)x->shape[1], (long long)m->gpt.block_size);
+		return WEFT_OK;
+	}
+	if (x->ndim != 3 || x->shape[2] != m->gpt.n_embd || x->dtype != WEFT_F32)
+		return weft_error_set(WEFT_ERR_SHAPE, "gpt forward: this stage (from block %lld) "
+				      "takes the hidden state (batch, time, %lld) F32, got %s %s",
+				      (long long)m->layer_begin, (long long)m->gpt.n_embd,
+				      weft_shape_str(x, sh, sizeof(sh)),
+				      weft_dtype_name((weft_dtype)x->dtype));
+	return WEFT_OK;
+}
+
+static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tensor **out)
+{
+	weft_ctx *ctx = s->ctx;
+	int64_t T = ids->shape[1];
+	weft_tensor *pos, *tok, *pe, *x;
+	weft_status st;
+
+	if ((st = nn_enter(s, m->wte_mod)) || (st = weft_op_embedding(ctx, ids, m->wte, &tok)) ||
+	    (st = nn_leave(s)))
+		return st;
+	if ((st = weft_ctx_tensor(ctx, "positions", WEFT_I32, 1, &T, &pos)) ||
+	    (st = weft_tensor_copy_from_host(pos, m->positions, (size_t)T * sizeof(int32_t))))
+		return st;
+	if ((st = nn_enter(s, m->wpe_mod)) || (st = weft_op_embedding(ctx, pos, m->wpe, &pe)) ||
+	    (st = nn_leave(s)))
+		return st;
+	if ((st = weft_op_add(ctx, tok, pe, &x)))
+		return st;
+	return weft_op_dropout(ctx, x, (float)m->gpt.dropout, out);
+}
+
+static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+				 weft_tensor **out)
+{
+	weft_ctx *ctx = s->ctx;
+	float p = (float)m->gpt.dropout;
+	weft_tensor *h, *y;
+	weft_status st;
+
+	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
+	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
+	    (st = weft_op_attention(ctx, y, m->gpt.n_head, &y)) ||
+	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
+	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
+		return st;
+	if ((st = nn_layernorm(s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = weft_op_gelu(ctx, y, &y)) ||
+	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
+	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
+		return st;
+	*out = x;
+	return WEFT_OK;
+}
+
+weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	nn_scope s = { .ctx = ctx };
+	weft_tensor *h;
+	weft_status st;
+
+	if ((st = nn_stage_input(ctx, x, "input", &h)) || (st = check_input(m, h)))
+		return st;
+	if ((st = nn_enter(&s, m->root)))
+		goto out_unwind;
+	if ((m->stage & WEFT_STAGE_EMBED) && (st = embed(m, &s, h, &h)))
+		goto out_unwind;
+	for (int64_t i = 0; i < m->layer_end - m->layer_begin; i++)
+		if ((st = block_forward(m, &s, &m->blocks[i], h, &h)))
+			goto out_unwind;
+	if (m->stage & WEFT_STAGE_HEAD) {
+		nn_affine head = { .mod = m->head_mod, .w = m->wte };
+
+		if ((st = nn_layernorm(&s, &m->ln_f, h, &h)) || (st = nn_linear(&s, &head, h, &h)))
+			goto out_unwind;
+	}
+	if ((st = nn_leave(&s)))
+		goto out_unwind;
+	*out = h;
+	return WEFT_OK;
+out_unwind:
+	nn_unwind(&s);
+	return st;
+}

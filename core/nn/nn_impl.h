@@ -1,0 +1,105 @@
+/* Internals shared by core/nn's files: the model object, the tree builder,
+ * initialisation, and the forward helpers. */
+#ifndef WEFT_NN_IMPL_H
+#define WEFT_NN_IMPL_H
+
+#include "weft/module.h"
+#include "weft/ops.h"
+
+#define NN_LN_EPS 1e-5f
+#define NN_MAX_SCOPE 16
+
+/* A Linear or LayerNorm: its module and parameters (bias may be NULL). */
+typedef struct nn_affine {
+	weft_module *mod;
+	weft_tensor *w, *b;
+} nn_affine;
+
+typedef struct gpt_block {
+	weft_module *mod, *attn, *mlp;
+	nn_affine ln_1, c_attn, attn_proj, ln_2, c_fc, mlp_proj;
+} gpt_block;
+
+struct weft_model {
+	weft_model_class cls;
+	weft_gpt_config gpt;
+	weft_mlp_config mlp;
+	weft_model_options opt;
+	weft_params *params;
+	weft_module *mods;       /* pre-order; capacity fixed at creation */
+	size_t n_mods, cap_mods;
+
+	/* GPT */
+	uint32_t stage;          /* WEFT_STAGE_* bits actually built */
+	int64_t layer_begin, layer_end;
+	weft_module *root, *wte_mod, *wpe_mod, *head_mod;
+	weft_tensor *wte, *wpe;  /* wte: also the head's weight */
+	nn_affine ln_f;
+	gpt_block *blocks;       /* layer_end - layer_begin */
+	int32_t *positions;      /* host, 0 .. block_size - 1 */
+
+	/* MLP */
+	nn_affine layers[WEFT_MLP_MAX_HIDDEN + 1];
+};
+
+/* ---- building (model.c) ---- */
+
+/* A new, empty model of class cls with room for cap modules. */
+weft_status nn_model_alloc(weft_model_class cls, const weft_model_options *opt, size_t cap,
+			   weft_model **out);
+
+/* Appends a module (name formatted; depth from parent, -1 for the root)
+ * whose parameter range starts at the current parameter count. */
+weft_status nn_module_push(weft_model *m, int32_t parent, const char *type, weft_module **out,
+			   const char *fmt, ...) WEFT_PRINTF(5, 6);
+
+/* Closes module `mod`'s parameter range at the current parameter count
+ * (call after its subtree is declared). */
+void nn_module_close(weft_model *m, weft_module *mod);
+
+/* Declares parameter "<module name>.<leaf>" (F32). */
+weft_status nn_param(weft_model *m, const weft_module *mod, const char *leaf, int32_t ndim,
+		     const int64_t *shape, weft_tensor **out);
+
+/* Finalizes the parameter set and fills every module's n_params. */
+weft_status nn_model_finalize(weft_model *m);
+
+/* ---- initialisation (init.c) ---- */
+
+/* Fills parameter t with N(0, std) / U(-bound, bound) / a constant, drawn
+ * from (seed, t->name, element index). Blocking (copies to the device). */
+weft_status nn_init_normal(weft_tensor *t, uint64_t seed, float std);
+weft_status nn_init_uniform(weft_tensor *t, uint64_t seed, float bound);
+weft_status nn_init_const(weft_tensor *t, float value);
+
+/* ---- forward helpers (model.c) ---- */
+
+/* A stack of open modules, so a failing forward closes what it opened. */
+typedef struct nn_scope {
+	weft_ctx *ctx;
+	weft_module *open[NN_MAX_SCOPE];
+	int depth;
+} nn_scope;
+
+weft_status nn_enter(nn_scope *s, weft_module *mod);
+weft_status nn_leave(nn_scope *s);
+/* Closes every module still open (after an error; keeps the error). */
+void nn_unwind(nn_scope *s);
+
+/* x itself when on ctx's device, else a copy in ctx's arena. */
+weft_status nn_stage_input(weft_ctx *ctx, weft_tensor *x, const char *role, weft_tensor **out);
+
+/* Linear / LayerNorm wrapped in their module's begin/end. */
+weft_status nn_linear(nn_scope *s, const nn_affine *l, weft_tensor *x, weft_tensor **out);
+weft_status nn_layernorm(nn_scope *s, const nn_affine *l, weft_tensor *x, weft_tensor **out);
+
+/* ---- classes (gpt.c, mlp.c) ---- */
+
+weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+weft_status nn_mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+
+/* The checks weft_model_create_* make, as messages naming the field. */
+weft_status nn_gpt_check(const weft_gpt_config *c);
+weft_status nn_mlp_check(const weft_mlp_config *c);
+
+#endif /* WEFT_NN_IMPL_H */

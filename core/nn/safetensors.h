@@ -1,0 +1,78 @@
+/* nn/safetensors.h - reading and writing the safetensors format.
+ *
+ * A file is: 8 bytes, the little-endian u64 length N of the header; N bytes
+ * of JSON, an object mapping each tensor name to {"dtype", "shape",
+ * "data_offsets": [begin, end]} plus an optional "__metadata__" object of
+ * string values; then the data, little-endian, row-major. Offsets are
+ * relative to the start of the data; the tensors must cover the data with
+ * no holes and no overlaps, and end - begin must be the tensor's bytes.
+ * weft pads the header with spaces to a multiple of 8 bytes (allowed by
+ * the format) so the data starts aligned.
+ *
+ * The reader checks all of that and reports the first violation with the
+ * path and the tensor; it never trusts a length from the file before
+ * checking it against the file's size.
+ */
+#ifndef WEFT_NN_SAFETENSORS_H
+#define WEFT_NN_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/status.h"
+#include "weft/tensor.h"
+
+/* Headers past this many bytes are refused (the format's own limit). */
+#define WEFT_ST_MAX_HEADER (100u * 1000u * 1000u)
+
+/* One tensor of an open file. */
+typedef struct weft_st_tensor {
+	char *name;
+	weft_dtype dtype;
+	int32_t ndim;
+	int64_t shape[WEFT_MAX_DIMS];
+	uint64_t begin, end;  /* byte offsets into the data section */
+	const void *data;     /* into the file's buffer; not aligned in general */
+} weft_st_tensor;
+
+/* An open file, read whole into memory (WEFT_MEM_OTHER). */
+typedef struct weft_st_file {
+	char *path;
+	unsigned char *buf;
+	size_t size;
+	weft_st_tensor *tensors; /* in header order */
+	size_t count;
+	char *format;            /* __metadata__.format, or NULL */
+} weft_st_file;
+
+/* Reads and checks `path`. *out is a new file; close with weft_st_close.
+ * Errors: WEFT_ERR_NOT_FOUND / WEFT_ERR_IO naming the path and reason;
+ * WEFT_ERR_CORRUPT naming the path and what is wrong (truncated file,
+ * header size, JSON syntax with its byte position, an unknown dtype, a
+ * shape or offsets that do not fit, holes or overlaps); WEFT_ERR_NOMEM. */
+weft_status weft_st_open(const char *path, weft_st_file **out);
+
+/* Frees everything; NULL is ignored. */
+void weft_st_close(weft_st_file *f);
+
+/* The tensor called `name`, or NULL. */
+const weft_st_tensor *weft_st_find(const weft_st_file *f, const char *name);
+
+/* A tensor to write; everything borrowed. `data` is host memory of
+ * numel(shape) * dtype size bytes. */
+typedef struct weft_st_entry {
+	const char *name;
+	weft_dtype dtype;
+	int32_t ndim;
+	const int64_t *shape;
+	const void *data;
+} weft_st_entry;
+
+/* Writes entries[0..n) to `path` (created or truncated) with
+ * {"__metadata__":{"format":"pt"}}, the header padded to a multiple of 8.
+ * Blocking. Errors: WEFT_ERR_IO naming the path and reason;
+ * WEFT_ERR_INVALID_ARG for a name that is empty or too long, or a
+ * duplicate name; WEFT_ERR_NOMEM. */
+weft_status weft_st_write(const char *path, const weft_st_entry *entries, size_t n);
+
+#endif /* WEFT_NN_SAFETENSORS_H */
