@@ -3,20 +3,31 @@
  * sees keys up to its last row, so the GEMMs skip the masked upper
  * triangle beyond the tile (about half the work for long sequences). */
 #include <cblas.h>
+#include <pthread.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_impl.h"
+#include "kernels_cpu.h"
 
 #define TILE 128
+
+/* Heads run in parallel on the CPU threads, each head's GEMMs single-
+ * threaded: OpenBLAS's own threading costs more than it gains on these
+ * small products. */
+static int64_t att_threads(int64_t heads)
+{
+	int64_t n = weft_kernels_cpu_get_threads();
+
+	return n < 1 ? 1 : (n > heads ? (heads ? heads : 1) : n);
+}
 
 size_t cpu_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh)
 {
 	(void)dt;
-	(void)B;
 	(void)C;
-	(void)nh;
-	return (size_t)(T * T) * sizeof(float); /* dA for one head in backward */
+	/* dA for one head per thread, in backward */
+	return (size_t)(T * T) * sizeof(float) * (size_t)att_threads(B * nh);
 }
 
 static int too_big(int64_t T, int64_t C)
@@ -35,7 +46,7 @@ static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
 		for (int64_t j = 0; j <= i; j++)
 			mx = row[j] > mx ? row[j] : mx;
 		for (int64_t j = 0; j <= i; j++) {
-			row[j] = expf(row[j] - mx);
+			row[j] = cpu_expf(row[j] - mx);
 			sum += row[j];
 		}
 		inv = 1.0f / sum;
@@ -46,12 +57,134 @@ static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
 	}
 }
 
+typedef struct att_job {
+	int backward;
+	int64_t B, T, C, nh;
+	const float *qkv, *att, *dout;
+	float *out, *att_w, *dqkv, *scratch;
+	int64_t first, step; /* heads first, first + step, ... */
+} att_job;
+
+static void head_forward(const att_job *j, int64_t b, int64_t h)
+{
+	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
+	float scale = 1.0f / sqrtf((float)hs);
+	const float *q = j->qkv + b * T * C3 + h * hs;
+	const float *k = q + C, *v = q + 2 * C;
+	float *a = j->att_w + (b * j->nh + h) * T * T;
+	float *o = j->out + b * T * C + h * hs;
+
+	for (int64_t r0 = 0; r0 < T; r0 += TILE) {
+		int64_t r1 = r0 + TILE < T ? r0 + TILE : T;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)r1,
+			    (int)hs, scale, q + r0 * C3, (int)C3, k, (int)C3, 0.0f, a + r0 * T,
+			    (int)T);
+		causal_softmax(a, T, r0, r1);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)hs,
+			    (int)r1, 1.0f, a + r0 * T, (int)T, v, (int)C3, 0.0f, o + r0 * C, (int)C);
+	}
+}
+
+static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
+{
+	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
+	float scale = 1.0f / sqrtf((float)hs);
+	const float *q = j->qkv + b * T * C3 + h * hs;
+	const float *k = q + C, *v = q + 2 * C;
+	const float *a = j->att + (b * j->nh + h) * T * T;
+	const float *go = j->dout + b * T * C + h * hs;
+	float *dq = j->dqkv + b * T * C3 + h * hs;
+	float *dk = dq + C, *dv = dq + 2 * C;
+
+	for (int64_t r0 = 0; r0 < T; r0 += TILE) {
+		int64_t r1 = r0 + TILE < T ? r0 + TILE : T, nr = r1 - r0;
+
+		/* dA = dO V^T;  dV += A^T dO */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)r1, (int)hs, 1.0f,
+			    go + r0 * C, (int)C, v, (int)C3, 0.0f, da + r0 * T, (int)T);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
+			    a + r0 * T, (int)T, go + r0 * C, (int)C, 1.0f, dv, (int)C3);
+		/* through the softmax, then the 1/sqrt(hs) scale */
+		for (int64_t i = r0; i < r1; i++) {
+			const float *restrict ar = a + i * T;
+			float *restrict dr = da + i * T;
+			float dot = 0.0f;
+
+			for (int64_t jj = 0; jj <= i; jj++)
+				dot += ar[jj] * dr[jj];
+			for (int64_t jj = 0; jj <= i; jj++)
+				dr[jj] = ar[jj] * (dr[jj] - dot) * scale;
+			for (int64_t jj = i + 1; jj < r1; jj++)
+				dr[jj] = 0.0f;
+		}
+		/* dQ += dS K;  dK += dS^T Q */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hs, (int)r1, 1.0f,
+			    da + r0 * T, (int)T, k, (int)C3, 1.0f, dq + r0 * C3, (int)C3);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
+			    da + r0 * T, (int)T, q + r0 * C3, (int)C3, 1.0f, dk, (int)C3);
+	}
+}
+
+static void *att_worker(void *arg)
+{
+	const att_job *j = arg;
+	float *da = j->scratch ? j->scratch + j->first * j->T * j->T : NULL;
+
+	for (int64_t i = j->first; i < j->B * j->nh; i += j->step) {
+		if (j->backward)
+			head_backward(j, i / j->nh, i % j->nh, da);
+		else
+			head_forward(j, i / j->nh, i % j->nh);
+	}
+	return NULL;
+}
+
+/* Runs the job over all heads on att_threads threads (this one included);
+ * a thread that cannot be started leaves its heads to this thread. */
+static void att_run(const att_job *tmpl)
+{
+	enum { MAX_THREADS = 64 };
+	int64_t n = att_threads(tmpl->B * tmpl->nh);
+	pthread_t tid[MAX_THREADS];
+	att_job jobs[MAX_THREADS];
+	int started[MAX_THREADS] = { 0 };
+	int blas_threads = (int)weft_kernels_cpu_get_threads();
+
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	if (n == 1) {
+		att_job j = *tmpl;
+
+		j.first = 0;
+		j.step = 1;
+		att_worker(&j);
+		return;
+	}
+	openblas_set_num_threads(1);
+	for (int64_t t = 0; t < n; t++) {
+		jobs[t] = *tmpl;
+		jobs[t].first = t;
+		jobs[t].step = n;
+		if (t > 0)
+			started[t] = pthread_create(&tid[t], NULL, att_worker, &jobs[t]) == 0;
+	}
+	att_worker(&jobs[0]);
+	for (int64_t t = 1; t < n; t++) {
+		if (started[t])
+			pthread_join(tid[t], NULL);
+		else
+			att_worker(&jobs[t]);
+	}
+	openblas_set_num_threads(blas_threads);
+}
+
 weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
 				  int64_t nh, const void *qkv, void *out, void *att,
 				  void *scratch)
 {
-	int64_t hs = C / nh, C3 = 3 * C;
-	float scale = 1.0f / sqrtf((float)hs);
+	att_job j = { .backward = 0, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .out = out,
+		      .att_w = att };
 
 	(void)kctx;
 	(void)dt;
@@ -59,26 +192,7 @@ weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t 
 	if (too_big(T, C))
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, C %lld exceed "
 				      "OpenBLAS's 32-bit sizes", (long long)T, (long long)C);
-	for (int64_t b = 0; b < B; b++) {
-		for (int64_t h = 0; h < nh; h++) {
-			const float *q = (const float *)qkv + b * T * C3 + h * hs;
-			const float *k = q + C, *v = q + 2 * C;
-			float *a = (float *)att + (b * nh + h) * T * T;
-			float *o = (float *)out + b * T * C + h * hs;
-
-			for (int64_t r0 = 0; r0 < T; r0 += TILE) {
-				int64_t r1 = r0 + TILE < T ? r0 + TILE : T;
-
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0),
-					    (int)r1, (int)hs, scale, q + r0 * C3, (int)C3, k, (int)C3,
-					    0.0f, a + r0 * T, (int)T);
-				causal_softmax(a, T, r0, r1);
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0),
-					    (int)hs, (int)r1, 1.0f, a + r0 * T, (int)T, v, (int)C3,
-					    0.0f, o + r0 * C, (int)C);
-			}
-		}
-	}
+	att_run(&j);
 	return WEFT_OK;
 }
 
@@ -86,9 +200,8 @@ weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t
 				   int64_t nh, const void *qkv, const void *att,
 				   const void *dout, void *dqkv, void *scratch)
 {
-	int64_t hs = C / nh, C3 = 3 * C;
-	float scale = 1.0f / sqrtf((float)hs);
-	float *da = scratch;
+	att_job j = { .backward = 1, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .att = att,
+		      .dout = dout, .dqkv = dqkv, .scratch = scratch };
 
 	(void)kctx;
 	(void)dt;
@@ -97,47 +210,6 @@ weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t
 	if (too_big(T, C))
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, C %lld exceed "
 				      "OpenBLAS's 32-bit sizes", (long long)T, (long long)C);
-	for (int64_t b = 0; b < B; b++) {
-		for (int64_t h = 0; h < nh; h++) {
-			const float *q = (const float *)qkv + b * T * C3 + h * hs;
-			const float *k = q + C, *v = q + 2 * C;
-			const float *a = (const float *)att + (b * nh + h) * T * T;
-			const float *go = (const float *)dout + b * T * C + h * hs;
-			float *dq = (float *)dqkv + b * T * C3 + h * hs;
-			float *dk = dq + C, *dv = dq + 2 * C;
-
-			for (int64_t r0 = 0; r0 < T; r0 += TILE) {
-				int64_t r1 = r0 + TILE < T ? r0 + TILE : T, nr = r1 - r0;
-
-				/* dA = dO V^T;  dV += A^T dO */
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)r1,
-					    (int)hs, 1.0f, go + r0 * C, (int)C, v, (int)C3, 0.0f,
-					    da + r0 * T, (int)T);
-				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs,
-					    (int)nr, 1.0f, a + r0 * T, (int)T, go + r0 * C, (int)C,
-					    1.0f, dv, (int)C3);
-				/* through the softmax, then the 1/sqrt(hs) scale */
-				for (int64_t i = r0; i < r1; i++) {
-					const float *restrict ar = a + i * T;
-					float *restrict dr = da + i * T;
-					float dot = 0.0f;
-
-					for (int64_t j = 0; j <= i; j++)
-						dot += ar[j] * dr[j];
-					for (int64_t j = 0; j <= i; j++)
-						dr[j] = ar[j] * (dr[j] - dot) * scale;
-					for (int64_t j = i + 1; j < r1; j++)
-						dr[j] = 0.0f;
-				}
-				/* dQ += dS K;  dK += dS^T Q */
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hs,
-					    (int)r1, 1.0f, da + r0 * T, (int)T, k, (int)C3, 1.0f,
-					    dq + r0 * C3, (int)C3);
-				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs,
-					    (int)nr, 1.0f, da + r0 * T, (int)T, q + r0 * C3, (int)C3,
-					    1.0f, dk, (int)C3);
-			}
-		}
-	}
+	att_run(&j);
 	return WEFT_OK;
 }

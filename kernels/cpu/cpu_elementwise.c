@@ -169,7 +169,7 @@ weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x
 		float v = X[i];
 		float u = GELU_S * (v + GELU_C * v * v * v);
 
-		O[i] = 0.5f * v * (1.0f + tanhf(u));
+		O[i] = 0.5f * v * (1.0f + cpu_tanhf(u));
 	}
 	return WEFT_OK;
 }
@@ -187,7 +187,7 @@ weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 	for (int64_t i = 0; i < n; i++) {
 		float v = X[i];
 		float u = GELU_S * (v + GELU_C * v * v * v);
-		float t = tanhf(u);
+		float t = cpu_tanhf(u);
 		float du = GELU_S * (1.0f + 3.0f * GELU_C * v * v);
 
 		DX[i] += DY[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);

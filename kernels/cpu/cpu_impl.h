@@ -3,6 +3,8 @@
 #ifndef WEFT_CPU_IMPL_H
 #define WEFT_CPU_IMPL_H
 
+#include <string.h>
+
 #include "weft/device.h"
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -71,6 +73,41 @@ weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t
 				   int64_t nh, const void *qkv, const void *att,
 				   const void *dout, void *dqkv, void *scratch);
 size_t cpu_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
+
+/* exp(x) in float, branch-free so loops over it vectorize (libm's expf
+ * does not, without -ffast-math): x = n ln2 + r with |r| <= ln2 / 2,
+ * exp(r) by Cephes' degree-6 polynomial, 2^n built in the exponent bits.
+ * Relative error about 2e-7; inputs clamp to [-87, 88] (so no
+ * denormals, no infinities; exp(-87) ~ 1.6e-38 stands in for 0). */
+static inline float cpu_expf(float x)
+{
+	float t, n, r, p, scale;
+	int32_t ni, bits;
+
+	x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+	t = x * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
+	n = t - 12582912.0f;
+	memcpy(&ni, &t, sizeof(ni));
+	ni -= 0x4B400000;
+	r = x - n * 0.693359375f;
+	r = r - n * -2.12194440e-4f;
+	p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	bits = (ni + 127) << 23;
+	memcpy(&scale, &bits, sizeof(scale));
+	return p * scale;
+}
+
+/* tanh(u) = 1 - 2 / (1 + exp(2u)), through cpu_expf; absolute error ~2e-7. */
+static inline float cpu_tanhf(float u)
+{
+	return 1.0f - 2.0f / (1.0f + cpu_expf(2.0f * u));
+}
 
 /* Reads element i of an I32 or I64 index array. */
 static inline int64_t cpu_index(weft_dtype idx_dt, const void *idx, int64_t i)

@@ -17,7 +17,7 @@ weft_status cpu_softmax_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t
 		for (int64_t j = 0; j < cols; j++)
 			mx = xr[j] > mx ? xr[j] : mx;
 		for (int64_t j = 0; j < cols; j++) {
-			yr[j] = expf(xr[j] - mx);
+			yr[j] = cpu_expf(xr[j] - mx);
 			sum += yr[j];
 		}
 		inv = 1.0f / sum;
@@ -197,7 +197,7 @@ weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, i
 		for (int64_t j = 0; j < vocab; j++)
 			mx = xr[j] > mx ? xr[j] : mx;
 		for (int64_t j = 0; j < vocab; j++) {
-			pr[j] = expf(xr[j] - mx);
+			pr[j] = cpu_expf(xr[j] - mx);
 			sum += pr[j];
 		}
 		inv = 1.0f / sum;

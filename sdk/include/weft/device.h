@@ -131,7 +131,9 @@ typedef enum weft_copy_kind {
  * Conventions for every compute member:
  * - `kctx` is the device context made by ctx_create (a cuBLAS handle and
  *   stream on CUDA; NULL on the CPU). Work may be queued asynchronously on
- *   it; `synchronize` waits. Pointers are device memory unless a member
+ *   it; `synchronize` waits. copy, zero and fill also accept kctx == NULL, meaning
+ *   the device's default queue, and then return when the work is done
+ *   (weft_tensor_copy* / zero / fill use them so, outside any context). Pointers are device memory unless a member
  *   says "host".
  * - `dt` is the dtype of the floating-point operands; the caller (the op
  *   layer in core/tensor) only passes dtypes in `float_dtypes`. Index
