@@ -12,6 +12,11 @@ typedef struct weft_command {
 
 int weft_cmd_version(int argc, char **argv);
 
+/* `weft fit|validate|test --config FILE ...` (cmd_fit.c, core/train). */
+int weft_cmd_fit(int argc, char **argv);
+int weft_cmd_validate(int argc, char **argv);
+int weft_cmd_test(int argc, char **argv);
+
 /* `weft plugins [--path DIR]... [--config FILE]`: lists the plugins found
  * and the files that failed to load (cmd_plugins.c). */
 int weft_cmd_plugins(int argc, char **argv);

@@ -6,6 +6,9 @@
 #include "weft/weft.h"
 
 static const weft_command commands[] = {
+	{ "fit", weft_cmd_fit, "train a model from a YAML config" },
+	{ "validate", weft_cmd_validate, "evaluate a checkpoint on the validation data" },
+	{ "test", weft_cmd_test, "evaluate a checkpoint on the test data" },
 	{ "version", weft_cmd_version, "print weft's version and plugin ABI" },
 	{ "plugins", weft_cmd_plugins, "list the plugins found and files that failed to load" },
 	{ "launch", weft_cmd_launch, "start ranks on this node like torchrun, restart on failure" },

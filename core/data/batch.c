@@ -6,7 +6,7 @@
 #include "data/rng.h"
 #include "weft/memory.h"
 
-void weft_batch_free(weft_batch *b)
+void weft_batch_free(weft_host_batch *b)
 {
 	if (!b)
 		return;
@@ -80,7 +80,7 @@ static weft_status class_prepare(void *ctx, int64_t epoch)
 	return WEFT_OK;
 }
 
-static weft_status class_alloc(void *ctx, weft_batch *b)
+static weft_status class_alloc(void *ctx, weft_host_batch *b)
 {
 	weft_class_source *s = ctx;
 	size_t rows = (size_t)s->batch_size;
@@ -95,7 +95,7 @@ static weft_status class_alloc(void *ctx, weft_batch *b)
 	return st;
 }
 
-static weft_status class_fill(void *ctx, int64_t index, weft_batch *b)
+static weft_status class_fill(void *ctx, int64_t index, weft_host_batch *b)
 {
 	weft_class_source *s = ctx;
 	const weft_dataset *ds = s->ds;
@@ -178,7 +178,7 @@ static weft_status lm_prepare(void *ctx, int64_t epoch)
 	return WEFT_OK;
 }
 
-static weft_status lm_alloc(void *ctx, weft_batch *b)
+static weft_status lm_alloc(void *ctx, weft_host_batch *b)
 {
 	weft_lm_source *s = ctx;
 	size_t bytes = (size_t)(s->batch_size * s->block_size) * sizeof(int32_t);
@@ -193,7 +193,7 @@ static weft_status lm_alloc(void *ctx, weft_batch *b)
 	return st;
 }
 
-static weft_status lm_fill(void *ctx, int64_t index, weft_batch *b)
+static weft_status lm_fill(void *ctx, int64_t index, weft_host_batch *b)
 {
 	weft_lm_source *s = ctx;
 	int64_t B = s->batch_size, T = s->block_size, span = s->tokens->n - T;

@@ -39,15 +39,15 @@ typedef struct weft_host_array {
 	size_t capacity;     /* bytes allocated: the largest batch */
 } weft_host_array;
 
-typedef struct weft_batch {
+typedef struct weft_host_batch {
 	weft_host_array x, y;
 	int64_t epoch;       /* which epoch and batch this is */
 	int64_t index;
 	int64_t rows;        /* examples in it (x.shape[0]) */
-} weft_batch;
+} weft_host_batch;
 
 /* Frees a batch's arrays; NULL is ignored. */
-void weft_batch_free(weft_batch *b);
+void weft_batch_free(weft_host_batch *b);
 
 /* Something that fills batches. `ctx` is the concrete source. */
 typedef struct weft_batch_source {
@@ -58,10 +58,10 @@ typedef struct weft_batch_source {
 	 * while no fill runs (the sampler draws its permutation here). */
 	weft_status (*prepare_epoch)(void *ctx, int64_t epoch);
 	/* Allocates a batch's buffers for the largest batch. */
-	weft_status (*alloc)(void *ctx, weft_batch *b);
+	weft_status (*alloc)(void *ctx, weft_host_batch *b);
 	/* Fills batch `index` of the prepared epoch. Called from the loader's
 	 * thread; never allocates; errors set the thread's last error. */
-	weft_status (*fill)(void *ctx, int64_t index, weft_batch *b);
+	weft_status (*fill)(void *ctx, int64_t index, weft_host_batch *b);
 } weft_batch_source;
 
 /* ---- classification --------------------------------------------------- */

@@ -14,7 +14,7 @@
 struct weft_loader {
 	weft_batch_source src;
 	int slots;
-	weft_batch *ring;
+	weft_host_batch *ring;
 	int threaded;
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -182,14 +182,14 @@ out_unlock:
 	return st;
 }
 
-weft_status weft_loader_next(weft_loader *l, const weft_batch **out)
+weft_status weft_loader_next(weft_loader *l, const weft_host_batch **out)
 {
 	weft_status st = WEFT_OK;
 	double t0;
 
 	*out = NULL;
 	if (!l->threaded) {
-		weft_batch *b;
+		weft_host_batch *b;
 
 		if (!l->active)
 			return weft_error_set(WEFT_ERR_INVALID_ARG, "data loader: next before "

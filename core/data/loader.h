@@ -38,7 +38,7 @@ weft_status weft_loader_start_epoch(weft_loader *l, int64_t epoch, int64_t first
  * start_epoch or destroy (the slot is then reused). Blocks while the
  * thread has not filled it yet. Errors: the fill's error, as
  * "data loader, epoch E batch I: <message>". */
-weft_status weft_loader_next(weft_loader *l, const weft_batch **out);
+weft_status weft_loader_next(weft_loader *l, const weft_host_batch **out);
 
 /* Batches per epoch for this rank (the source's count). */
 int64_t weft_loader_num_batches(const weft_loader *l);

@@ -119,7 +119,8 @@ static int bad_name(const char *name)
 	       strcmp(name, "..") == 0 || strlen(name) > 255;
 }
 
-weft_status weft_atomic_dir_file_open(weft_atomic_dir *d, const char *name)
+/* Checks `name` and appends its (empty) manifest entry. */
+static weft_status add_entry(weft_atomic_dir *d, const char *name)
 {
 	if (d->fd >= 0)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "'%s': file '%s' is still open; close "
@@ -143,19 +144,82 @@ weft_status weft_atomic_dir_file_open(weft_atomic_dir *d, const char *name)
 		d->files = nf;
 		d->cap = nc;
 	}
-	snprintf(d->open_path, sizeof(d->open_path), "%s/%s", d->tmp_path, name);
 	d->files[d->n] = (entry){ .name = strdup(name) };
 	if (!d->files[d->n].name)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory writing '%s'", d->tmp_path);
+	d->n++;
+	return WEFT_OK;
+}
+
+weft_status weft_atomic_dir_file_open(weft_atomic_dir *d, const char *name)
+{
+	weft_status st = add_entry(d, name);
+
+	if (st)
+		return st;
+	snprintf(d->open_path, sizeof(d->open_path), "%s/%s", d->tmp_path, name);
 	d->fd = open(d->open_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (d->fd < 0) {
+		d->n--;
 		free(d->files[d->n].name);
 		return weft_error_set(WEFT_ERR_IO, "cannot create '%s': %s", d->open_path,
 				      strerror(errno));
 	}
-	d->n++;
 	weft_sha256_init(&d->sha);
 	return WEFT_OK;
+}
+
+weft_status weft_atomic_dir_adopt_file(weft_atomic_dir *d, const char *name)
+{
+	static const size_t chunk = 1u << 20;
+	uint8_t digest[WEFT_SHA256_BYTES];
+	unsigned char *buf;
+	weft_sha256 sha;
+	entry *e;
+	weft_status st = add_entry(d, name);
+	int fd;
+
+	if (st)
+		return st;
+	e = &d->files[d->n - 1];
+	snprintf(d->open_path, sizeof(d->open_path), "%s/%s", d->tmp_path, name);
+	fd = open(d->open_path, O_RDONLY | O_CLOEXEC);
+	buf = malloc(chunk);
+	if (fd < 0 || !buf) {
+		st = weft_error_set(fd < 0 ? WEFT_ERR_IO : WEFT_ERR_NOMEM, "cannot read '%s': %s",
+				    d->open_path, fd < 0 ? strerror(errno) : "out of memory");
+		goto out;
+	}
+	weft_sha256_init(&sha);
+	for (;;) {
+		ssize_t r = read(fd, buf, chunk);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			st = weft_error_set(WEFT_ERR_IO, "cannot read '%s': %s", d->open_path,
+					    strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		weft_sha256_update(&sha, buf, (size_t)r);
+	}
+	e->bytes = (int64_t)sha.total;
+	weft_sha256_final(&sha, digest);
+	weft_sha256_hex(digest, e->hex);
+	if (fsync(fd) != 0)
+		st = weft_error_set(WEFT_ERR_IO, "cannot flush '%s' to disk: %s", d->open_path,
+				    strerror(errno));
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	if (st) {
+		d->n--;
+		free(d->files[d->n].name);
+	}
+	return st;
 }
 
 weft_status weft_atomic_dir_file_write(weft_atomic_dir *d, const void *buf, size_t len)

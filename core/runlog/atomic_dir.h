@@ -43,6 +43,13 @@ const char *weft_atomic_dir_tmp_path(const weft_atomic_dir *d);
  * WEFT_ERR_IO naming the file. */
 weft_status weft_atomic_dir_file_open(weft_atomic_dir *d, const char *name);
 
+/* Adds file `name`, already written into the temporary directory by other
+ * code (a model's safetensors writer, other ranks' pwrite of their shards),
+ * to the manifest: reads it for its sha256 and size and flushes it to
+ * disk. Errors: as file_open for the name; WEFT_ERR_IO naming the file
+ * when it cannot be read. */
+weft_status weft_atomic_dir_adopt_file(weft_atomic_dir *d, const char *name);
+
 /* Appends to the open file (and to its hash). Blocking write(2).
  * Errors: WEFT_ERR_INVALID_ARG when no file is open; WEFT_ERR_IO naming the
  * file (disk full, ...). */

@@ -27,7 +27,7 @@ int main(void)
 	weft_config *cfg = NULL;
 	weft_data_module *m = NULL;
 	weft_loader *l = NULL;
-	const weft_batch *b;
+	const weft_host_batch *b;
 	FILE *f;
 
 	snprintf(text, sizeof(text), "data_cfg_%ld.txt", (long)getpid());

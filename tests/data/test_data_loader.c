@@ -54,7 +54,7 @@ static void make_ds(weft_dataset *ds, int64_t n)
 /* All labels*1000+x0 of an epoch, through a loader with `prefetch`. */
 static int64_t run_epoch(weft_loader *l, int64_t epoch, int64_t first, int64_t *out)
 {
-	const weft_batch *b;
+	const weft_host_batch *b;
 	int64_t n = 0;
 
 	WT_OK(weft_loader_start_epoch(l, epoch, first));
@@ -83,14 +83,14 @@ typedef struct slow_source {
 
 static int64_t slow_num(void *ctx) { return ((slow_source *)ctx)->batches; }
 static weft_status slow_prepare(void *ctx, int64_t e) { (void)ctx; (void)e; return WEFT_OK; }
-static weft_status slow_alloc(void *ctx, weft_batch *b)
+static weft_status slow_alloc(void *ctx, weft_host_batch *b)
 {
 	(void)ctx;
 	memset(b, 0, sizeof(*b));
 	b->x.data = weft_mem_alloc(WEFT_MEM_OTHER, 8);
 	return b->x.data ? WEFT_OK : WEFT_ERR_NOMEM;
 }
-static weft_status slow_fill(void *ctx, int64_t i, weft_batch *b)
+static weft_status slow_fill(void *ctx, int64_t i, weft_host_batch *b)
 {
 	slow_source *s = ctx;
 
@@ -131,7 +131,7 @@ int main(void)
 	/* Resume: consume 3 batches of epoch 5, note the position, and a fresh
 	 * loader started there yields the remaining batches identically. */
 	{
-		const weft_batch *bt;
+		const weft_host_batch *bt;
 		int64_t pos_epoch, pos_batch;
 
 		na = run_epoch(sync, 5, 0, a);
@@ -203,7 +203,7 @@ int main(void)
 		uint16_t toks[1000];
 		weft_lm_source lm, lm2;
 		weft_batch_source ls;
-		const weft_batch *bt;
+		const weft_host_batch *bt;
 		int32_t first[2][4 * 16];
 
 		for (int i = 0; i < 1000; i++)
@@ -255,7 +255,7 @@ int main(void)
 		weft_batch_source s = { .ctx = &ss, .num_batches = slow_num,
 					.prepare_epoch = slow_prepare, .alloc = slow_alloc,
 					.fill = slow_fill };
-		const weft_batch *bt;
+		const weft_host_batch *bt;
 
 		for (int prefetch = 0; prefetch <= 2; prefetch += 2) {
 			WT_OK(weft_loader_create(&s, prefetch, &thr));

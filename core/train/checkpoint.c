@@ -1,0 +1,374 @@
+/* Checkpoints (DESIGN.md): one directory per save,
+ *   model.safetensors    full weights, PyTorch's names
+ *   optimizer.bin        the optimizer's slots in flat global coordinates
+ *                        (train/optim_state.h), whatever sharding wrote them
+ *   trainer_state.json   step, epoch, data position, seed, best score, ...
+ *   manifest.json        sha256 and size of every file
+ * written into a temporary directory and renamed (runlog/atomic_dir.h), so
+ * a crash never leaves a half checkpoint. Every rank writes its own slice
+ * of optimizer.bin; rank 0 writes the rest and commits. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runlog/atomic_dir.h"
+#include "runlog/json.h"
+#include "runlog/rundir.h"
+#include "train/optim_state.h"
+#include "train/trainer_impl.h"
+#include "weft/log.h"
+
+#define STATE_FORMAT "weft-trainer-state"
+
+static int64_t flat_numel(const weft_trainer *t)
+{
+	return weft_params_numel(weft_model_params(t->model), WEFT_F32);
+}
+
+static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
+				    const weft_strategy_state *ss)
+{
+	weft_json_writer w;
+	char *text = NULL;
+	weft_status st;
+
+	weft_json_writer_string(&w, 1);
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "format");
+	weft_json_string(&w, STATE_FORMAT);
+	weft_json_key(&w, "version");
+	weft_json_int(&w, 1);
+	weft_json_key(&w, "global_step");
+	weft_json_int(&w, t->global_step);
+	weft_json_key(&w, "epoch");
+	weft_json_int(&w, t->epoch);
+	weft_json_key(&w, "next_batch");
+	weft_json_int(&w, t->next_batch);
+	weft_json_key(&w, "seed");
+	weft_json_int(&w, (int64_t)t->tc.seed);
+	weft_json_key(&w, "world_size");
+	weft_json_int(&w, t->world);
+	weft_json_key(&w, "strategy");
+	weft_json_string(&w, t->tc.strategy_name);
+	weft_json_key(&w, "optimizer");
+	weft_json_string(&w, t->optim_ops->head.name);
+	weft_json_key(&w, "optimizer_slots");
+	weft_json_begin_array(&w);
+	for (uint32_t k = 0; k < ss->n_slots; k++)
+		weft_json_string(&w, t->optim_ops->slot_name(t->optim, k));
+	weft_json_end_array(&w);
+	weft_json_key(&w, "numel");
+	weft_json_int(&w, flat_numel(t));
+	weft_json_key(&w, "best_score");
+	weft_json_number(&w, isfinite(t->best_score) ? t->best_score : 0.0);
+	weft_json_key(&w, "bad_checks");
+	weft_json_int(&w, t->bad_checks);
+	weft_json_key(&w, "train_loss");
+	weft_json_number(&w, isfinite(t->last_train_loss) ? t->last_train_loss : 0.0);
+	weft_json_end_object(&w);
+	st = weft_json_finish(&w, &text);
+	if (st)
+		return st;
+	st = weft_atomic_dir_write_file(d, "trainer_state.json", text, strlen(text));
+	free(text);
+	return st;
+}
+
+/* Every rank writes its slice of the optimizer state into `path`. */
+static weft_status write_optimizer_slice(weft_trainer *t, const char *path,
+					 const weft_strategy_state *ss)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	weft_status st;
+
+	if (fd < 0)
+		return weft_error_set(WEFT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+	st = weft_optim_state_write(fd, path, 0, flat_numel(t), ss->n_slots,
+				    (const float *const *)ss->slots, ss->begin, ss->end);
+	if (!st && fsync(fd) != 0)
+		st = weft_error_set(WEFT_ERR_IO, "cannot flush '%s': %s", path, strerror(errno));
+	close(fd);
+	return st;
+}
+
+static double score_of(const weft_trainer *t)
+{
+	const char *m = t->tc.ckpt.monitor;
+
+	if (!m)
+		return NAN;
+	if (!strcmp(m, "val_loss"))
+		return t->last_val_loss;
+	if (!strcmp(m, "val_acc"))
+		return t->last_val_acc;
+	if (!strcmp(m, "train_loss"))
+		return t->last_train_loss;
+	return NAN;
+}
+
+static void remove_ckpt_dir(const char *path)
+{
+	char p[WEFT_TRAINER_PATH + 300];
+	struct dirent *e;
+	DIR *d = opendir(path);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+/* save_top_k: keep the k best by the monitored score (rank 0). Returns 1
+ * when `path` should not have been kept (it was worse than all k). */
+static void apply_top_k(weft_trainer *t, const char *path, double score)
+{
+	int64_t k = t->tc.ckpt.save_top_k;
+	int worst = -1;
+
+	if (k < 0 || !t->tc.ckpt.monitor || isnan(score))
+		return;
+	if (t->n_topk < WEFT_TOPK_MAX) {
+		snprintf(t->topk[t->n_topk].path, sizeof(t->topk[0].path), "%s", path);
+		t->topk[t->n_topk++].score = score;
+	}
+	while (t->n_topk > k) {
+		for (int64_t i = 0; i < t->n_topk; i++) {
+			int worse = worst < 0 ||
+				    (t->tc.ckpt.mode_max ? t->topk[i].score < t->topk[worst].score :
+							   t->topk[i].score > t->topk[worst].score);
+			if (worse)
+				worst = (int)i;
+		}
+		remove_ckpt_dir(t->topk[worst].path);
+		t->topk[worst] = t->topk[--t->n_topk];
+		worst = -1;
+	}
+}
+
+weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
+{
+	weft_strategy_state ss = { .struct_size = sizeof(ss) };
+	weft_atomic_dir *d = NULL;
+	char final[WEFT_TRAINER_PATH], tmp[WEFT_TRAINER_PATH], path[WEFT_TRAINER_PATH + 32];
+	int fd;
+	weft_status st;
+
+	st = t->strat_ops->state(t->strat, &ss);
+	if (st)
+		return st;
+	if (!strcmp(reason, "last"))
+		snprintf(final, sizeof(final), "%s/last", t->ckpt_dir);
+	else
+		snprintf(final, sizeof(final), "%s/epoch=%lld-step=%lld", t->ckpt_dir,
+			 /* Lightning's name: the 0-based epoch the save happened in */
+			 (long long)(strcmp(reason, "epoch") == 0 ? t->epoch - 1 : t->epoch),
+			 (long long)t->global_step);
+	memset(tmp, 0, sizeof(tmp));
+	if (t->rank == 0) {
+		st = weft_mkdirs(t->ckpt_dir);
+		if (!st)
+			st = weft_atomic_dir_begin(final, &d);
+		if (!st) {
+			snprintf(tmp, sizeof(tmp), "%s", weft_atomic_dir_tmp_path(d));
+			snprintf(path, sizeof(path), "%s/optimizer.bin", tmp);
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+			if (fd < 0 || ftruncate(fd, weft_optim_state_bytes(ss.n_slots,
+									   flat_numel(t))) != 0)
+				st = weft_error_set(WEFT_ERR_IO, "cannot create '%s': %s", path,
+						    strerror(errno));
+			if (fd >= 0)
+				close(fd);
+		}
+		if (st)
+			tmp[0] = '\0'; /* tells the other ranks to give up too */
+	}
+	if (weft_trainer_broadcast_bytes(t, tmp, sizeof(tmp)) != WEFT_OK && !st)
+		st = weft_error_last_status();
+	if (!st && !tmp[0])
+		st = weft_error_set(WEFT_ERR_IO, "rank 0 could not start checkpoint '%s'", final);
+	if (!st) {
+		snprintf(path, sizeof(path), "%s/optimizer.bin", tmp);
+		st = write_optimizer_slice(t, path, &ss);
+	}
+	if (weft_trainer_barrier(t) != WEFT_OK && !st)
+		st = weft_error_last_status();
+	if (t->rank == 0 && !st) {
+		snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
+		st = weft_model_save_safetensors(t->model, path);
+		if (!st)
+			st = weft_atomic_dir_adopt_file(d, "model.safetensors");
+		if (!st)
+			st = weft_atomic_dir_adopt_file(d, "optimizer.bin");
+		if (!st)
+			st = write_state_json(t, d, &ss);
+		if (!st) {
+			st = weft_atomic_dir_commit(d);
+			d = NULL;
+		}
+		if (!st && strcmp(reason, "last") != 0)
+			apply_top_k(t, final, score_of(t));
+	}
+	if (d)
+		weft_atomic_dir_abort(d);
+	if (weft_trainer_barrier(t) != WEFT_OK && !st)
+		st = weft_error_last_status();
+	if (st)
+		return weft_error_wrap(st, "saving checkpoint '%s'", final);
+	weft_log(WEFT_LOG_DEBUG, "saved checkpoint %s", final);
+	return WEFT_OK;
+}
+
+static weft_status json_int(const weft_json_value *root, const char *key, const char *file,
+			    int64_t *out)
+{
+	const weft_json_value *v = weft_json_get(root, key);
+
+	if (!v || v->kind != WEFT_JSON_NUMBER || !v->is_integer)
+		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': '%s' is missing or not an integer; "
+				      "the checkpoint is damaged or not weft's", file, key);
+	*out = v->integer;
+	return WEFT_OK;
+}
+
+weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only)
+{
+	weft_strategy_state ss = { .struct_size = sizeof(ss) };
+	char path[WEFT_TRAINER_PATH + 32];
+	weft_json_value *js = NULL;
+	struct stat sb;
+	int64_t step = 0, epoch = 0, next = 0, numel = 0, bad = 0;
+	int fd;
+	weft_status st;
+
+	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return weft_error_set(WEFT_ERR_NOT_FOUND,
+				      "checkpoint '%s' is not a directory: give a directory made by "
+				      "weft fit (runs/NAME/version_N/checkpoints/...)", dir);
+	st = weft_manifest_verify(dir);
+	if (st)
+		return weft_error_wrap(st, "checkpoint '%s'", dir);
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	st = weft_model_load_safetensors(t->model, path);
+	if (st)
+		return weft_error_wrap(st, "checkpoint '%s' does not fit this model", dir);
+	if (weights_only)
+		return WEFT_OK;
+	snprintf(path, sizeof(path), "%s/trainer_state.json", dir);
+	st = weft_json_parse_file(path, &js);
+	if (st)
+		return st;
+	{
+		const weft_json_value *fmt = weft_json_get(js, "format");
+
+		if (!fmt || fmt->kind != WEFT_JSON_STRING || strcmp(fmt->string, STATE_FORMAT))
+			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s' is not a weft trainer state",
+					    path);
+	}
+	if (!st)
+		st = json_int(js, "global_step", path, &step);
+	if (!st)
+		st = json_int(js, "epoch", path, &epoch);
+	if (!st)
+		st = json_int(js, "next_batch", path, &next);
+	if (!st)
+		st = json_int(js, "numel", path, &numel);
+	if (!st)
+		st = json_int(js, "bad_checks", path, &bad);
+	if (!st && numel != flat_numel(t))
+		st = weft_error_set(WEFT_ERR_CORRUPT,
+				    "checkpoint '%s' holds optimizer state for %lld parameters, the "
+				    "model has %lld", dir, (long long)numel, (long long)flat_numel(t));
+	if (!st) {
+		const weft_json_value *opt = weft_json_get(js, "optimizer");
+
+		if (opt && opt->kind == WEFT_JSON_STRING &&
+		    strcmp(opt->string, t->optim_ops->head.name) != 0)
+			st = weft_error_set(WEFT_ERR_CONFIG,
+					    "checkpoint '%s' was trained with optimizer '%s' but the "
+					    "config asks for '%s'; its state cannot be reused",
+					    dir, opt->string, t->optim_ops->head.name);
+	}
+	if (!st) {
+		const weft_json_value *bs = weft_json_get(js, "best_score");
+
+		if (bs && bs->kind == WEFT_JSON_NUMBER && bad > 0)
+			t->best_score = bs->number;
+	}
+	weft_json_free(js);
+	if (st)
+		return st;
+	if (next < 0 || next > t->batches_per_epoch)
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "checkpoint '%s' stopped at batch %lld of an epoch, but this run "
+				      "has %lld batches per epoch per rank (different data, batch "
+				      "size or world size); resume with the same data settings",
+				      dir, (long long)next, (long long)t->batches_per_epoch);
+	st = t->strat_ops->state(t->strat, &ss);
+	if (st)
+		return st;
+	snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s' lacks optimizer.bin: %s", dir,
+				      strerror(errno));
+	st = weft_optim_state_read(fd, path, 0, numel, ss.n_slots, ss.slots, ss.begin, ss.end);
+	close(fd);
+	if (st)
+		return st;
+	t->global_step = step;
+	t->epoch = epoch;
+	t->next_batch = next;
+	t->bad_checks = bad;
+	return WEFT_OK;
+}
+
+/* resume: auto: the newest checkpoint of the newest earlier version of this
+ * run name (checkpoints/last when present, else the highest step). */
+weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int *found)
+{
+	char base[WEFT_TRAINER_PATH + 300], best[WEFT_TRAINER_PATH + 600] = "";
+	long long best_version = -1;
+	struct dirent *e;
+	DIR *d;
+
+	*found = 0;
+	snprintf(base, sizeof(base), "%s/%s", t->tc.default_root_dir, t->tc.name);
+	d = opendir(base);
+	if (!d)
+		return WEFT_OK;
+	while ((e = readdir(d))) {
+		long long v;
+		char cand[WEFT_TRAINER_PATH + 600];
+		struct stat sb;
+
+		if (sscanf(e->d_name, "version_%lld", &v) != 1 || v <= best_version)
+			continue;
+		snprintf(cand, sizeof(cand), "%s/%s/checkpoints/last", base, e->d_name);
+		if (stat(cand, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			best_version = v;
+			snprintf(best, sizeof(best), "%s", cand);
+		}
+	}
+	closedir(d);
+	if (best_version < 0) {
+		if (t->rank == 0)
+			fprintf(stderr, "resume: auto found no checkpoint under %s; starting fresh\n",
+				base);
+		return WEFT_OK;
+	}
+	snprintf(out, len, "%s", best);
+	*found = 1;
+	return WEFT_OK;
+}

@@ -1,0 +1,409 @@
+/* The fit loop: micro-batches into optimizer steps, validation, logging,
+ * checkpoints, early stopping, the run summary. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runlog/report.h"
+#include "train/trainer_impl.h"
+#include "weft/log.h"
+
+/* A micro-batch copied out of the loader's ring (the strategy holds every
+ * micro-batch of a step at once; the ring reuses its slots). */
+typedef struct held_batch {
+	weft_tensor x, y;
+	void *xbuf, *ybuf;
+	size_t xcap, ycap;
+} held_batch;
+
+static weft_status hold(held_batch *h, const weft_host_batch *b)
+{
+	size_t xb = b->x.capacity, yb = b->y.capacity;
+	size_t esz = 4; /* F32 and I32 host arrays */
+	int64_t xn = 1, yn = 1;
+	weft_status st;
+
+	for (int i = 0; i < b->x.ndim; i++)
+		xn *= b->x.shape[i];
+	for (int i = 0; i < b->y.ndim; i++)
+		yn *= b->y.shape[i];
+	if (!h->xbuf || h->xcap < xb) {
+		weft_mem_free(h->xbuf);
+		h->xbuf = weft_mem_alloc(WEFT_MEM_OTHER, xb);
+		h->xcap = xb;
+	}
+	if (!h->ybuf || h->ycap < yb) {
+		weft_mem_free(h->ybuf);
+		h->ybuf = weft_mem_alloc(WEFT_MEM_OTHER, yb);
+		h->ycap = yb;
+	}
+	if (!h->xbuf || !h->ybuf)
+		return WEFT_ERR_NOMEM;
+	memcpy(h->xbuf, b->x.data, (size_t)xn * esz);
+	memcpy(h->ybuf, b->y.data, (size_t)yn * esz);
+	st = weft_tensor_init(&h->x, b->x.dtype == WEFT_HOST_F32 ? WEFT_F32 : WEFT_I32, b->x.ndim,
+			      b->x.shape, WEFT_CPU, h->xbuf);
+	if (st)
+		return st;
+	return weft_tensor_init(&h->y, b->y.dtype == WEFT_HOST_F32 ? WEFT_F32 : WEFT_I32,
+				b->y.ndim, b->y.shape, WEFT_CPU, h->ybuf);
+}
+
+static void held_free(held_batch *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		weft_mem_free(h[i].xbuf);
+		weft_mem_free(h[i].ybuf);
+	}
+}
+
+static int64_t tokens_per_row(const weft_host_batch *b)
+{
+	return b->y.ndim >= 2 ? b->y.shape[1] : 1;
+}
+
+static void log_metrics(weft_trainer *t, int64_t step, const weft_metric *m, size_t n)
+{
+	double wall = (double)time(NULL);
+
+	if (t->rank != 0)
+		return;
+	if (t->csv && weft_csv_log(t->csv, step, m, n) != WEFT_OK)
+		weft_log(WEFT_LOG_WARN, "metrics.csv: %s", weft_error_last());
+	for (size_t i = 0; t->tb && i < n; i++) {
+		if (weft_tb_add_scalar(t->tb, m[i].name, step, (float)m[i].value, wall) != WEFT_OK)
+			weft_log(WEFT_LOG_WARN, "tensorboard: %s", weft_error_last());
+	}
+}
+
+weft_status weft_trainer_validate(weft_trainer *t, weft_loader *loader, int64_t limit,
+				  double *loss, double *acc)
+{
+	weft_eval_report total = { .struct_size = sizeof(total) };
+	held_batch h = { 0 };
+	weft_status st;
+
+	*loss = NAN;
+	*acc = NAN;
+	st = weft_loader_start_epoch(loader, 0, 0);
+	for (int64_t i = 0; !st && i < limit; i++) {
+		const weft_host_batch *b = NULL;
+		weft_eval_report rep = { .struct_size = sizeof(rep) };
+		weft_micro_batch mb;
+
+		st = weft_loader_next(loader, &b);
+		if (st || !b)
+			break;
+		st = hold(&h, b);
+		if (st)
+			break;
+		mb = (weft_micro_batch){ .data = { .inputs = &h.x, .targets = &h.y },
+					 .rows = b->rows, .row_offset = 0 };
+		st = t->strat_ops->eval_step(t->strat, &mb, &rep);
+		total.loss_sum += rep.loss_sum;
+		total.rows += rep.rows;
+		total.correct += rep.correct;
+		total.counted += rep.counted;
+	}
+	held_free(&h, 1);
+	if (st)
+		return st;
+	if (total.rows > 0)
+		*loss = total.loss_sum / (double)total.rows;
+	if (total.counted > 0)
+		*acc = (double)total.correct / (double)total.counted;
+	return WEFT_OK;
+}
+
+/* The monitored value: val_loss, val_acc or train_loss; NAN if unknown. */
+static double monitored(const weft_trainer *t, const char *name)
+{
+	if (!name)
+		return NAN;
+	if (!strcmp(name, "val_loss"))
+		return t->last_val_loss;
+	if (!strcmp(name, "val_acc"))
+		return t->last_val_acc;
+	if (!strcmp(name, "train_loss"))
+		return t->last_train_loss;
+	return NAN;
+}
+
+static weft_status run_validation(weft_trainer *t)
+{
+	weft_metric m[2];
+	size_t n = 0;
+	double v;
+	weft_status st;
+
+	if (!t->val_loader || t->val_batches < 1)
+		return WEFT_OK;
+	st = weft_trainer_validate(t, t->val_loader, t->val_batches, &t->last_val_loss,
+				   &t->last_val_acc);
+	if (st)
+		return st;
+	t->have_val = 1;
+	m[n++] = (weft_metric){ "val_loss", t->last_val_loss };
+	if (!isnan(t->last_val_acc))
+		m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
+	log_metrics(t, t->global_step, m, n);
+	if (t->rank == 0 && !t->tc.enable_progress_bar) {
+		fprintf(stderr, "step %lld: val_loss %.4f", (long long)t->global_step,
+			t->last_val_loss);
+		if (!isnan(t->last_val_acc))
+			fprintf(stderr, " val_acc %.4f", t->last_val_acc);
+		fputc('\n', stderr);
+	}
+	if (t->tc.early.enabled) {
+		v = monitored(t, t->tc.early.monitor);
+		if (isnan(v))
+			return weft_error_set(WEFT_ERR_CONFIG,
+					      "early_stopping.monitor '%s' is not a metric this run "
+					      "logs (val_loss, val_acc, train_loss)",
+					      t->tc.early.monitor);
+		if (t->tc.early.mode_max ? v > t->best_score + t->tc.early.min_delta :
+					   v < t->best_score - t->tc.early.min_delta) {
+			t->best_score = v;
+			t->bad_checks = 0;
+		} else if (++t->bad_checks > t->tc.early.patience) {
+			t->stop = 1;
+			if (t->rank == 0)
+				fprintf(stderr, "early stopping: %s did not improve in %lld checks "
+					"(best %.6f)\n", t->tc.early.monitor,
+					(long long)t->tc.early.patience + 1, t->best_score);
+		}
+	}
+	return WEFT_OK;
+}
+
+static int time_is_up(const weft_trainer *t)
+{
+	return t->tc.max_time_s > 0 && weft_trainer_now() - t->t_start >= t->tc.max_time_s;
+}
+
+/* One optimizer step: up to `accumulate` micro-batches from the loader. */
+static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_done)
+{
+	weft_micro_batch micro[WEFT_TRAINER_MAX_MICRO];
+	weft_step_report rep = { .struct_size = sizeof(rep), .grad_norm = -1 };
+	weft_step_input in = { .struct_size = sizeof(in), .micro = micro };
+	int64_t rows = 0, tokens = 0;
+	double w0 = weft_loader_wait_seconds(t->train_loader), t0;
+	weft_status st;
+
+	for (int64_t k = 0; k < t->tc.accumulate && t->next_batch < t->batches_per_epoch; k++) {
+		const weft_host_batch *b = NULL;
+
+		st = weft_loader_next(t->train_loader, &b);
+		if (st)
+			return st;
+		if (!b)
+			break;
+		st = hold(&held[k], b);
+		if (st)
+			return st;
+		micro[k] = (weft_micro_batch){ .data = { .inputs = &held[k].x,
+							 .targets = &held[k].y },
+					       .rows = b->rows,
+					       .row_offset = (int64_t)t->rank * b->rows };
+		rows += b->rows;
+		tokens += b->rows * tokens_per_row(b);
+		in.n_micro++;
+		t->next_batch++;
+	}
+	t->data_wait_s += weft_loader_wait_seconds(t->train_loader) - w0;
+	if (t->next_batch >= t->batches_per_epoch)
+		*epoch_done = 1;
+	if (in.n_micro == 0) {
+		*epoch_done = 1;
+		return WEFT_OK;
+	}
+	in.optim = (weft_optim_step_info){
+		.struct_size = sizeof(weft_optim_step_info),
+		.step = t->global_step + 1,
+		.lr = weft_lr_schedule_at(&t->sched, t->global_step),
+		.grad_scale = 1.0,
+	};
+	t0 = weft_trainer_now();
+	st = t->strat_ops->train_step(t->strat, &in, &rep);
+	if (st)
+		return st;
+	t->train_seconds += weft_trainer_now() - t0;
+	if (!isfinite(rep.loss))
+		return weft_error_set(WEFT_ERR_INVALID_ARG,
+				      "the training loss is %g at step %lld: training diverged; "
+				      "lower optimizer.lr or set trainer.gradient_clip_val",
+				      rep.loss, (long long)t->global_step + 1);
+	t->global_step++;
+	t->last_train_loss = rep.loss;
+	t->samples_seen += rows * t->world;
+	t->tokens_seen += tokens * t->world;
+	t->compute_ns += rep.compute_ns;
+	t->comm_ns += rep.comm_ns;
+	t->exposed_ns += rep.exposed_comm_ns;
+	t->comm_bytes += rep.comm_bytes;
+	if (t->global_step % t->tc.log_every_n_steps == 0 || t->global_step == 1) {
+		weft_metric m[4];
+		size_t n = 0;
+
+		m[n++] = (weft_metric){ "train_loss", rep.loss };
+		m[n++] = (weft_metric){ "lr", in.optim.lr };
+		m[n++] = (weft_metric){ "epoch", (double)t->epoch };
+		if (rep.grad_norm >= 0)
+			m[n++] = (weft_metric){ "grad_norm", rep.grad_norm };
+		log_metrics(t, t->global_step, m, n);
+	}
+	return WEFT_OK;
+}
+
+static int64_t val_every_steps(const weft_trainer *t)
+{
+	int64_t k;
+
+	if (t->tc.val_check_interval.is_count)
+		k = (t->tc.val_check_interval.count + t->tc.accumulate - 1) / t->tc.accumulate;
+	else
+		k = (int64_t)floor(t->tc.val_check_interval.frac * (double)t->steps_per_epoch);
+	return k < 1 ? 1 : k;
+}
+
+static void show_progress(weft_trainer *t)
+{
+	weft_metric m[3];
+	size_t n = 0;
+
+	m[n++] = (weft_metric){ "loss", t->last_train_loss };
+	if (t->have_val) {
+		m[n++] = (weft_metric){ "val_loss", t->last_val_loss };
+		if (!isnan(t->last_val_acc))
+			m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
+	}
+	weft_progress_update(&t->progress, t->global_step, m, n);
+}
+
+weft_status weft_trainer_fit_loop(weft_trainer *t)
+{
+	held_batch held[WEFT_TRAINER_MAX_MICRO];
+	weft_progress_opts po = { .enabled = t->rank == 0, .tty = t->tc.enable_progress_bar ? -1 : 0,
+				  .log_every = t->tc.log_every_n_steps };
+	int64_t val_every = val_every_steps(t);
+	weft_status st = WEFT_OK;
+
+	if (t->tc.accumulate > WEFT_TRAINER_MAX_MICRO)
+		return weft_cfg_error(weft_cfg_get(t->tc.section, "accumulate_grad_batches"),
+				      "must be at most %d", WEFT_TRAINER_MAX_MICRO);
+	memset(held, 0, sizeof(held));
+	t->best_score = t->tc.early.mode_max ? -INFINITY : INFINITY;
+	weft_progress_init(&t->progress, &po);
+	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
+		int epoch_done = 0;
+		int64_t step_in_epoch;
+
+		st = weft_loader_start_epoch(t->train_loader, t->epoch, t->next_batch);
+		if (st)
+			break;
+		weft_progress_start_epoch(&t->progress, t->epoch,
+					  t->epoch * t->steps_per_epoch + t->steps_per_epoch,
+					  t->global_step);
+		while (!epoch_done && !t->stop) {
+			st = train_one_step(t, held, &epoch_done);
+			if (st)
+				goto out;
+			step_in_epoch = t->global_step - t->epoch * t->steps_per_epoch;
+			show_progress(t);
+			if (step_in_epoch > 0 && step_in_epoch % val_every == 0 &&
+			    (t->epoch + 1) % t->tc.check_val_every_n_epoch == 0 && !epoch_done) {
+				st = run_validation(t);
+				if (st)
+					goto out;
+			}
+			if (t->tc.max_steps > 0 && t->global_step >= t->tc.max_steps)
+				t->stop = 1;
+			if (time_is_up(t)) {
+				t->stop = 1;
+				if (t->rank == 0)
+					fprintf(stderr, "max_time reached\n");
+			}
+			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_train_steps > 0 &&
+			    t->global_step % t->tc.ckpt.every_n_train_steps == 0) {
+				st = weft_trainer_save_checkpoint(t, "step");
+				if (st)
+					goto out;
+			}
+		}
+		if (epoch_done) {
+			t->epoch++;
+			t->next_batch = 0;
+			if (t->epoch % t->tc.check_val_every_n_epoch == 0) {
+				st = run_validation(t);
+				if (st)
+					goto out;
+			}
+			{
+				weft_metric m[3] = { { "loss", t->last_train_loss },
+						     { "val_loss", t->last_val_loss },
+						     { "val_acc", t->last_val_acc } };
+				size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
+
+				weft_progress_end_epoch(&t->progress, m, n);
+			}
+			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_epochs > 0 &&
+			    t->epoch % t->tc.ckpt.every_n_epochs == 0) {
+				st = weft_trainer_save_checkpoint(t, "epoch");
+				if (st)
+					goto out;
+			}
+		}
+	}
+	if (t->tc.ckpt.enabled && t->tc.ckpt.save_last)
+		st = weft_trainer_save_checkpoint(t, "last");
+out:
+	held_free(held, WEFT_TRAINER_MAX_MICRO);
+	return st;
+}
+
+weft_status weft_trainer_write_summary(weft_trainer *t)
+{
+	weft_metric fin[4], tm[4];
+	size_t nf = 0, nt = 0;
+	weft_mem_stats mem;
+	weft_run_summary s;
+	char path[WEFT_TRAINER_PATH + 32];
+	double wall = weft_trainer_now() - t->t_start;
+	int lm = weft_model_get_class(t->model) == WEFT_MODEL_GPT;
+	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
+
+	if (t->rank != 0)
+		return WEFT_OK;
+	fin[nf++] = (weft_metric){ "train_loss", t->last_train_loss };
+	if (t->have_val) {
+		fin[nf++] = (weft_metric){ "val_loss", t->last_val_loss };
+		if (!isnan(t->last_val_acc))
+			fin[nf++] = (weft_metric){ "val_acc", t->last_val_acc };
+	}
+	tm[nt++] = (weft_metric){ "step", t->train_seconds / steps };
+	tm[nt++] = (weft_metric){ "compute", (double)t->compute_ns * 1e-9 / steps };
+	tm[nt++] = (weft_metric){ "comm", (double)t->comm_ns * 1e-9 / steps };
+	tm[nt++] = (weft_metric){ "exposed_comm", (double)t->exposed_ns * 1e-9 / steps };
+	weft_mem_get_stats(&mem);
+	s = (weft_run_summary){
+		.strategy = t->tc.strategy_name,
+		.comm = t->world > 1 ? t->tc.comm_name : "none",
+		.world_size = t->world,
+		.steps = t->global_step,
+		.epochs = t->epoch,
+		.wall_seconds = wall,
+		.final_metrics = fin,
+		.n_final_metrics = nf,
+		.throughput = (lm ? (double)t->tokens_seen : (double)t->samples_seen) /
+			      (t->train_seconds > 0 ? t->train_seconds : 1.0),
+		.throughput_unit = lm ? "tokens/s" : "samples/s",
+		.step_time = tm,
+		.n_step_time = nt,
+		.memory = &mem,
+	};
+	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
+	return weft_run_summary_write(path, &s);
+}

@@ -1,0 +1,243 @@
+/* Parsing of the `trainer:` section (Lightning's Trainer arguments). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/trainer_config.h"
+
+static weft_status count_or_frac(const weft_cfg *sec, const char *key, double def,
+				 weft_count_or_frac *out)
+{
+	const weft_cfg *n = weft_cfg_get(sec, key);
+	const char *text;
+	int64_t iv;
+	double fv;
+
+	out->is_count = 0;
+	out->frac = def;
+	out->count = 0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	text = weft_cfg_scalar(n);
+	if (text && !strpbrk(text, ".eE") && weft_cfg_as_int(n, &iv) == WEFT_OK) {
+		if (iv < 0)
+			return weft_cfg_error(n, "must be a number of batches >= 0 or a fraction "
+					      "in [0.0, 1.0], got %lld", (long long)iv);
+		out->is_count = 1;
+		out->count = iv;
+		return WEFT_OK;
+	}
+	if (weft_cfg_as_float(n, &fv) != WEFT_OK)
+		return weft_cfg_error(n, "must be a number of batches (an integer) or a "
+				      "fraction of the epoch (a float in [0.0, 1.0])");
+	if (!(fv >= 0.0 && fv <= 1.0))
+		return weft_cfg_error(n, "as a fraction must lie in [0.0, 1.0], got %g; give "
+				      "an integer for a number of batches", fv);
+	out->frac = fv;
+	return WEFT_OK;
+}
+
+/* "DD:HH:MM:SS" (Lightning's string form) or a number of seconds. */
+static weft_status parse_max_time(const weft_cfg *sec, double *out)
+{
+	const weft_cfg *n = weft_cfg_get(sec, "max_time");
+	const char *text;
+	double secs;
+
+	*out = 0.0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	text = weft_cfg_scalar(n);
+	if (text && strchr(text, ':')) {
+		long part[4] = { 0, 0, 0, 0 };
+		int got = sscanf(text, "%ld:%ld:%ld:%ld", &part[0], &part[1], &part[2], &part[3]);
+
+		if (got != 4 || part[0] < 0 || part[1] < 0 || part[2] < 0 || part[3] < 0)
+			return weft_cfg_error(n, "must be \"DD:HH:MM:SS\" or seconds, got '%s'", text);
+		*out = (double)part[0] * 86400 + (double)part[1] * 3600 + (double)part[2] * 60 +
+		       (double)part[3];
+		return WEFT_OK;
+	}
+	if (weft_cfg_as_float(n, &secs) != WEFT_OK || !(secs > 0) || !isfinite(secs))
+		return weft_cfg_error(n, "must be \"DD:HH:MM:SS\" or a positive number of seconds");
+	*out = secs;
+	return WEFT_OK;
+}
+
+static weft_status name_of(const weft_cfg *n, const char *what, const char **out)
+{
+	*out = NULL;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	if (weft_cfg_kind_of(n) == WEFT_CFG_SCALAR)
+		return weft_cfg_as_str(n, out);
+	if (weft_cfg_kind_of(n) == WEFT_CFG_MAP) {
+		const weft_cfg *name = weft_cfg_get(n, "name");
+
+		if (!name)
+			return weft_cfg_error(n, "as a mapping needs 'name:' (the %s plugin's name)",
+					      what);
+		return weft_cfg_as_str(name, out);
+	}
+	return weft_cfg_error(n, "must be a %s name or a mapping with 'name:'", what);
+}
+
+static weft_status parse_mode(const weft_cfg *sec, int *mode_max)
+{
+	static const char *const modes[] = { "min", "max", NULL };
+	int idx = 0;
+	weft_status st = weft_cfg_choice(sec, "mode", modes, NULL, &idx);
+
+	if (st)
+		return st;
+	*mode_max = idx == 1;
+	return WEFT_OK;
+}
+
+static weft_status default_mode(const weft_cfg *sec, const char *monitor, int *mode_max)
+{
+	*mode_max = monitor && strstr(monitor, "acc") != NULL;
+	if (weft_cfg_get(sec, "mode"))
+		return parse_mode(sec, mode_max);
+	return WEFT_OK;
+}
+
+static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
+{
+	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
+	const weft_cfg *mc = weft_cfg_get(cbs, "model_checkpoint");
+	const weft_cfg *es = weft_cfg_get(cbs, "early_stopping");
+	weft_status st;
+
+	if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP && weft_cfg_kind_of(cbs) != WEFT_CFG_NULL)
+		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:)");
+	if ((st = weft_cfg_int(mc, "every_n_train_steps", 0, &c->ckpt.every_n_train_steps)) ||
+	    (st = weft_cfg_int(mc, "every_n_epochs", 1, &c->ckpt.every_n_epochs)) ||
+	    (st = weft_cfg_int(mc, "save_top_k", 1, &c->ckpt.save_top_k)) ||
+	    (st = weft_cfg_str(mc, "monitor", NULL, &c->ckpt.monitor)) ||
+	    (st = weft_cfg_bool(mc, "save_last", 1, &c->ckpt.save_last)) ||
+	    (st = default_mode(mc, c->ckpt.monitor, &c->ckpt.mode_max)))
+		return st;
+	if (c->ckpt.every_n_train_steps < 0)
+		return weft_cfg_error(weft_cfg_get(mc, "every_n_train_steps"), "must be >= 0");
+	if (c->ckpt.every_n_epochs < 0)
+		return weft_cfg_error(weft_cfg_get(mc, "every_n_epochs"), "must be >= 0");
+	if (c->ckpt.save_top_k < -1)
+		return weft_cfg_error(weft_cfg_get(mc, "save_top_k"),
+				      "must be -1 (keep all), 0 (none) or a count, got %lld",
+				      (long long)c->ckpt.save_top_k);
+	c->early.enabled = es != NULL;
+	if ((st = weft_cfg_str(es, "monitor", "val_loss", &c->early.monitor)) ||
+	    (st = weft_cfg_int(es, "patience", 3, &c->early.patience)) ||
+	    (st = weft_cfg_float(es, "min_delta", 0.0, &c->early.min_delta)) ||
+	    (st = default_mode(es, c->early.monitor, &c->early.mode_max)))
+		return st;
+	if (c->early.patience < 0)
+		return weft_cfg_error(weft_cfg_get(es, "patience"), "must be >= 0");
+	return WEFT_OK;
+}
+
+weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_name,
+				      weft_trainer_config *c)
+{
+	static const char *const accels[] = { "cpu", "cuda", "auto", NULL };
+	static const char *const precisions[] = { "32-true", "32", "bf16-mixed", "16-mixed", NULL };
+	const weft_cfg *tr = weft_cfg_get(root, "trainer");
+	int64_t seed = 0, timeout_s = 0;
+	int accel = 0, prec = 0;
+	weft_status st;
+
+	memset(c, 0, sizeof(*c));
+	c->section = tr;
+	if (tr && weft_cfg_kind_of(tr) != WEFT_CFG_MAP)
+		return weft_cfg_error(tr, "must be a mapping of Trainer options");
+	if ((st = weft_cfg_int(root, "seed_everything", 0, &seed)))
+		return st;
+	if (seed < 0)
+		return weft_cfg_error(weft_cfg_get(root, "seed_everything"), "must be >= 0");
+	c->seed = (uint64_t)seed;
+	if ((st = weft_cfg_choice(tr, "accelerator", accels, "cpu", &accel)))
+		return st;
+	c->accelerator = accel == 1 ? "cuda" : "cpu";
+	c->device = WEFT_CPU;
+	if (accel == 1)
+		c->device.type = WEFT_DEVICE_CUDA;
+	if ((st = weft_cfg_int(tr, "devices", 1, &c->devices)) ||
+	    (st = weft_cfg_int(tr, "num_nodes", 1, &c->num_nodes)))
+		return st;
+	if (c->devices < 1 || c->devices > 1024)
+		return weft_cfg_error(weft_cfg_get(tr, "devices"),
+				      "must be a number of processes per node in 1..1024, got %lld",
+				      (long long)c->devices);
+	if (c->num_nodes < 1)
+		return weft_cfg_error(weft_cfg_get(tr, "num_nodes"), "must be >= 1, got %lld",
+				      (long long)c->num_nodes);
+	c->strategy = weft_cfg_get(tr, "strategy");
+	if ((st = name_of(c->strategy, "strategy", &c->strategy_name)))
+		return st;
+	if (!c->strategy_name || !strcmp(c->strategy_name, "auto"))
+		c->strategy_name = c->devices * c->num_nodes > 1 ? "ddp" : "single";
+	c->comm = weft_cfg_get(tr, "comm");
+	if ((st = name_of(c->comm, "comm backend", &c->comm_name)))
+		return st;
+	if (c->comm && weft_cfg_kind_of(c->comm) == WEFT_CFG_MAP)
+		c->comm_options = c->comm;
+	if (!c->comm_name || !strcmp(c->comm_name, "auto"))
+		c->comm_name = accel == 1 ? "nccl" : "gloo";
+	if ((st = weft_cfg_int(tr, "comm_timeout", 1800, &timeout_s)))
+		return st;
+	if (timeout_s < 1)
+		return weft_cfg_error(weft_cfg_get(tr, "comm_timeout"),
+				      "must be a number of seconds >= 1, got %lld", (long long)timeout_s);
+	c->comm_timeout_ms = timeout_s * 1000;
+	if ((st = weft_cfg_choice(tr, "precision", precisions, "32-true", &prec)))
+		return st;
+	c->precision = prec <= 1 ? "32-true" : precisions[prec];
+	if ((st = weft_cfg_int(tr, "max_epochs", -1, &c->max_epochs)) ||
+	    (st = weft_cfg_int(tr, "max_steps", -1, &c->max_steps)) ||
+	    (st = parse_max_time(tr, &c->max_time_s)) ||
+	    (st = weft_cfg_int(tr, "accumulate_grad_batches", 1, &c->accumulate)) ||
+	    (st = weft_cfg_float(tr, "gradient_clip_val", 0.0, &c->gradient_clip_val)) ||
+	    (st = count_or_frac(tr, "val_check_interval", 1.0, &c->val_check_interval)) ||
+	    (st = weft_cfg_int(tr, "check_val_every_n_epoch", 1, &c->check_val_every_n_epoch)) ||
+	    (st = count_or_frac(tr, "limit_train_batches", 1.0, &c->limit_train_batches)) ||
+	    (st = count_or_frac(tr, "limit_val_batches", 1.0, &c->limit_val_batches)) ||
+	    (st = weft_cfg_int(tr, "log_every_n_steps", 50, &c->log_every_n_steps)) ||
+	    (st = weft_cfg_bool(tr, "enable_progress_bar", 1, &c->enable_progress_bar)) ||
+	    (st = weft_cfg_bool(tr, "enable_checkpointing", 1, &c->ckpt.enabled)) ||
+	    (st = weft_cfg_str(tr, "default_root_dir", "runs", &c->default_root_dir)) ||
+	    (st = weft_cfg_str(tr, "name", default_name, &c->name)) ||
+	    (st = weft_cfg_str(tr, "resume", NULL, &c->resume)) ||
+	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)))
+		return st;
+	/* Lightning: with neither bound, max_epochs is 1000. */
+	if (c->max_epochs < 0 && c->max_steps < 0 && c->max_time_s == 0)
+		c->max_epochs = 1000;
+	if (c->max_epochs == 0 || c->max_epochs < -1)
+		return weft_cfg_error(weft_cfg_get(tr, "max_epochs"), "must be >= 1 (or -1: no "
+				      "limit), got %lld", (long long)c->max_epochs);
+	if (c->max_steps == 0 || c->max_steps < -1)
+		return weft_cfg_error(weft_cfg_get(tr, "max_steps"), "must be >= 1 (or -1: no "
+				      "limit), got %lld", (long long)c->max_steps);
+	if (c->accumulate < 1)
+		return weft_cfg_error(weft_cfg_get(tr, "accumulate_grad_batches"),
+				      "must be >= 1, got %lld", (long long)c->accumulate);
+	if (!(c->gradient_clip_val >= 0) || !isfinite(c->gradient_clip_val))
+		return weft_cfg_error(weft_cfg_get(tr, "gradient_clip_val"),
+				      "must be >= 0 (0 turns clipping off), got %g",
+				      c->gradient_clip_val);
+	if (c->check_val_every_n_epoch < 1)
+		return weft_cfg_error(weft_cfg_get(tr, "check_val_every_n_epoch"), "must be >= 1");
+	if (c->log_every_n_steps < 1)
+		return weft_cfg_error(weft_cfg_get(tr, "log_every_n_steps"), "must be >= 1");
+	if (c->threads < 0)
+		return weft_cfg_error(weft_cfg_get(tr, "threads"),
+				      "must be >= 0 (0: cores / local ranks)");
+	if (c->val_check_interval.is_count && c->val_check_interval.count == 0)
+		return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
+				      "must be >= 1 batch or a fraction > 0");
+	if (!c->val_check_interval.is_count && c->val_check_interval.frac == 0)
+		return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
+				      "must be >= 1 batch or a fraction > 0");
+	return parse_callbacks(tr, c);
+}

@@ -1,0 +1,117 @@
+/* train/trainer_impl.h - the trainer's state, shared by trainer.c (setup),
+ * loop.c (the fit loop and validation) and checkpoint.c. */
+#ifndef WEFT_TRAIN_TRAINER_IMPL_H
+#define WEFT_TRAIN_TRAINER_IMPL_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "data/data_module.h"
+#include "dist/dist.h"
+#include "dist/pg.h"
+#include "plugin/registry.h"
+#include "runlog/metrics_csv.h"
+#include "runlog/progress.h"
+#include "runlog/tb_events.h"
+#include "train/lr_schedule.h"
+#include "train/optim_config.h"
+#include "train/trainer.h"
+#include "train/trainer_config.h"
+#include "weft/module.h"
+#include "weft/strategy.h"
+
+#define WEFT_TRAINER_PATH 1024
+#define WEFT_TRAINER_MAX_MICRO 256
+#define WEFT_TOPK_MAX 64
+
+/* A saved checkpoint and its monitored score (save_top_k). */
+typedef struct weft_saved_ckpt {
+	char path[WEFT_TRAINER_PATH];
+	double score;
+} weft_saved_ckpt;
+
+typedef struct weft_trainer {
+	weft_config *cfg;
+	const weft_cfg *root;
+	weft_run_opts opts;
+	weft_trainer_config tc;
+	char config_dir[WEFT_TRAINER_PATH];
+
+	/* the job */
+	weft_dist_env denv;
+	int rank, world;
+	weft_store_server *store_srv;
+	weft_store_client *store;
+	weft_pg *pg;
+	char pg_name[64];
+
+	/* plugins */
+	weft_registry *reg;
+	const weft_comm_ops *comm_ops;
+	const weft_optim_ops *optim_ops;
+	const weft_strategy_ops *strat_ops;
+	const char *strategy_file, *optim_file, *comm_file;
+
+	/* model and training machinery */
+	weft_model *model;
+	weft_ctx *ctx;
+	weft_optim_config oc;
+	void *optim;
+	weft_optim_segment *segs;
+	size_t nseg;
+	weft_lr_schedule sched;
+	weft_strategy_env env;
+	void *strat;
+	weft_data_module *data;
+	weft_loader *train_loader;
+	weft_loader *val_loader;
+	int64_t batches_per_epoch;   /* micro-batches this rank trains per epoch */
+	int64_t steps_per_epoch;     /* optimizer steps per epoch */
+	int64_t val_batches;
+	int64_t total_steps;         /* for the schedule; 0 when unbounded */
+
+	/* output (rank 0) */
+	char run_dir[WEFT_TRAINER_PATH];
+	char ckpt_dir[WEFT_TRAINER_PATH];
+	weft_csv_logger *csv;
+	weft_tb_writer *tb;
+	weft_progress progress;
+
+	/* progress of the run; saved in checkpoints */
+	int64_t global_step;
+	int64_t epoch;
+	int64_t next_batch;          /* micro-batch index in the epoch to read next */
+	double last_train_loss;
+	double last_val_loss, last_val_acc;
+	int have_val;
+	double best_score;           /* early stopping */
+	int64_t bad_checks;
+	int stop;
+	weft_saved_ckpt topk[WEFT_TOPK_MAX];
+	int64_t n_topk;
+
+	/* measurements */
+	double t_start;
+	double train_seconds;
+	int64_t samples_seen, tokens_seen;
+	int64_t compute_ns, comm_ns, exposed_ns, comm_bytes;
+	double data_wait_s;
+} weft_trainer;
+
+/* trainer.c */
+double weft_trainer_now(void);
+weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len);
+weft_status weft_trainer_barrier(weft_trainer *t);
+
+/* loop.c */
+weft_status weft_trainer_fit_loop(weft_trainer *t);
+weft_status weft_trainer_validate(weft_trainer *t, weft_loader *loader, int64_t limit,
+				  double *loss, double *acc);
+weft_status weft_trainer_write_summary(weft_trainer *t);
+
+/* checkpoint.c */
+weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason);
+weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only);
+weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int *found);
+
+#endif /* WEFT_TRAIN_TRAINER_IMPL_H */
