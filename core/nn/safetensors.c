@@ -615,7 +615,9 @@ weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 	FILE *fp = NULL;
 	weft_status st = WEFT_OK;
 
-	sb_put(&h, "{\"__metadata__\":{\"format\":\"pt\"}", 32);
+	static const char meta[] = "{\"__metadata__\":{\"format\":\"pt\"}";
+
+	sb_put(&h, meta, sizeof(meta) - 1);
 	for (size_t i = 0; i < n; i++) {
 		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
 		size_t bytes;
