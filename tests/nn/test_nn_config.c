@@ -13,6 +13,10 @@ static weft_status build(const char *yaml, weft_model **m)
 	if (!st)
 		st = weft_config_check_unused(cfg);
 	weft_config_free(cfg);
+	if (st) {
+		weft_model_free(*m);
+		*m = NULL;
+	}
 	return st;
 }
 

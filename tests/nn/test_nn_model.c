@@ -262,7 +262,7 @@ static void copy_by_name(weft_model *dst, const weft_model *src)
 static void test_stages(void)
 {
 	char path[1024];
-	weft_model *full = fixture_model("gpt", NULL), *s0, *s1;
+	weft_model *full = fixture_model("gpt", NULL), *s0, *s1, *w_bad;
 	weft_model_options o0 = { .seed = 3, .stage = WEFT_STAGE_EMBED, .layer_begin = 0,
 				  .layer_end = 1 };
 	weft_model_options o1 = { .seed = 3, .stage = WEFT_STAGE_HEAD, .layer_begin = 1 };
@@ -351,7 +351,7 @@ static void test_stages(void)
 		free(sum);
 	}
 	WT_FAILS(weft_model_create_gpt(&fixture_gpt, &(weft_model_options){
-		.stage = WEFT_STAGE_HEAD, .layer_begin = 1, .layer_end = 3 }, &s0),
+		.stage = WEFT_STAGE_HEAD, .layer_begin = 1, .layer_end = 3 }, &w_bad),
 		WEFT_ERR_INVALID_ARG, "stage layers [1, 3) do not fit n_layer 2");
 	weft_tensor_free(x);
 	weft_tensor_free(tg);

@@ -1,0 +1,158 @@
+/* GPT training-step benchmark, single process: forward, backward and a
+ * plain SGD update on the flat parameter buffer, timed over several steps
+ * after warm-up (the first step also warms the arenas). Prints tokens/s,
+ * the model's achieved GFLOP/s (weft_model_flops_per_token: 6 N per token
+ * plus attention), and the sgemm GFLOP/s of the model's main GEMM shape
+ * measured in the same run, the yardstick the target is stated against.
+ *
+ *   bench_gpt [--shape gpt-small-cpu|gpt-tiny] [--threads N] [--steps S]
+ *             [--warmup W]
+ *
+ * gpt-small-cpu: 6 layers, width 384, 6 heads, context 256, batch 4,
+ * vocab 256. The last line is machine-readable: "RESULT key=value ...".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sgemm_bench.h"
+#include "weft/autograd.h"
+#include "weft/device.h"
+#include "weft/module.h"
+#include "weft/ops.h"
+
+typedef struct shape {
+	const char *name;
+	weft_gpt_config cfg;
+	int64_t batch;
+} shape;
+
+static const shape shapes[] = {
+	{ "gpt-small-cpu", { .n_layer = 6, .n_head = 6, .n_embd = 384, .vocab_size = 256,
+			     .block_size = 256, .bias = 1 }, 4 },
+	{ "gpt-tiny", { .n_layer = 2, .n_head = 4, .n_embd = 128, .vocab_size = 256,
+			.block_size = 64, .bias = 1 }, 4 },
+};
+
+static int fail(const char *what, weft_status st)
+{
+	fprintf(stderr, "bench_gpt: %s: %s: %s\n", what, weft_status_str(st), weft_error_last());
+	return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	const shape *sh = &shapes[0];
+	int64_t threads = 0, steps = 5, warmup = 2, B, T, n_tok;
+	weft_model_options mopt = { .seed = 1 };
+	weft_ctx_options copt = { .seed = 1 };
+	weft_model *m;
+	weft_ctx *ctx;
+	weft_tensor *ids, *tg, *flat, *flat_grad;
+	int64_t shape2[2];
+	double *times, t0, median, tok_s, flops, gflops, sgemm;
+	float loss = 0;
+	weft_status st;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+			threads = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+			steps = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
+			warmup = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+			const char *want = argv[++i];
+
+			sh = NULL;
+			for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++)
+				if (!strcmp(shapes[k].name, want))
+					sh = &shapes[k];
+			if (!sh) {
+				fprintf(stderr, "bench_gpt: unknown shape '%s' (gpt-small-cpu, "
+					"gpt-tiny)\n", want);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny] "
+				"[--threads N] [--steps S] [--warmup W]\n");
+			return 2;
+		}
+	}
+	if (steps < 1)
+		steps = 1;
+	threads = weft_cpu_threads_resolve(threads, 1);
+	weft_cpu_set_threads(threads);
+	B = sh->batch;
+	T = sh->cfg.block_size;
+	n_tok = B * T;
+
+	if ((st = weft_model_create_gpt(&sh->cfg, &mopt, &m)))
+		return fail("creating the model", st);
+	if ((st = weft_ctx_create(&copt, &ctx)))
+		return fail("creating the context", st);
+	shape2[0] = B;
+	shape2[1] = T;
+	if ((st = weft_tensor_alloc("idx", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &ids)) ||
+	    (st = weft_tensor_alloc("targets", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &tg)))
+		return fail("allocating the batch", st);
+	for (int64_t i = 0; i < n_tok; i++) {
+		((int32_t *)ids->data)[i] = (int32_t)((i * 2654435761u) % (uint64_t)sh->cfg.vocab_size);
+		((int32_t *)tg->data)[i] = (int32_t)((i * 40503u + 7) % (uint64_t)sh->cfg.vocab_size);
+	}
+	weft_params_flat(weft_model_params(m), WEFT_F32, &flat, &flat_grad);
+	times = calloc((size_t)steps, sizeof(double));
+
+	for (int64_t s = -warmup; s < steps; s++) {
+		weft_model_output o;
+
+		t0 = weft_bench_now();
+		weft_ctx_step_begin(ctx);
+		if ((st = weft_params_zero_grad(weft_model_params(m))) ||
+		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)) ||
+		    (st = weft_backward(ctx, o.loss)) ||
+		    (st = weft_ctx_kernels(ctx)->axpy(weft_ctx_kctx(ctx), WEFT_F32,
+						      weft_tensor_numel(flat), -1e-3f,
+						      flat_grad->data, flat->data)) ||
+		    (st = weft_tensor_copy_to_host(o.loss, &loss, sizeof(loss))))
+			return fail("training step", st);
+		if (s >= 0)
+			times[s] = weft_bench_now() - t0;
+	}
+	qsort(times, (size_t)steps, sizeof(double), cmp_double);
+	median = times[steps / 2];
+	tok_s = (double)n_tok / median;
+	flops = weft_model_flops_per_token(m, T) * (double)n_tok;
+	gflops = flops / median / 1e9;
+	/* the model's main GEMM: mlp.c_fc, (B T) x C times C x 4C */
+	sgemm = weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 1.0);
+
+	printf("shape %s: %lld layers, width %lld, %lld heads, context %lld, batch %lld, vocab "
+	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
+	       (long long)sh->cfg.n_embd, (long long)sh->cfg.n_head, (long long)T, (long long)B,
+	       (long long)sh->cfg.vocab_size, (long long)weft_model_num_params(m));
+	printf("threads %lld, %lld timed steps (median), loss %.4f\n", (long long)threads,
+	       (long long)steps, (double)loss);
+	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
+	       times[steps - 1] * 1e3, tok_s);
+	printf("model %.2f GFLOP/step, achieved %.1f GFLOP/s; sgemm [%lld x %lld x %lld] %.1f "
+	       "GFLOP/s; ratio %.0f%%\n", flops / 1e9, gflops, (long long)n_tok,
+	       (long long)(4 * sh->cfg.n_embd), (long long)sh->cfg.n_embd, sgemm,
+	       100.0 * gflops / sgemm);
+	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
+	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f\n", sh->name, (long long)threads, tok_s,
+	       gflops, sgemm, gflops / sgemm, median * 1e3);
+	free(times);
+	weft_tensor_free(ids);
+	weft_tensor_free(tg);
+	weft_ctx_free(ctx);
+	weft_model_free(m);
+	return 0;
+}

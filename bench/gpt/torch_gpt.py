@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""The PyTorch side of bench/gpt: the same GPT (nanoGPT's model from
+tests/fixtures/models/torch_ref.py, float32, eager, the manual attention
+nanoGPT uses on torch < 2.0) and the same step as bench_gpt: forward,
+backward, a plain SGD update, timed over several steps after warm-up.
+
+    /usr/bin/python3 bench/gpt/torch_gpt.py [--shape gpt-small-cpu|gpt-tiny]
+                                            [--threads N] [--steps S] [--warmup W]
+
+Run it with Debian's python3-torch (/usr/bin/python3). The last line is
+"RESULT impl=torch ... tokens_per_s=...".
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "fixtures", "models"))
+import torch_ref  # noqa: E402
+
+SHAPES = {
+    "gpt-small-cpu": (dict(n_layer=6, n_head=6, n_embd=384, vocab_size=256, block_size=256,
+                           bias=True, dropout=0.0), 4),
+    "gpt-tiny": (dict(n_layer=2, n_head=4, n_embd=128, vocab_size=256, block_size=64,
+                      bias=True, dropout=0.0), 4),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="gpt-small-cpu", choices=sorted(SHAPES))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    cfg, B = SHAPES[a.shape]
+    T = cfg["block_size"]
+    torch.manual_seed(1)
+    model = torch_ref.GPT(cfg)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    i = torch.arange(B * T, dtype=torch.int64)
+    idx = ((i * 2654435761) % cfg["vocab_size"]).view(B, T)
+    tgt = ((i * 40503 + 7) % cfg["vocab_size"]).view(B, T)
+    times = []
+    for s in range(-a.warmup, a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        lv = loss.item()
+        if s >= 0:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    med = times[len(times) // 2]
+    tok_s = B * T / med
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {a.steps} timed "
+          f"steps (median), loss {lv:.4f}")
+    print(f"step {med * 1e3:.1f} ms (min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f}), "
+          f"{tok_s:.0f} tokens/s")
+    print(f"RESULT impl=torch shape={a.shape} threads={a.threads} tokens_per_s={tok_s:.1f} "
+          f"step_ms={med * 1e3:.2f}")
+
+
+if __name__ == "__main__":
+    main()
