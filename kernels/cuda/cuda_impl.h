@@ -1,0 +1,194 @@
+/* Internals of the CUDA kernel table, shared by its C files (context,
+ * memory, cuBLAS calls) and its .cu files (the kernels, each behind an
+ * extern "C" table function). Never installed. */
+#ifndef WEFT_CUDA_IMPL_H
+#define WEFT_CUDA_IMPL_H
+
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+
+#include "weft/device.h"
+#include "kernels_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The context one weft_ctx computes on (weft_kernel_table.ctx_create):
+ * one device, one compute stream, one cuBLAS handle bound to the stream.
+ * The stream is a blocking stream (not cudaStreamNonBlocking), so work on
+ * the legacy default stream - copies made with a NULL context, the NCCL
+ * plugin's ordering event - is ordered after it. */
+typedef struct cuda_ctx {
+	int32_t index;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	/* Index checks (embedding, cross-entropy, accuracy): a kernel writes
+	 * the first bad position with atomicMin into check_dev[0]; check_dev[1]
+	 * and [2] are counters (accuracy). check_host is pinned. */
+	unsigned long long *check_dev;
+	unsigned long long *check_host;
+	/* Per-row float scratch for loss reductions, grown on demand (counted
+	 * under WEFT_MEM_OTHER) and kept: steady state allocates nothing. */
+	float *rows;
+	size_t rows_bytes;
+} cuda_ctx;
+
+/* The host services from the entry call; set once before any table use. */
+extern const weft_host *cuda_host;
+
+/* Sets the last error for a failed CUDA call made by `kernel` and returns
+ * the matching status (WEFT_ERR_NOMEM for allocation failures,
+ * WEFT_ERR_UNSUPPORTED when the GPU has no code in this build, else
+ * WEFT_ERR_INTERNAL). The message names the kernel, the sizes (fmt), the
+ * device and CUDA's error name and string. */
+weft_status cuda_fail(const char *kernel, int32_t index, cudaError_t err, const char *fmt, ...)
+	WEFT_PRINTF(4, 5);
+
+/* As cuda_fail for a cuBLAS status. */
+weft_status cuda_blas_fail(const char *kernel, int32_t index, cublasStatus_t err,
+			   const char *fmt, ...) WEFT_PRINTF(4, 5);
+
+/* After a kernel launch: WEFT_OK, or cuda_fail with the launch error. */
+weft_status cuda_launched(const cuda_ctx *c, const char *kernel, const char *fmt, ...)
+	WEFT_PRINTF(3, 4);
+
+/* A context must be given to compute members (the stream and cuBLAS
+ * handle live in it). WEFT_ERR_INVALID_ARG naming the kernel otherwise. */
+weft_status cuda_need_ctx(const cuda_ctx *c, const char *kernel);
+
+/* Makes c->rows hold at least `bytes`. Errors: cuda_fail (NOMEM). */
+weft_status cuda_rows_reserve(cuda_ctx *c, const char *kernel, size_t bytes);
+
+/* Resets check_dev[0..3) to (ULLONG_MAX, 0, 0) on the stream. */
+weft_status cuda_check_reset(cuda_ctx *c, const char *kernel);
+
+/* Copies check_dev to check_host and waits for it. */
+weft_status cuda_check_fetch(cuda_ctx *c, const char *kernel);
+
+/* Bytes of one element of a floating dtype (4 or 2). */
+static inline size_t cuda_dt_size(weft_dtype dt)
+{
+	return dt == WEFT_F32 ? 4u : 2u;
+}
+
+/* Short dtype name for messages. */
+static inline const char *cuda_dt_name(weft_dtype dt)
+{
+	switch (dt) {
+	case WEFT_F32: return "f32";
+	case WEFT_F16: return "f16";
+	case WEFT_BF16: return "bf16";
+	case WEFT_I32: return "i32";
+	case WEFT_I64: return "i64";
+	default: return "?";
+	}
+}
+
+/* -- the table's members, by file -- */
+
+/* cuda_blas.c */
+weft_status cuda_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
+		      int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+		      const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+		      int64_t ldc, int64_t stride_c, int64_t batch);
+/* A GEMM with separate input and output dtypes (in_dt for A and B, out_dt
+ * for C), fp32 accumulation; what attention uses to keep scores in F32. */
+weft_status cuda_gemm_ex(cuda_ctx *c, const char *kernel, weft_dtype in_dt, weft_dtype out_dt,
+			 int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+			 const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
+			 int64_t stride_b, float beta, void *cm, int64_t ldc, int64_t stride_c,
+			 int64_t batch);
+
+/* cuda_elementwise.cu */
+weft_status cuda_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
+			  void *y);
+weft_status cuda_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+		     const void *b, void *out);
+weft_status cuda_mul(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+		     const void *b, void *out);
+weft_status cuda_mul_backward(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+			      const void *b, const void *dy, void *da, void *db);
+weft_status cuda_scale(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
+		       void *out);
+weft_status cuda_axpy(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x, void *y);
+weft_status cuda_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *out);
+weft_status cuda_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
+			 weft_dtype dst_dt, void *dst);
+weft_status cuda_relu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+weft_status cuda_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			       const void *dy, void *dx);
+weft_status cuda_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+weft_status cuda_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			       const void *dy, void *dx);
+weft_status cuda_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+				 int64_t first, const void *x, void *out);
+weft_status cuda_dropout_backward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+				  int64_t first, const void *dy, void *dx);
+/* C_b[r, j] = beta * C_b[r, j] (beta == 0 writes zeros) for r < m, j < n,
+ * b < batch, with leading dimension ldc and batch stride stride_c. */
+weft_status cuda_scale_matrix(cuda_ctx *c, weft_dtype dt, int64_t m, int64_t n, int64_t ldc,
+			      int64_t stride_c, int64_t batch, float beta, void *cm);
+
+/* cuda_rows.cu */
+weft_status cuda_softmax_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				 const void *x, void *y);
+weft_status cuda_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  const void *y, const void *dy, void *dx);
+weft_status cuda_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				   float eps, const void *x, const void *w, const void *b,
+				   void *out, float *mean, float *rstd);
+weft_status cuda_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				    const void *x, const void *w, const float *mean,
+				    const float *rstd, const void *dy, void *dx, void *dw,
+				    void *db);
+/* Causal softmax for attention: src holds nh * T rows of T F32 scores
+ * (row r is query r % T); writes probabilities (dst, dtype dt), zero right
+ * of the diagonal. */
+weft_status cuda_causal_softmax(cuda_ctx *c, weft_dtype dt, int64_t heads, int64_t T,
+				const float *src, void *dst);
+/* Through the causal softmax and the score scale: for the nh * T rows,
+ * ds = att * (da - sum_j att_j da_j) * scale (j <= row), 0 right of the
+ * diagonal; da is F32, att and ds have dtype dt. */
+weft_status cuda_causal_softmax_backward(cuda_ctx *c, weft_dtype dt, int64_t heads, int64_t T,
+					 float scale, const void *att, const float *da, void *ds);
+
+/* cuda_loss.cu */
+weft_status cuda_embedding_forward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				   weft_dtype idx_dt, const void *idx, int64_t vocab,
+				   const void *table, void *out);
+weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+				    weft_dtype idx_dt, const void *idx, const void *dy,
+				    void *dtable);
+weft_status cuda_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				       const void *logits, weft_dtype idx_dt, const void *targets,
+				       int64_t ignore_index, void *probs, float *loss,
+				       float *count);
+weft_status cuda_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+					const void *probs, weft_dtype idx_dt, const void *targets,
+					int64_t ignore_index, const float *dloss,
+					const float *count, void *dlogits);
+weft_status cuda_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+			  const void *logits, weft_dtype idx_dt, const void *targets,
+			  int64_t ignore_index, int64_t *correct, int64_t *counted);
+
+/* cuda_attention.c */
+weft_status cuda_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				   int64_t nh, const void *qkv, void *out, void *att,
+				   void *scratch);
+weft_status cuda_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				    int64_t nh, const void *qkv, const void *att,
+				    const void *dout, void *dqkv, void *scratch);
+size_t cuda_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
+
+/* cuda_optim.cu: see kernels_cuda.h */
+weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,
+			    float *param, weft_dtype grad_dt, const void *grad, float *exp_avg,
+			    float *exp_avg_sq, weft_dtype copy_dt, void *param_copy);
+weft_status cuda_unscale_check(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
+			       float *found_nonfinite);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_CUDA_IMPL_H */

@@ -1,0 +1,350 @@
+/* Embedding, cross-entropy and accuracy. Index operands are checked on
+ * the device: a kernel records the first bad position with atomicMin in
+ * the context's check slot, and the call reads it back (one wait per
+ * call) to report the error as the CPU kernels word it. */
+#include <limits.h>
+
+#include "cuda_dev.cuh"
+
+#define THREADS 256
+
+__global__ void k_embed_fwd(int64_t n, int64_t dim, int dt, const void *idx, int idx_dt,
+			    int64_t vocab, const void *table, void *out, unsigned long long *bad)
+{
+	GRID_STRIDE(e, n * dim) {
+		int64_t i = e / dim, j = e % dim, id = ld_index(idx, i, idx_dt);
+
+		if (id < 0 || id >= vocab) {
+			if (j == 0)
+				atomicMin(bad, (unsigned long long)i);
+			continue;
+		}
+		st(out, e, dt, ld(table, id * dim + j, dt));
+	}
+}
+
+__global__ void k_embed_bwd(int64_t n, int64_t dim, int dt, const void *idx, int idx_dt,
+			    const void *dy, void *dtable)
+{
+	GRID_STRIDE(e, n * dim) {
+		int64_t i = e / dim, j = e % dim, at = ld_index(idx, i, idx_dt) * dim + j;
+
+		if (dt == WEFT_BF16)
+			atomicAdd((__nv_bfloat16 *)dtable + at, ((const __nv_bfloat16 *)dy)[e]);
+		else if (dt == WEFT_F16)
+			atomicAdd((__half *)dtable + at, ((const __half *)dy)[e]);
+		else
+			atomicAdd((float *)dtable + at, ((const float *)dy)[e]);
+	}
+}
+
+/* One block per row: probabilities, and the row's loss (double, as the
+ * CPU sums it) and whether it counts. */
+__global__ void k_ce_rows(int64_t rows, int64_t vocab, int dt, const void *logits,
+			  const void *targets, int idx_dt, int64_t ignore, void *probs,
+			  double *row_loss, float *row_count, unsigned long long *bad)
+{
+	__shared__ float sh[32];
+
+	for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+		int64_t off = r * vocab, t = ld_index(targets, r, idx_dt);
+		float mx = -INFINITY, sum = 0.0f, inv;
+
+		for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+			mx = fmaxf(mx, ld(logits, off + j, dt));
+		mx = block_max(mx, sh);
+		for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+			sum += expf(ld(logits, off + j, dt) - mx);
+		sum = block_sum(sum, sh);
+		inv = 1.0f / sum;
+		for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+			st(probs, off + j, dt, expf(ld(logits, off + j, dt) - mx) * inv);
+		if (threadIdx.x != 0)
+			continue;
+		row_loss[r] = 0.0;
+		row_count[r] = 0.0f;
+		if (t == ignore)
+			continue;
+		if (t < 0 || t >= vocab) {
+			atomicMin(bad, (unsigned long long)r);
+			continue;
+		}
+		row_loss[r] = (double)logf(sum) + (double)mx - (double)ld(logits, off + t, dt);
+		row_count[r] = 1.0f;
+	}
+}
+
+/* One block: the mean over counted rows, in a fixed order. */
+__global__ void k_ce_reduce(int64_t rows, const double *row_loss, const float *row_count,
+			    float *loss, float *count)
+{
+	__shared__ double shl[1024];
+	__shared__ double shc[1024];
+	double l = 0.0, n = 0.0;
+
+	for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+		l += row_loss[r];
+		n += (double)row_count[r];
+	}
+	shl[threadIdx.x] = l;
+	shc[threadIdx.x] = n;
+	__syncthreads();
+	for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s) {
+			shl[threadIdx.x] += shl[threadIdx.x + s];
+			shc[threadIdx.x] += shc[threadIdx.x + s];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		*loss = shc[0] > 0.0 ? (float)(shl[0] / shc[0]) : 0.0f;
+		*count = (float)shc[0];
+	}
+}
+
+__global__ void k_ce_bwd(int64_t rows, int64_t vocab, int dt, const void *probs,
+			 const void *targets, int idx_dt, int64_t ignore, const float *dloss,
+			 const float *count, void *dlogits)
+{
+	float scale;
+
+	if (*count == 0.0f)
+		return;
+	scale = *dloss / *count;
+	GRID_STRIDE(e, rows * vocab) {
+		int64_t r = e / vocab, j = e % vocab, t = ld_index(targets, r, idx_dt);
+		float v;
+
+		if (t == ignore)
+			continue;
+		v = ld(dlogits, e, dt) + ld(probs, e, dt) * scale;
+		if (j == t)
+			v -= scale;
+		st(dlogits, e, dt, v);
+	}
+}
+
+/* One block per row: arg-max (lowest index on ties), then counters
+ * check[1] (counted) and check[2] (correct). */
+__global__ void k_accuracy(int64_t rows, int64_t vocab, int dt, const void *logits,
+			   const void *targets, int idx_dt, int64_t ignore,
+			   unsigned long long *check)
+{
+	__shared__ float shv[THREADS];
+	__shared__ int64_t shi[THREADS];
+
+	for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+		int64_t off = r * vocab, best = -1, t;
+		float bv = -INFINITY;
+
+		for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+			float v = ld(logits, off + j, dt);
+
+			if (best < 0 || v > bv) {
+				bv = v;
+				best = j;
+			}
+		}
+		shv[threadIdx.x] = bv;
+		shi[threadIdx.x] = best;
+		__syncthreads();
+		for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+			if (threadIdx.x < s) {
+				float ov = shv[threadIdx.x + s];
+				int64_t oi = shi[threadIdx.x + s];
+
+				if (oi >= 0 && (shi[threadIdx.x] < 0 || ov > shv[threadIdx.x] ||
+						(ov == shv[threadIdx.x] && oi < shi[threadIdx.x]))) {
+					shv[threadIdx.x] = ov;
+					shi[threadIdx.x] = oi;
+				}
+			}
+			__syncthreads();
+		}
+		if (threadIdx.x == 0) {
+			t = ld_index(targets, r, idx_dt);
+			if (t != ignore) {
+				if (t < 0 || t >= vocab) {
+					atomicMin(check, (unsigned long long)r);
+				} else {
+					atomicAdd(check + 1, 1ull);
+					if (shi[0] == t)
+						atomicAdd(check + 2, 1ull);
+				}
+			}
+		}
+		__syncthreads(); /* shv/shi are reused by the next row */
+	}
+}
+
+static unsigned int row_grid(int64_t rows)
+{
+	return rows > 0x7fffffff ? 0x7fffffffu : (unsigned int)rows;
+}
+
+/* Reads one index element back for an error message. */
+static int64_t index_at(const void *idx, weft_dtype idx_dt, int64_t i)
+{
+	int64_t v64 = 0;
+	int32_t v32 = 0;
+
+	if (idx_dt == WEFT_I64) {
+		cudaMemcpy(&v64, (const int64_t *)idx + i, sizeof(v64), cudaMemcpyDeviceToHost);
+		return v64;
+	}
+	cudaMemcpy(&v32, (const int32_t *)idx + i, sizeof(v32), cudaMemcpyDeviceToHost);
+	return v32;
+}
+
+static weft_status check_idx_dt(const char *kernel, weft_dtype idx_dt)
+{
+	if (idx_dt == WEFT_I32 || idx_dt == WEFT_I64)
+		return WEFT_OK;
+	return cuda_host->error_set(WEFT_ERR_DTYPE, "cuda kernel %s: indices must be i32 or i64, "
+				    "not dtype %d", kernel, (int)idx_dt);
+}
+
+extern "C" weft_status cuda_embedding_forward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+					      weft_dtype idx_dt, const void *idx, int64_t vocab,
+					      const void *table, void *out)
+{
+	const char *name = "embedding_forward";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (n <= 0 || dim <= 0)
+		return WEFT_OK;
+	if ((ret = cuda_check_reset(c, name)))
+		return ret;
+	k_embed_fwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(
+		n, dim, dt, idx, idx_dt, vocab, table, out, c->check_dev);
+	if ((ret = cuda_launched(c, name, "%s n %lld dim %lld vocab %lld", cuda_dt_name(dt),
+				 (long long)n, (long long)dim, (long long)vocab)) ||
+	    (ret = cuda_check_fetch(c, name)))
+		return ret;
+	if (c->check_host[0] != ULLONG_MAX) {
+		int64_t pos = (int64_t)c->check_host[0];
+
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "id %lld at position %lld is "
+					    "outside the table's vocab [0, %lld): check the "
+					    "tokenizer or the vocab_size",
+					    (long long)index_at(idx, idx_dt, pos), (long long)pos,
+					    (long long)vocab);
+	}
+	return WEFT_OK;
+}
+
+extern "C" weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+					       weft_dtype idx_dt, const void *idx, const void *dy,
+					       void *dtable)
+{
+	const char *name = "embedding_backward";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (n <= 0 || dim <= 0 || !dtable)
+		return WEFT_OK;
+	k_embed_bwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(n, dim, dt, idx,
+									     idx_dt, dy, dtable);
+	return cuda_launched(c, name, "%s n %lld dim %lld", cuda_dt_name(dt), (long long)n,
+			     (long long)dim);
+}
+
+static weft_status bad_target(const void *targets, weft_dtype idx_dt, int64_t row,
+			      int64_t vocab, int64_t ignore)
+{
+	return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "target %lld at row %lld is outside "
+				    "[0, %lld) and is not the ignore index %lld",
+				    (long long)index_at(targets, idx_dt, row), (long long)row,
+				    (long long)vocab, (long long)ignore);
+}
+
+extern "C" weft_status cuda_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows,
+						  int64_t vocab, const void *logits,
+						  weft_dtype idx_dt, const void *targets,
+						  int64_t ignore_index, void *probs, float *loss,
+						  float *count)
+{
+	const char *name = "cross_entropy_forward";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+	double *row_loss;
+	float *row_count;
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (rows < 0 || vocab <= 0)
+		rows = 0;
+	if ((ret = cuda_rows_reserve(c, name, (size_t)rows * 12 + 16)) ||
+	    (ret = cuda_check_reset(c, name)))
+		return ret;
+	row_loss = (double *)c->rows;
+	row_count = (float *)(row_loss + rows);
+	if (rows > 0) {
+		k_ce_rows<<<row_grid(rows), THREADS, 0, c->stream>>>(
+			rows, vocab, dt, logits, targets, idx_dt, ignore_index, probs, row_loss,
+			row_count, c->check_dev);
+		if ((ret = cuda_launched(c, name, "%s rows %lld vocab %lld", cuda_dt_name(dt),
+					 (long long)rows, (long long)vocab)))
+			return ret;
+	}
+	k_ce_reduce<<<1, 1024, 0, c->stream>>>(rows, row_loss, row_count, loss, count);
+	if ((ret = cuda_launched(c, name, "reducing %lld rows", (long long)rows)) ||
+	    (ret = cuda_check_fetch(c, name)))
+		return ret;
+	if (c->check_host[0] != ULLONG_MAX)
+		return bad_target(targets, idx_dt, (int64_t)c->check_host[0], vocab, ignore_index);
+	return WEFT_OK;
+}
+
+extern "C" weft_status cuda_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows,
+						   int64_t vocab, const void *probs,
+						   weft_dtype idx_dt, const void *targets,
+						   int64_t ignore_index, const float *dloss,
+						   const float *count, void *dlogits)
+{
+	const char *name = "cross_entropy_backward";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (rows <= 0 || vocab <= 0 || !dlogits)
+		return WEFT_OK;
+	k_ce_bwd<<<grid_for(rows * vocab, THREADS), THREADS, 0, c->stream>>>(
+		rows, vocab, dt, probs, targets, idx_dt, ignore_index, dloss, count, dlogits);
+	return cuda_launched(c, name, "%s rows %lld vocab %lld", cuda_dt_name(dt),
+			     (long long)rows, (long long)vocab);
+}
+
+extern "C" weft_status cuda_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				     const void *logits, weft_dtype idx_dt, const void *targets,
+				     int64_t ignore_index, int64_t *correct, int64_t *counted)
+{
+	const char *name = "accuracy";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	*correct = *counted = 0;
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (rows <= 0 || vocab <= 0)
+		return WEFT_OK;
+	if ((ret = cuda_check_reset(c, name)))
+		return ret;
+	k_accuracy<<<row_grid(rows), THREADS, 0, c->stream>>>(rows, vocab, dt, logits, targets,
+								idx_dt, ignore_index, c->check_dev);
+	if ((ret = cuda_launched(c, name, "%s rows %lld vocab %lld", cuda_dt_name(dt),
+				 (long long)rows, (long long)vocab)) ||
+	    (ret = cuda_check_fetch(c, name)))
+		return ret;
+	if (c->check_host[0] != ULLONG_MAX)
+		return bad_target(targets, idx_dt, (int64_t)c->check_host[0], vocab, ignore_index);
+	*counted = (int64_t)c->check_host[1];
+	*correct = (int64_t)c->check_host[2];
+	return WEFT_OK;
+}

@@ -1,0 +1,442 @@
+/* The CUDA kernel table: entry symbol, contexts (stream + cuBLAS handle),
+ * device memory with accounting, copies, and the error helpers every
+ * kernel file uses. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_impl.h"
+
+const weft_host *cuda_host;
+
+static weft_status status_for(cudaError_t err)
+{
+	switch (err) {
+	case cudaErrorMemoryAllocation: return WEFT_ERR_NOMEM;
+	case cudaErrorNoKernelImageForDevice:
+	case cudaErrorInvalidDeviceFunction:
+	case cudaErrorUnsupportedPtxVersion:
+	case cudaErrorInsufficientDriver:
+	case cudaErrorNoDevice:
+	case cudaErrorInvalidDevice: return WEFT_ERR_UNSUPPORTED;
+	default: return WEFT_ERR_INTERNAL;
+	}
+}
+
+static const char *advice_for(cudaError_t err)
+{
+	switch (err) {
+	case cudaErrorMemoryAllocation:
+		return "; the GPU is out of memory: use a smaller batch or model";
+	case cudaErrorNoKernelImageForDevice:
+	case cudaErrorInvalidDeviceFunction:
+		return "; this build has GPU code for sm_80 and sm_90 only: rebuild with "
+		       "CMAKE_CUDA_ARCHITECTURES naming this GPU";
+	case cudaErrorInsufficientDriver:
+		return "; the NVIDIA driver is older than this CUDA toolkit: update the driver";
+	default:
+		return "";
+	}
+}
+
+weft_status cuda_fail(const char *kernel, int32_t index, cudaError_t err, const char *fmt, ...)
+{
+	char sizes[512] = "";
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(sizes, sizeof(sizes), fmt, ap);
+		va_end(ap);
+	}
+	return cuda_host->error_set(status_for(err), "cuda:%d kernel %s (%s) failed: %s: %s%s",
+				    (int)index, kernel, sizes, cudaGetErrorName(err),
+				    cudaGetErrorString(err), advice_for(err));
+}
+
+weft_status cuda_blas_fail(const char *kernel, int32_t index, cublasStatus_t err,
+			   const char *fmt, ...)
+{
+	char sizes[512] = "";
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(sizes, sizeof(sizes), fmt, ap);
+		va_end(ap);
+	}
+	return cuda_host->error_set(err == CUBLAS_STATUS_ALLOC_FAILED ? WEFT_ERR_NOMEM :
+				    err == CUBLAS_STATUS_NOT_SUPPORTED ? WEFT_ERR_UNSUPPORTED :
+				    WEFT_ERR_INTERNAL,
+				    "cuda:%d kernel %s (%s) failed in cuBLAS: %s: %s", (int)index,
+				    kernel, sizes, cublasGetStatusName(err),
+				    cublasGetStatusString(err));
+}
+
+weft_status cuda_launched(const cuda_ctx *c, const char *kernel, const char *fmt, ...)
+{
+	cudaError_t err = cudaGetLastError();
+	char sizes[512] = "";
+	va_list ap;
+
+	if (err == cudaSuccess)
+		return WEFT_OK;
+	va_start(ap, fmt);
+	vsnprintf(sizes, sizeof(sizes), fmt, ap);
+	va_end(ap);
+	return cuda_fail(kernel, c->index, err, "%s", sizes);
+}
+
+weft_status cuda_need_ctx(const cuda_ctx *c, const char *kernel)
+{
+	cudaError_t err;
+
+	if (!c)
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG,
+					    "cuda kernel %s was called without a context: create "
+					    "one with the kernel table's ctx_create", kernel);
+	err = cudaSetDevice(c->index);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "cudaSetDevice");
+}
+
+weft_status cuda_rows_reserve(cuda_ctx *c, const char *kernel, size_t bytes)
+{
+	cudaError_t err;
+	void *p = NULL;
+
+	if (bytes <= c->rows_bytes)
+		return WEFT_OK;
+	if (bytes < 4096)
+		bytes = 4096;
+	err = cudaMalloc(&p, bytes);
+	if (err != cudaSuccess)
+		return cuda_fail(kernel, c->index, err, "%zu bytes of row scratch", bytes);
+	if (c->rows) {
+		/* cudaFree waits for the work that still reads the old block */
+		cudaFree(c->rows);
+		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
+	}
+	c->rows = p;
+	c->rows_bytes = bytes;
+	cuda_host->mem_account(WEFT_MEM_OTHER, (int64_t)bytes);
+	return WEFT_OK;
+}
+
+weft_status cuda_check_reset(cuda_ctx *c, const char *kernel)
+{
+	/* all ones is ULLONG_MAX: "no bad position yet"; counters start at 0 */
+	cudaError_t err = cudaMemsetAsync(c->check_dev, 0xff, sizeof(unsigned long long),
+					  c->stream);
+
+	if (err == cudaSuccess)
+		err = cudaMemsetAsync(c->check_dev + 1, 0, 2 * sizeof(unsigned long long),
+				      c->stream);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "resetting checks");
+}
+
+weft_status cuda_check_fetch(cuda_ctx *c, const char *kernel)
+{
+	cudaError_t err;
+
+	err = cudaMemcpyAsync(c->check_host, c->check_dev, 3 * sizeof(unsigned long long),
+			      cudaMemcpyDeviceToHost, c->stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(c->stream);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "reading checks");
+}
+
+/* ---- contexts ---- */
+
+static void cuda_ctx_destroy(void *kctx)
+{
+	cuda_ctx *c = kctx;
+
+	if (!c)
+		return;
+	cudaSetDevice(c->index);
+	if (c->stream)
+		cudaStreamSynchronize(c->stream);
+	if (c->rows) {
+		cudaFree(c->rows);
+		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
+	}
+	if (c->check_host)
+		cudaFreeHost(c->check_host);
+	if (c->check_dev)
+		cudaFree(c->check_dev);
+	if (c->blas)
+		cublasDestroy(c->blas);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	cuda_host->mem_free(c);
+}
+
+static weft_status cuda_ctx_create(int32_t index, void **kctx)
+{
+	const char *what = "cudaSetDevice";
+	cublasStatus_t bst;
+	cudaError_t err;
+	weft_status st;
+	cuda_ctx *c;
+
+	*kctx = NULL;
+	c = cuda_host->mem_calloc(WEFT_MEM_OTHER, sizeof(*c));
+	if (!c)
+		return WEFT_ERR_NOMEM;
+	c->index = index;
+	err = cudaSetDevice(index);
+	if (err == cudaSuccess) {
+		what = "cudaStreamCreate";
+		err = cudaStreamCreate(&c->stream);
+	}
+	if (err == cudaSuccess) {
+		what = "cudaMalloc";
+		err = cudaMalloc((void **)&c->check_dev, 3 * sizeof(unsigned long long));
+	}
+	if (err == cudaSuccess) {
+		what = "cudaMallocHost";
+		err = cudaMallocHost((void **)&c->check_host, 3 * sizeof(unsigned long long));
+	}
+	if (err != cudaSuccess) {
+		st = cuda_fail("ctx_create", index, err, "%s", what);
+		goto out_destroy;
+	}
+	bst = cublasCreate(&c->blas);
+	if (bst == CUBLAS_STATUS_SUCCESS)
+		bst = cublasSetStream(c->blas, c->stream);
+	/* F32 GEMMs in full F32 (no TF32), so they match the CPU kernels */
+	if (bst == CUBLAS_STATUS_SUCCESS)
+		bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+	if (bst != CUBLAS_STATUS_SUCCESS) {
+		st = cuda_blas_fail("ctx_create", index, bst, "cublasCreate");
+		goto out_destroy;
+	}
+	*kctx = c;
+	return WEFT_OK;
+
+out_destroy:
+	cuda_ctx_destroy(c);
+	return st;
+}
+
+/* ---- memory ---- */
+
+static const char *cat_name(weft_mem_category cat)
+{
+	static const char *const names[] = { "params", "grads", "optim", "activations", "comm",
+					     "other" };
+
+	return (unsigned)cat < WEFT_MEM_NUM_CATEGORIES ? names[cat] : "?";
+}
+
+static weft_status cuda_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)
+{
+	cudaError_t err;
+	int prev = -1;
+
+	*out = NULL;
+	cudaGetDevice(&prev);
+	err = cudaSetDevice(index);
+	/* at least one granule, so bytes == 0 still gives a freeable pointer */
+	if (err == cudaSuccess)
+		err = cudaMalloc(out, bytes ? bytes : 256);
+	if (prev >= 0 && prev != index)
+		cudaSetDevice(prev);
+	if (err != cudaSuccess) {
+		*out = NULL;
+		if (err == cudaErrorMemoryAllocation) {
+			size_t free_b = 0, total_b = 0;
+
+			cudaGetLastError(); /* clear it: allocation failures are not sticky */
+			cudaMemGetInfo(&free_b, &total_b);
+			return cuda_host->error_set(WEFT_ERR_NOMEM,
+						    "cuda:%d: cannot allocate %zu bytes for %s "
+						    "(%zu of %zu bytes free): use a smaller batch "
+						    "or model, or a strategy that shards it",
+						    (int)index, bytes, cat_name(cat), free_b, total_b);
+		}
+		return cuda_fail("mem_alloc", index, err, "%zu bytes for %s", bytes, cat_name(cat));
+	}
+	cuda_host->mem_account(cat, (int64_t)bytes);
+	return WEFT_OK;
+}
+
+static void cuda_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t bytes)
+{
+	int prev = -1;
+
+	if (!ptr)
+		return;
+	cudaGetDevice(&prev);
+	cudaSetDevice(index);
+	cudaFree(ptr); /* waits for work on the block */
+	if (prev >= 0 && prev != index)
+		cudaSetDevice(prev);
+	cuda_host->mem_account(cat, -(int64_t)bytes);
+}
+
+static const char *kind_name(weft_copy_kind kind)
+{
+	switch (kind) {
+	case WEFT_COPY_HOST_TO_DEVICE: return "host to device";
+	case WEFT_COPY_DEVICE_TO_HOST: return "device to host";
+	case WEFT_COPY_DEVICE_TO_DEVICE: return "device to device";
+	}
+	return "?";
+}
+
+/* Copies: with a context, on its stream (a copy from pinned host memory is
+ * waited for, so the caller may reuse its buffer as with the CPU table);
+ * without one, cudaMemcpy on the legacy default stream, which is ordered
+ * after every context's (blocking) stream. */
+static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t bytes,
+			     weft_copy_kind kind)
+{
+	static const enum cudaMemcpyKind kinds[] = { cudaMemcpyHostToDevice,
+						     cudaMemcpyDeviceToHost,
+						     cudaMemcpyDeviceToDevice };
+	cuda_ctx *c = kctx;
+	cudaError_t err;
+	weft_status st;
+
+	if (!bytes)
+		return WEFT_OK;
+	if ((unsigned)kind > WEFT_COPY_DEVICE_TO_DEVICE)
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy: unknown kind %d",
+					    (int)kind);
+	if (!c) {
+		err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+		return err == cudaSuccess ? WEFT_OK :
+		       cuda_fail("copy", -1, err, "%zu bytes %s", bytes, kind_name(kind));
+	}
+	if ((st = cuda_need_ctx(c, "copy")))
+		return st;
+	err = cudaMemcpyAsync(dst, src, bytes, kinds[kind], c->stream);
+	if (err == cudaSuccess && kind == WEFT_COPY_DEVICE_TO_HOST)
+		err = cudaStreamSynchronize(c->stream);
+	if (err == cudaSuccess && kind == WEFT_COPY_HOST_TO_DEVICE) {
+		struct cudaPointerAttributes pa;
+
+		if (cudaPointerGetAttributes(&pa, src) == cudaSuccess &&
+		    pa.type == cudaMemoryTypeHost)
+			err = cudaStreamSynchronize(c->stream);
+		cudaGetLastError(); /* pageable memory: the query's error is not ours */
+	}
+	return err == cudaSuccess ? WEFT_OK :
+	       cuda_fail("copy", c->index, err, "%zu bytes %s", bytes, kind_name(kind));
+}
+
+static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
+{
+	cuda_ctx *c = kctx;
+	cudaError_t err;
+	weft_status st;
+
+	if (!bytes)
+		return WEFT_OK;
+	if (!c) {
+		err = cudaMemset(dst, 0, bytes);
+		return err == cudaSuccess ? WEFT_OK : cuda_fail("zero", -1, err, "%zu bytes", bytes);
+	}
+	if ((st = cuda_need_ctx(c, "zero")))
+		return st;
+	err = cudaMemsetAsync(dst, 0, bytes, c->stream);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail("zero", c->index, err, "%zu bytes", bytes);
+}
+
+static weft_status cuda_synchronize(void *kctx)
+{
+	cuda_ctx *c = kctx;
+	cudaError_t err;
+	weft_status st;
+
+	if (!c) {
+		err = cudaDeviceSynchronize();
+		return err == cudaSuccess ? WEFT_OK : cuda_fail("synchronize", -1, err, "device");
+	}
+	if ((st = cuda_need_ctx(c, "synchronize")))
+		return st;
+	err = cudaStreamSynchronize(c->stream);
+	return err == cudaSuccess ? WEFT_OK :
+	       cuda_fail("synchronize", c->index, err, "work queued earlier on the stream");
+}
+
+static const weft_kernel_table cuda_table = {
+	.head = WEFT_PLUGIN_HEAD(weft_kernel_table, "cuda"),
+	.float_dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_BF16) |
+			WEFT_DTYPE_BIT(WEFT_F16),
+	.ctx_create = cuda_ctx_create,
+	.ctx_destroy = cuda_ctx_destroy,
+	.mem_alloc = cuda_mem_alloc,
+	.mem_free = cuda_mem_free,
+	.copy = cuda_copy,
+	.zero = cuda_zero,
+	.synchronize = cuda_synchronize,
+	.gemm = cuda_gemm,
+	.sum_rows = cuda_sum_rows,
+	.add = cuda_add,
+	.mul = cuda_mul,
+	.mul_backward = cuda_mul_backward,
+	.scale = cuda_scale,
+	.axpy = cuda_axpy,
+	.fill = cuda_fill,
+	.convert = cuda_convert,
+	.relu_forward = cuda_relu_forward,
+	.relu_backward = cuda_relu_backward,
+	.gelu_forward = cuda_gelu_forward,
+	.gelu_backward = cuda_gelu_backward,
+	.softmax_forward = cuda_softmax_forward,
+	.softmax_backward = cuda_softmax_backward,
+	.layernorm_forward = cuda_layernorm_forward,
+	.layernorm_backward = cuda_layernorm_backward,
+	.embedding_forward = cuda_embedding_forward,
+	.embedding_backward = cuda_embedding_backward,
+	.attention_forward = cuda_attention_forward,
+	.attention_backward = cuda_attention_backward,
+	.attention_scratch = cuda_attention_scratch,
+	.dropout_forward = cuda_dropout_forward,
+	.dropout_backward = cuda_dropout_backward,
+	.cross_entropy_forward = cuda_cross_entropy_forward,
+	.cross_entropy_backward = cuda_cross_entropy_backward,
+	.accuracy = cuda_accuracy,
+	.set_threads = NULL,
+};
+
+static const weft_cuda_extras cuda_extras = {
+	.head = WEFT_PLUGIN_HEAD(weft_cuda_extras, "cuda-extras"),
+	.adamw_step = cuda_adamw_step,
+	.unscale_check = cuda_unscale_check,
+};
+
+/* The entry symbol (weft/device.h): the table, or NULL with the reason in
+ * the last error when no CUDA device can be used here. */
+__attribute__((visibility("default"))) const weft_kernel_table *
+weft_kernels_entry(const weft_host *host)
+{
+	int count = 0;
+	cudaError_t err;
+
+	cuda_host = host;
+	err = cudaGetDeviceCount(&count);
+	if (err != cudaSuccess) {
+		cudaGetLastError();
+		host->error_set(WEFT_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount failed: "
+				"%s: %s (is the NVIDIA driver installed and a GPU visible? check "
+				"nvidia-smi and CUDA_VISIBLE_DEVICES)", cudaGetErrorName(err),
+				cudaGetErrorString(err));
+		return NULL;
+	}
+	if (count == 0) {
+		host->error_set(WEFT_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0 "
+				"GPUs (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+		return NULL;
+	}
+	return &cuda_table;
+}
+
+/* The extras (kernels_cuda.h); valid once weft_kernels_entry returned a
+ * table. */
+__attribute__((visibility("default"))) const weft_cuda_extras *weft_kernels_cuda_extras(void)
+{
+	return &cuda_extras;
+}

@@ -1,0 +1,94 @@
+/* The CUDA kernel library's extra entry points, beyond weft_kernel_table.
+ *
+ * weft_kernels_cuda.so exports two C symbols:
+ *   weft_kernels_entry       the weft_kernel_table for `cuda` (weft/device.h)
+ *   weft_kernels_cuda_extras this table: kernels the training loop uses
+ *                            that are not ops (the fused AdamW step, the
+ *                            loss-scale check of 16-mixed precision).
+ * A caller that already loaded the library through weft_kernels_get finds
+ * the extras with dlopen("<same path>", RTLD_NOW | RTLD_NOLOAD) and
+ * dlsym(WEFT_CUDA_EXTRAS_SYMBOL). Needs no CUDA header: pointers are device
+ * memory and `kctx` is the context from the kernel table's ctx_create.
+ */
+#ifndef WEFT_KERNELS_CUDA_H
+#define WEFT_KERNELS_CUDA_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "weft/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The per-step coefficients of Adam/AdamW, in float, computed in double
+ * exactly as the built-in adam/adamw optimizer plugin computes them
+ * (plugins/optim/builtin/adam.c); weft_cuda_adamw_coef_make fills them. */
+typedef struct weft_cuda_adamw_coef {
+	float grad_scale;            /* gradients are multiplied by this as read */
+	float decay_factor;          /* 1 - lr * weight_decay; 1 when no decay */
+	float beta1, one_minus_beta1;
+	float beta2, one_minus_beta2;
+	float bias_correction2_sqrt; /* sqrt(1 - beta2^step) */
+	float eps;
+	float neg_step_size;         /* -lr / (1 - beta1^step) */
+} weft_cuda_adamw_coef;
+
+/* Fills *c for one AdamW step (`step` is 1-based; `decay` nonzero when
+ * weight decay applies to the tensor). */
+static inline void weft_cuda_adamw_coef_make(double beta1, double beta2, double eps,
+					     double weight_decay, double lr, int64_t step,
+					     double grad_scale, int decay,
+					     weft_cuda_adamw_coef *c)
+{
+	double t = (double)step;
+	double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+
+	c->grad_scale = (float)grad_scale;
+	c->decay_factor = decay && weight_decay != 0.0 ? (float)(1.0 - lr * weight_decay) : 1.0f;
+	c->beta1 = (float)beta1;
+	c->one_minus_beta1 = (float)(1.0 - beta1);
+	c->beta2 = (float)beta2;
+	c->one_minus_beta2 = (float)(1.0 - beta2);
+	c->bias_correction2_sqrt = (float)sqrt(bc2);
+	c->eps = (float)eps;
+	c->neg_step_size = (float)-(lr / bc1);
+}
+
+typedef struct weft_cuda_extras {
+	weft_plugin_head head; /* name: "cuda-extras" */
+
+	/* One fused AdamW step over n elements, in place, on kctx's stream:
+	 *   g = grad * grad_scale; p *= decay_factor;
+	 *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
+	 *   p += neg_step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
+	 * param, exp_avg, exp_avg_sq are F32 (master weights and optimizer
+	 * state); grad has dtype grad_dt (F32, BF16 or F16). Every operation is
+	 * rounded separately in the plugin's order (no fused multiply-add), so
+	 * the result is bit-identical to the CPU adamw plugin on the same
+	 * inputs. When param_copy is not NULL the new parameters are also
+	 * written there in copy_dt (the bf16/f16 compute copy of mixed
+	 * precision). Asynchronous. Errors: WEFT_ERR_DTYPE for a grad_dt or
+	 * copy_dt that is not floating; CUDA errors naming the sizes. */
+	weft_status (*adamw_step)(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,
+				  float *param, weft_dtype grad_dt, const void *grad,
+				  float *exp_avg, float *exp_avg_sq, weft_dtype copy_dt,
+				  void *param_copy);
+
+	/* Dynamic loss scaling (16-mixed): multiplies n gradients of dtype dt
+	 * by `factor` (1 / loss_scale) in place and sets the F32 device flag
+	 * *found_nonfinite to 1.0 when any gradient (before scaling) is inf or
+	 * NaN; the flag is only ever set, never cleared, so one flag can
+	 * collect several tensors (zero it before the first). Asynchronous. */
+	weft_status (*unscale_check)(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
+				     float *found_nonfinite);
+} weft_cuda_extras;
+
+#define WEFT_CUDA_EXTRAS_SYMBOL "weft_kernels_cuda_extras"
+typedef const weft_cuda_extras *(*weft_cuda_extras_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_KERNELS_CUDA_H */
