@@ -1,12 +1,18 @@
-/* The replicated strategies plugin: single (one process). */
+/* The replicated strategies plugin: single (one process), ddp (one process
+ * per device, gradients all-reduced in buckets), dp (one process, one thread
+ * per device). */
 #include "replicated.h"
 
 const weft_host *g_host;
 
 extern const weft_strategy_ops weft_strategy_single;
+extern const weft_strategy_ops weft_strategy_ddp;
+extern const weft_strategy_ops weft_strategy_dp;
 
 static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_single },
+	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_ddp },
+	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_dp },
 };
 
 static const weft_plugin_desc desc = {

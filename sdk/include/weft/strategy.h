@@ -70,6 +70,11 @@ typedef struct weft_step_report {
 	int64_t exposed_comm_ns;    /* time the step waited on collectives */
 	int64_t comm_bytes;         /* bytes this rank contributed to collectives */
 	int64_t comm_elements;      /* elements this rank contributed to collectives */
+	/* ---- appended (ddp/dp) ---- */
+	int64_t metric_comm_bytes;  /* of comm_bytes: metric reductions (the global loss
+				     * and row count); comm_bytes - metric_comm_bytes is
+				     * gradient (and parameter) traffic */
+	int64_t comm_calls;         /* collectives this rank issued in the step */
 } weft_step_report;
 
 /* What eval_step returns: sums over this call's batch on ALL ranks. */
@@ -124,6 +129,32 @@ typedef struct weft_strategy_env {
 	 * into *rep (this rank only). */
 	weft_status (*evaluate)(void *trainer, const weft_micro_batch *b, weft_eval_report *rep);
 	void *trainer;
+
+	/* ---- appended (dp): model replicas for one-process, several-device
+	 * strategies. A trainer that cannot make replicas leaves them NULL
+	 * (check struct_size with offsetof); dp then refuses to run. ----
+	 *
+	 * Makes replica `index` (>= 1; the trainer's own model is replica 0)
+	 * of the model on `device`: its own parameters with gradients (same
+	 * names, shapes and flat layout as env->params; values unspecified,
+	 * the strategy copies them) and its own context, on which only the
+	 * thread the strategy chooses runs ops. *replica is an opaque handle
+	 * for replica_forward_backward, freed with replica_free; *params and
+	 * *ctx are borrowed until then. Blocking. Errors: NOMEM, the model's
+	 * and the device's. */
+	weft_status (*replica_create)(void *trainer, int32_t index, weft_device device,
+				      void **replica, weft_params **params, weft_ctx **ctx);
+	/* As forward_backward, on a replica's model and context; replica NULL
+	 * means the trainer's own model on env->ctx. Called concurrently for
+	 * different replicas from different threads; never for one replica
+	 * from two threads at once. */
+	weft_status (*replica_forward_backward)(void *trainer, void *replica,
+						const weft_micro_batch *b, double loss_scale,
+						double *loss);
+	/* Frees a replica from replica_create. NULL is ignored. */
+	void (*replica_free)(void *trainer, void *replica);
+	int32_t n_devices;              /* dp: devices to spread over (trainer.devices) */
+	int32_t reserved2;
 } weft_strategy_env;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what

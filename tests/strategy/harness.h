@@ -1,0 +1,103 @@
+/* harness.h - drives a strategy plugin the way the trainer does, for
+ * multi-rank equivalence tests (ddp, dp, zero ...).
+ *
+ * h_run builds a model from a seed, an optimizer through the plugin
+ * registry (optim_builtin.so) and, when this process is a launched rank
+ * (WEFT_RANK ... set by h_spawn or `weft launch`), the gloo communicator
+ * through core/dist's store and process group; it fills a
+ * weft_strategy_env whose callbacks run weft_model_loss (or the toy
+ * model's ops), scale the loss and back-propagate it, and runs `steps`
+ * optimizer steps of synthetic data.
+ *
+ * Data: micro-batch m of global step s is a pure function of
+ * (seed, s, m, global row): every run, whatever its world size, sees the
+ * same global batch, and rank r takes rows [r * B, (r + 1) * B) of each
+ * global micro-batch (row_offset r * B). A one-process run with batch
+ * B * N therefore computes the same global step as N ranks of batch B.
+ *
+ * h_spawn runs N copies of a program as the ranks of one job (store
+ * served by the caller on a free port, WEFT_* variables, stderr to a
+ * file, a deadline that kills a hung job).
+ */
+#ifndef WEFT_TEST_STRATEGY_HARNESS_H
+#define WEFT_TEST_STRATEGY_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/strategy.h"
+
+#define H_MAX_STEPS 64
+#define H_MAX_MICRO 16
+#define H_MAX_RANKS 8
+
+typedef enum h_model_kind {
+	H_MODEL_TOY = 0, /* linear 16 -> 8, relu, linear 8 -> 4 from ops */
+	H_MODEL_MLP = 1, /* weft_model_create_mlp: 784 -> 64 -> 10 */
+	H_MODEL_GPT = 2  /* weft_model_create_gpt: 2 layers, n_embd 32, 2 heads, vocab 64, T 16 */
+} h_model_kind;
+
+typedef struct h_config {
+	const char *strategy;      /* plugin name: "single", "ddp", "dp", ... */
+	const char *strategy_yaml; /* its section as YAML ("{name: ddp, ...}"); NULL: none */
+	h_model_kind model;
+	int toy_unused;            /* TOY: add "unused.weight", never used in forward */
+	int toy_unused_rank;       /* with toy_unused: only this rank skips it (-1: all) */
+	int64_t batch;             /* rows per rank per micro-batch */
+	int n_micro;               /* micro-batches per step (accumulate_grad_batches) */
+	int steps;
+	uint64_t seed;
+	double lr;                 /* adamw's learning rate */
+	double adam_eps;           /* adamw eps; 0: 1e-8 (PyTorch default) */
+	int sgd;                   /* 1: SGD with momentum 0.9 instead of adamw */
+	double clip;               /* gradient_clip_val; 0: off */
+	int devices;               /* dp: replicas (env.n_devices) */
+	int64_t gpt_n_layer, gpt_n_embd, gpt_n_head, gpt_block, gpt_vocab; /* 0: defaults above */
+	int threads;               /* CPU threads per process; 0: 1 */
+} h_config;
+
+typedef struct h_result {
+	int rank, world;
+	int steps;
+	double loss[H_MAX_STEPS];
+	weft_step_report rep[H_MAX_STEPS];
+	int64_t numel;             /* F32 parameter elements */
+	float *weights;            /* numel floats after the last step; free() */
+	double seconds;            /* wall time of the steps (not setup) */
+	int64_t tokens_per_step;   /* rows (x T for the GPT) of the global batch */
+} h_result;
+
+/* Runs a whole training in this process (as a rank when WEFT_RANK is set,
+ * else alone). On failure the last error says what went wrong; *out is
+ * filled with what finished. Frees everything it made. */
+weft_status h_run(const h_config *c, h_result *out);
+
+/* Frees out->weights. */
+void h_result_free(h_result *r);
+
+/* Writes / reads a result to / from `path` (binary). */
+int h_result_write(const h_result *r, const char *path);
+int h_result_read(h_result *r, const char *path);
+
+typedef struct h_spawn_result {
+	int n;
+	int status[H_MAX_RANKS];   /* waitpid status */
+	int hung;
+	char err[H_MAX_RANKS][8192];
+} h_spawn_result;
+
+/* Runs n copies of argv[0] (a path) with argv as arguments, rank r with
+ * WEFT_RANK=r and the job's store; waits at most deadline_s (then kills
+ * every rank and sets hung). Returns 0 when every rank was started. */
+int h_spawn(int n, char *const argv[], double deadline_s, h_spawn_result *res);
+
+/* Whether rank r exited with status 0; prints its stderr when not. */
+int h_spawn_ok(const h_spawn_result *res, int r);
+
+/* Largest |a - b| / (|b| + floor) over n elements, and its index. */
+double h_max_rel(const float *a, const float *b, int64_t n, double floor, int64_t *where);
+
+/* ||a - b||_2 / ||b||_2 over n elements. */
+double h_rel_l2(const float *a, const float *b, int64_t n);
+
+#endif
