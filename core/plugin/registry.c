@@ -89,6 +89,14 @@ static int ends_with_so(const char *name)
 	return n > 3 && !strcmp(name + n - 3, ".so");
 }
 
+/* Kernel libraries (weft_kernels_cuda.so) share the plugin directory but
+ * are kernel tables, loaded by core/tensor when their device is used: a
+ * directory scan leaves them alone. */
+static int is_kernel_library(const char *name)
+{
+	return !strncmp(name, "weft_kernels_", 13);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -174,7 +182,8 @@ static weft_status list_dir(weft_registry *reg, const char *dir, struct reg_cand
 		return record_failure(reg, dir, WEFT_ERR_PLUGIN, why);
 	}
 	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.' || !ends_with_so(de->d_name))
+		if (de->d_name[0] == '.' || !ends_with_so(de->d_name) ||
+		    is_kernel_library(de->d_name))
 			continue;
 		char **p = weft_registry_grow(names, &cap_names, nnames, sizeof(*names));
 
