@@ -165,6 +165,9 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	int fd;
 	weft_status st;
 
+	/* every_n_train_steps and every_n_epochs can fall on the same step */
+	if (strcmp(reason, "last") != 0 && t->last_ckpt_step == t->global_step)
+		return WEFT_OK;
 	st = t->strat_ops->state(t->strat, &ss);
 	if (st)
 		return st;
@@ -226,6 +229,8 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 		st = weft_error_last_status();
 	if (st)
 		return weft_error_wrap(st, "saving checkpoint '%s'", final);
+	if (strcmp(reason, "last") != 0)
+		t->last_ckpt_step = t->global_step;
 	weft_log(WEFT_LOG_DEBUG, "saved checkpoint %s", final);
 	return WEFT_OK;
 }
@@ -334,8 +339,37 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	return WEFT_OK;
 }
 
+/* The newest checkpoint in `dir` (a checkpoints/ folder): `last` when
+ * present, else the highest step of the epoch=E-step=S saves. */
+static int newest_in(const char *dir, char *out, size_t len)
+{
+	long long best = -1, e, st;
+	char name[300] = "";
+	struct dirent *ent;
+	struct stat sb;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((ent = readdir(d))) {
+		if (!strcmp(ent->d_name, "last")) {
+			best = LLONG_MAX;
+			snprintf(name, sizeof(name), "%s", ent->d_name);
+		} else if (sscanf(ent->d_name, "epoch=%lld-step=%lld", &e, &st) == 2 &&
+			   !strchr(ent->d_name, '.') && st > best) {
+			best = st;
+			snprintf(name, sizeof(name), "%s", ent->d_name);
+		}
+	}
+	closedir(d);
+	if (best < 0)
+		return 0;
+	snprintf(out, len, "%s/%s", dir, name);
+	return stat(out, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 /* resume: auto: the newest checkpoint of the newest earlier version of this
- * run name (checkpoints/last when present, else the highest step). */
+ * run name that has one. */
 weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int *found)
 {
 	char base[WEFT_TRAINER_PATH + 300], best[WEFT_TRAINER_PATH + 600] = "";
@@ -346,22 +380,21 @@ weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int
 	*found = 0;
 	snprintf(base, sizeof(base), "%s/%s", t->tc.default_root_dir, t->tc.name);
 	d = opendir(base);
-	if (!d)
-		return WEFT_OK;
-	while ((e = readdir(d))) {
-		long long v;
-		char cand[WEFT_TRAINER_PATH + 600];
-		struct stat sb;
+	if (d) {
+		while ((e = readdir(d))) {
+			long long v;
+			char dir[WEFT_TRAINER_PATH + 600], cand[WEFT_TRAINER_PATH + 900];
 
-		if (sscanf(e->d_name, "version_%lld", &v) != 1 || v <= best_version)
-			continue;
-		snprintf(cand, sizeof(cand), "%s/%s/checkpoints/last", base, e->d_name);
-		if (stat(cand, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			best_version = v;
-			snprintf(best, sizeof(best), "%s", cand);
+			if (sscanf(e->d_name, "version_%lld", &v) != 1 || v <= best_version)
+				continue;
+			snprintf(dir, sizeof(dir), "%s/%s/checkpoints", base, e->d_name);
+			if (newest_in(dir, cand, sizeof(cand))) {
+				best_version = v;
+				snprintf(best, sizeof(best), "%s", cand);
+			}
 		}
+		closedir(d);
 	}
-	closedir(d);
 	if (best_version < 0) {
 		if (t->rank == 0)
 			fprintf(stderr, "resume: auto found no checkpoint under %s; starting fresh\n",

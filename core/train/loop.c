@@ -1,6 +1,7 @@
 /* The fit loop: micro-batches into optimizer steps, validation, logging,
  * checkpoints, early stopping, the run summary. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,12 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 				      rep.loss, (long long)t->global_step + 1);
 	t->global_step++;
 	t->last_train_loss = rep.loss;
+	if (t->fault_kill_step > 0 && t->global_step == t->fault_kill_step &&
+	    t->denv.restart_count == 0) {
+		weft_log(WEFT_LOG_WARN, "WEFT_FAULT_KILL_AT_STEP=%lld: killing this rank",
+			 (long long)t->fault_kill_step);
+		raise(SIGKILL);
+	}
 	t->samples_seen += rows * t->world;
 	t->tokens_seen += tokens * t->world;
 	t->compute_ns += rep.compute_ns;

@@ -89,6 +89,7 @@ typedef struct weft_trainer {
 	int stop;
 	weft_saved_ckpt topk[WEFT_TOPK_MAX];
 	int64_t n_topk;
+	int64_t last_ckpt_step;      /* step of the newest save; -1: none */
 
 	/* measurements */
 	double t_start;
@@ -96,6 +97,11 @@ typedef struct weft_trainer {
 	int64_t samples_seen, tokens_seen;
 	int64_t compute_ns, comm_ns, exposed_ns, comm_bytes;
 	double data_wait_s;
+
+	/* fault injection for tests: WEFT_FAULT_KILL_AT_STEP=k makes this rank
+	 * kill itself with SIGKILL after step k on the first attempt
+	 * (WEFT_RESTART_COUNT 0), as a crashed node would. */
+	int64_t fault_kill_step;
 } weft_trainer;
 
 /* trainer.c */
