@@ -1,0 +1,243 @@
+/* cuda_test.h - what the CUDA kernel tests share: the skip rule, the two
+ * kernel tables (CPU reference and CUDA), and a tiny "device" layer so one
+ * function runs an op on either table from host float arrays.
+ *
+ * Skipping: with no usable GPU (cudaGetDeviceCount fails or finds none)
+ * a test prints "skipped: no CUDA device (...)" and exits with 77, which
+ * ctest reports as skipped (SKIP_RETURN_CODE). WEFT_CUDA_TESTS_REQUIRE_GPU=1
+ * (set by scripts/gpu-check) turns that skip into a failure.
+ *
+ * Tolerances are per dtype (ct_tol): F32 results differ from the CPU only
+ * by summation order and libm (1e-5 relative); BF16 and F16 inputs are
+ * rounded before both sides see them, so the difference is the rounding
+ * of outputs and intermediates (8 and 11 bits of mantissa: 2^-8 ~ 0.4%,
+ * 2^-11 ~ 0.05%), with a margin of 4x for chains of a few roundings.
+ */
+#ifndef WEFT_CUDA_TEST_H
+#define WEFT_CUDA_TEST_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "weft/device.h"
+#include "weft/status.h"
+#include "weft_test.h"
+
+/* The CUDA table, its context, and the CPU table. */
+static const weft_kernel_table *ct_gpu;
+static const weft_kernel_table *ct_cpu;
+static void *ct_kctx;
+
+/* Exits 77 ("skipped") when this machine has no usable GPU, or 1 when
+ * WEFT_CUDA_TESTS_REQUIRE_GPU=1 asks for a GPU. */
+static inline void ct_require_gpu(const char *name)
+{
+	int n = 0;
+	cudaError_t err = cudaGetDeviceCount(&n);
+	const char *req = getenv("WEFT_CUDA_TESTS_REQUIRE_GPU");
+	char why[256];
+
+	if (err == cudaSuccess && n > 0)
+		return;
+	if (err != cudaSuccess)
+		snprintf(why, sizeof(why), "cudaGetDeviceCount: %s: %s", cudaGetErrorName(err),
+			 cudaGetErrorString(err));
+	else
+		snprintf(why, sizeof(why), "cudaGetDeviceCount found 0 GPUs");
+	if (req && !strcmp(req, "1")) {
+		fprintf(stderr, "%s: FAILED: a GPU is required (WEFT_CUDA_TESTS_REQUIRE_GPU=1) but "
+			"there is no CUDA device (%s)\n", name, why);
+		exit(1);
+	}
+	printf("%s: skipped: no CUDA device (%s)\n", name, why);
+	exit(77);
+}
+
+/* Loads both tables and makes a CUDA context on GPU 0. */
+static inline void ct_setup(const char *name)
+{
+	ct_require_gpu(name);
+	WT_OK(weft_kernels_get(WEFT_CPU, &ct_cpu));
+	WT_OK(weft_kernels_get((weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 }, &ct_gpu));
+	WT_OK(ct_gpu->ctx_create(0, &ct_kctx));
+}
+
+static inline void ct_teardown(void)
+{
+	ct_gpu->ctx_destroy(ct_kctx);
+	ct_kctx = NULL;
+}
+
+/* One side of a comparison: a table, its context and the dtype it
+ * computes in (the CPU table is F32 only). Allocations are remembered and
+ * freed by ct_release. */
+#define CT_MAX_ALLOCS 64
+typedef struct ct_dev {
+	const weft_kernel_table *t;
+	void *kctx;
+	weft_dtype dt;
+	size_t nalloc;
+	void *ptr[CT_MAX_ALLOCS];
+	size_t bytes[CT_MAX_ALLOCS];
+} ct_dev;
+
+static inline ct_dev ct_cpu_dev(void)
+{
+	return (ct_dev){ .t = ct_cpu, .kctx = NULL, .dt = WEFT_F32 };
+}
+
+static inline ct_dev ct_gpu_dev(weft_dtype dt)
+{
+	return (ct_dev){ .t = ct_gpu, .kctx = ct_kctx, .dt = dt };
+}
+
+static inline size_t ct_size(weft_dtype dt)
+{
+	return dt == WEFT_F32 || dt == WEFT_I32 ? 4 : dt == WEFT_I64 ? 8 : 2;
+}
+
+static inline const char *ct_name(weft_dtype dt)
+{
+	return dt == WEFT_F32 ? "f32" : dt == WEFT_BF16 ? "bf16" : dt == WEFT_F16 ? "f16" : "?";
+}
+
+/* `bytes` of memory on d's device (zeroed). */
+static inline void *ct_alloc(ct_dev *d, size_t bytes)
+{
+	void *p = NULL;
+
+	WT_REQUIRE(d->nalloc < CT_MAX_ALLOCS);
+	WT_OK(d->t->mem_alloc(0, WEFT_MEM_OTHER, bytes ? bytes : 1, &p));
+	WT_OK(d->t->zero(d->kctx, p, bytes ? bytes : 1));
+	d->ptr[d->nalloc] = p;
+	d->bytes[d->nalloc++] = bytes ? bytes : 1;
+	return p;
+}
+
+static inline void ct_release(ct_dev *d)
+{
+	WT_OK(d->t->synchronize(d->kctx));
+	for (size_t i = 0; i < d->nalloc; i++)
+		d->t->mem_free(0, WEFT_MEM_OTHER, d->ptr[i], d->bytes[i]);
+	d->nalloc = 0;
+}
+
+/* n floats from the host, stored on d in d->dt. */
+static inline void *ct_in(ct_dev *d, const float *h, int64_t n)
+{
+	size_t bytes = (size_t)n * ct_size(d->dt);
+	void *tmp = malloc(bytes ? bytes : 1), *p = ct_alloc(d, bytes);
+
+	WT_REQUIRE(tmp != NULL);
+	WT_OK(ct_cpu->convert(NULL, n, WEFT_F32, h, d->dt, tmp));
+	WT_OK(d->t->copy(d->kctx, p, tmp, bytes, WEFT_COPY_HOST_TO_DEVICE));
+	free(tmp);
+	return p;
+}
+
+/* Raw bytes (indices, F32 statistics) onto d. */
+static inline void *ct_in_raw(ct_dev *d, const void *h, size_t bytes)
+{
+	void *p = ct_alloc(d, bytes);
+
+	WT_OK(d->t->copy(d->kctx, p, h, bytes, WEFT_COPY_HOST_TO_DEVICE));
+	return p;
+}
+
+/* n elements of d->dt at p, as floats in h. */
+static inline void ct_out(ct_dev *d, const void *p, int64_t n, float *h)
+{
+	size_t bytes = (size_t)n * ct_size(d->dt);
+	void *tmp = malloc(bytes ? bytes : 1);
+
+	WT_REQUIRE(tmp != NULL);
+	WT_OK(d->t->copy(d->kctx, tmp, p, bytes, WEFT_COPY_DEVICE_TO_HOST));
+	WT_OK(ct_cpu->convert(NULL, n, d->dt, tmp, WEFT_F32, h));
+	free(tmp);
+}
+
+/* n F32 values at p (statistics) into h. */
+static inline void ct_out_f32(ct_dev *d, const float *p, int64_t n, float *h)
+{
+	WT_OK(d->t->copy(d->kctx, h, p, (size_t)n * 4, WEFT_COPY_DEVICE_TO_HOST));
+}
+
+/* Rounds x in place to what dtype dt can hold, so both sides see the same
+ * inputs. */
+static inline void ct_round(weft_dtype dt, float *x, int64_t n)
+{
+	void *tmp = malloc((size_t)n * 2 + 1);
+
+	if (dt == WEFT_F32)
+		goto out_free;
+	WT_REQUIRE(tmp != NULL);
+	WT_OK(ct_cpu->convert(NULL, n, WEFT_F32, x, dt, tmp));
+	WT_OK(ct_cpu->convert(NULL, n, dt, tmp, WEFT_F32, x));
+out_free:
+	free(tmp);
+}
+
+/* Deterministic uniform values in [lo, hi), rounded to dt. */
+static inline float *ct_random(uint64_t seed, int64_t n, float lo, float hi, weft_dtype dt)
+{
+	float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+
+	WT_REQUIRE(x != NULL);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = lo + (hi - lo) * weft_rng_uniform(seed, (uint64_t)i);
+	ct_round(dt, x, n);
+	return x;
+}
+
+/* Relative and absolute tolerance of results in dtype dt, for values of
+ * size about 1 (see the top of this file). `scale` multiplies both for
+ * results that went through longer chains (reductions, GEMMs). */
+typedef struct ct_tol {
+	double rtol, atol;
+} ct_tol;
+
+static inline ct_tol ct_tol_for(weft_dtype dt, double scale)
+{
+	switch (dt) {
+	case WEFT_BF16: return (ct_tol){ 1.6e-2 * scale, 1.6e-2 * scale };
+	case WEFT_F16: return (ct_tol){ 2e-3 * scale, 2e-3 * scale };
+	default: return (ct_tol){ 1e-5 * scale, 1e-5 * scale };
+	}
+}
+
+/* Checks |got - want| <= atol + rtol |want| element by element; one check
+ * per call, printing the count and the worst element on failure. */
+static inline void ct_expect_close(const char *what, weft_dtype dt, const float *got,
+				   const float *want, int64_t n, ct_tol tol)
+{
+	int64_t bad = 0, worst = -1;
+	double worst_excess = 0.0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double diff = fabs((double)got[i] - (double)want[i]);
+		double lim = tol.atol + tol.rtol * fabs((double)want[i]);
+
+		if (!(diff <= lim)) {
+			bad++;
+			if (worst < 0 || diff - lim > worst_excess) {
+				worst = i;
+				worst_excess = diff - lim;
+			}
+		}
+	}
+	wt_checks++;
+	if (bad) {
+		wt_failures++;
+		fprintf(stderr, "%s (%s): %lld of %lld elements differ beyond rtol %g atol %g; "
+			"worst [%lld]: cuda %.9g, cpu %.9g\n", what, ct_name(dt), (long long)bad,
+			(long long)n, tol.rtol, tol.atol, (long long)worst, (double)got[worst],
+			(double)want[worst]);
+	}
+}
+
+/* Both sides for one dtype: runs `body` as ct_run(dt) does in the tests. */
+static const weft_dtype ct_float_dtypes[] = { WEFT_F32, WEFT_BF16, WEFT_F16 };
+#define CT_NDTYPES 3
+
+#endif /* WEFT_CUDA_TEST_H */
