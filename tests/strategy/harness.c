@@ -513,7 +513,8 @@ weft_status h_run(const h_config *c, h_result *out)
 		rep->struct_size = sizeof(*rep);
 		t0 = now_s();
 		st = j.sops->train_step(j.strat, &in, rep);
-		t_steps += now_s() - t0;
+		out->step_seconds[s] = now_s() - t0;
+		t_steps += out->step_seconds[s];
 		if (st)
 			goto out;
 		out->loss[s] = rep->loss;

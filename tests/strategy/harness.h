@@ -64,6 +64,7 @@ typedef struct h_result {
 	int64_t numel;             /* F32 parameter elements */
 	float *weights;            /* numel floats after the last step; free() */
 	double seconds;            /* wall time of the steps (not setup) */
+	double step_seconds[H_MAX_STEPS]; /* wall time of each train_step */
 	int64_t tokens_per_step;   /* rows (x T for the GPT) of the global batch */
 } h_result;
 

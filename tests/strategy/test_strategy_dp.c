@@ -1,0 +1,106 @@
+/* dp (one process, one thread per replica) against the one-process run of
+ * the same global batch, and the option errors of dp and ddp.
+ *
+ *   test_strategy_dp equiv MODEL DEVICES ACCUM
+ *   test_strategy_dp errors
+ *
+ * Tolerances as in test_strategy_ddp.c (same reasons: dp sums each
+ * gradient as per-replica partial sums, then device 0 adds them): loss of
+ * every step within 1e-5 relative; with SGD every weight within 1e-5
+ * relative to max(|w|, 1e-2); with AdamW the weight vector within 1e-4
+ * relative L2 (Adam's sign-like first step on rounding-level gradients). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "weft_test.h"
+
+static h_config base(const char *model, int accum)
+{
+	h_model_kind k = !strcmp(model, "gpt") ? H_MODEL_GPT :
+			 !strcmp(model, "mlp") ? H_MODEL_MLP : H_MODEL_TOY;
+
+	return (h_config){
+		.strategy = "single",
+		.model = k,
+		.batch = k == H_MODEL_GPT ? 8 : 16,
+		.n_micro = accum,
+		.steps = 20,
+		.seed = 77,
+		.lr = 1e-3,
+		.toy_unused_rank = -1,
+	};
+}
+
+static void equiv_one(const char *model, int devices, int accum, int sgd)
+{
+	h_config c = base(model, accum);
+	h_result ref, got;
+	double worst_loss = 0.0, worst_w, l2;
+	int64_t at;
+	char yaml[64];
+
+	c.sgd = sgd;
+	WT_OK(h_run(&c, &ref));
+	snprintf(yaml, sizeof(yaml), "{name: dp, devices: %d}", devices);
+	c.strategy = "dp";
+	c.strategy_yaml = yaml;
+	WT_OK(h_run(&c, &got));
+	WT_REQUIRE(got.numel == ref.numel && got.steps == c.steps);
+	for (int s = 0; s < c.steps; s++) {
+		double d = fabs(got.loss[s] - ref.loss[s]) / fabs(ref.loss[s]);
+
+		worst_loss = d > worst_loss ? d : worst_loss;
+		WT_CLOSE(got.loss[s], ref.loss[s], 1e-5, 0.0);
+		/* device 0 received every other replica's gradients and sent
+		 * the parameters back: 2 x (devices - 1) x 4 bytes per element */
+		WT_CHECK(got.rep[s].comm_bytes == 2 * (devices - 1) * 4 * ref.numel);
+	}
+	worst_w = h_max_rel(got.weights, ref.weights, ref.numel, 1e-2, &at);
+	l2 = h_rel_l2(got.weights, ref.weights, ref.numel);
+	fprintf(stderr, "%s dp %s x%d accum %d: worst loss rel %.3g, worst weight rel %.3g, l2 "
+		"rel %.3g\n", sgd ? "sgd" : "adamw", model, devices, accum, worst_loss, worst_w, l2);
+	if (sgd)
+		WT_CHECK(worst_w <= 1e-5);
+	else
+		WT_CHECK(l2 <= 1e-4);
+	h_result_free(&got);
+	h_result_free(&ref);
+}
+
+static void fails_with(const char *strategy, const char *yaml, const char *want1,
+		       const char *want2)
+{
+	h_config c = base("toy", 1);
+	h_result r;
+
+	c.strategy = strategy;
+	c.strategy_yaml = yaml;
+	c.steps = 1;
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, want1, want2);
+	h_result_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 5 && !strcmp(argv[1], "equiv")) {
+		equiv_one(argv[2], atoi(argv[3]), atoi(argv[4]), 1);
+		equiv_one(argv[2], atoi(argv[3]), atoi(argv[4]), 0);
+		return wt_done("test_strategy_dp equiv");
+	}
+	if (argc >= 2 && !strcmp(argv[1], "errors")) {
+		fails_with("ddp", "{name: ddp, bucket_cap_mb: 0}", "strategy:1:",
+			   "'bucket_cap_mb' must be a size in MB in (0, 65536], got 0");
+		fails_with("ddp", "{name: ddp, first_bucket_mb: -1}", "first_bucket_mb",
+			   "got -1");
+		fails_with("ddp", "{name: ddp, comm_hook: bf61}", "comm_hook", "bf16");
+		fails_with("ddp", "{name: ddp, find_unused_parameters: maybe}",
+			   "find_unused_parameters", "maybe");
+		fails_with("dp", "{name: dp, devices: 0}", "'devices' must be between 1 and 256",
+			   "got 0");
+		return wt_done("test_strategy_dp errors");
+	}
+	fprintf(stderr, "usage: test_strategy_dp equiv MODEL DEVICES ACCUM | errors\n");
+	return 2;
+}
