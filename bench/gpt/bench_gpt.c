@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sgemm_bench.h"
 #include "weft/autograd.h"
@@ -40,6 +41,16 @@ static int fail(const char *what, weft_status st)
 	return 1;
 }
 
+/* CPU seconds this process used (all threads): on a shared machine the
+ * 1-thread figure is what a quiet core would take, wall time is not. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -57,7 +68,7 @@ int main(int argc, char **argv)
 	weft_ctx *ctx;
 	weft_tensor *ids, *tg, *flat, *flat_grad;
 	int64_t shape2[2];
-	double *times, t0, median, tok_s, flops, gflops, sgemm;
+	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	float loss = 0;
 	weft_status st;
 
@@ -109,11 +120,13 @@ int main(int argc, char **argv)
 	}
 	weft_params_flat(weft_model_params(m), WEFT_F32, &flat, &flat_grad);
 	times = calloc((size_t)steps, sizeof(double));
+	cpu = calloc((size_t)steps, sizeof(double));
 
 	for (int64_t s = -warmup; s < steps; s++) {
 		weft_model_output o;
 
 		t0 = weft_bench_now();
+		c0 = cpu_now();
 		weft_ctx_step_begin(ctx);
 		if ((st = weft_params_zero_grad(weft_model_params(m))) ||
 		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)) ||
@@ -123,11 +136,15 @@ int main(int argc, char **argv)
 						      flat_grad->data, flat->data)) ||
 		    (st = weft_tensor_copy_to_host(o.loss, &loss, sizeof(loss))))
 			return fail("training step", st);
-		if (s >= 0)
+		if (s >= 0) {
 			times[s] = weft_bench_now() - t0;
+			cpu[s] = cpu_now() - c0;
+		}
 	}
 	qsort(times, (size_t)steps, sizeof(double), cmp_double);
+	qsort(cpu, (size_t)steps, sizeof(double), cmp_double);
 	median = times[steps / 2];
+	cpu_med = cpu[steps / 2];
 	tok_s = (double)n_tok / median;
 	flops = weft_model_flops_per_token(m, T) * (double)n_tok;
 	gflops = flops / median / 1e9;
@@ -142,14 +159,18 @@ int main(int argc, char **argv)
 	       (long long)steps, (double)loss);
 	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
 	       times[steps - 1] * 1e3, tok_s);
+	printf("cpu time per step %.1f ms (median; all threads), %.0f tokens per cpu-second\n",
+	       cpu_med * 1e3, (double)n_tok / cpu_med);
 	printf("model %.2f GFLOP/step, achieved %.1f GFLOP/s; sgemm [%lld x %lld x %lld] %.1f "
 	       "GFLOP/s; ratio %.0f%%\n", flops / 1e9, gflops, (long long)n_tok,
 	       (long long)(4 * sh->cfg.n_embd), (long long)sh->cfg.n_embd, sgemm,
 	       100.0 * gflops / sgemm);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
-	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f\n", sh->name, (long long)threads, tok_s,
-	       gflops, sgemm, gflops / sgemm, median * 1e3);
+	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f\n", sh->name,
+	       (long long)threads, tok_s, gflops, sgemm, gflops / sgemm, median * 1e3,
+	       times[0] * 1e3, cpu_med * 1e3);
 	free(times);
+	free(cpu);
 	weft_tensor_free(ids);
 	weft_tensor_free(tg);
 	weft_ctx_free(ctx);

@@ -46,9 +46,10 @@ def main():
     i = torch.arange(B * T, dtype=torch.int64)
     idx = ((i * 2654435761) % cfg["vocab_size"]).view(B, T)
     tgt = ((i * 40503 + 7) % cfg["vocab_size"]).view(B, T)
-    times = []
+    times, cpu = [], []
     for s in range(-a.warmup, a.steps):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
         _, loss = model(idx, tgt)
         loss.backward()
@@ -56,15 +57,20 @@ def main():
         lv = loss.item()
         if s >= 0:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
     times.sort()
+    cpu.sort()
     med = times[len(times) // 2]
+    cpu_med = cpu[len(cpu) // 2]
     tok_s = B * T / med
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {a.steps} timed "
           f"steps (median), loss {lv:.4f}")
     print(f"step {med * 1e3:.1f} ms (min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f}), "
           f"{tok_s:.0f} tokens/s")
+    print(f"cpu time per step {cpu_med * 1e3:.1f} ms (median; all threads), "
+          f"{B * T / cpu_med:.0f} tokens per cpu-second")
     print(f"RESULT impl=torch shape={a.shape} threads={a.threads} tokens_per_s={tok_s:.1f} "
-          f"step_ms={med * 1e3:.2f}")
+          f"step_ms={med * 1e3:.2f} min_step_ms={times[0] * 1e3:.2f} cpu_ms={cpu_med * 1e3:.2f}")
 
 
 if __name__ == "__main__":
