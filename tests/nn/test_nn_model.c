@@ -434,8 +434,34 @@ static void test_dropout_and_inputs(void)
 	}
 }
 
+/* Out of memory at every accounted allocation of model creation: a
+ * NOMEM status, no model, nothing leaked (LeakSanitizer checks), never a
+ * crash; and once allocations succeed, a working model. */
+static void test_out_of_memory(void)
+{
+	int built = 0;
+
+	for (int64_t n = 1; n < 64 && !built; n++) {
+		weft_model *m = NULL;
+		weft_status st;
+
+		weft_mem_fail_after(n);
+		st = weft_model_create_gpt(&fixture_gpt, NULL, &m);
+		weft_mem_fail_after(0);
+		if (st) {
+			WT_CHECK(st == WEFT_ERR_NOMEM && m == NULL);
+			continue;
+		}
+		built = 1;
+		WT_CHECK(n > 1); /* the first allocation did fail */
+		weft_model_free(m);
+	}
+	WT_CHECK(built);
+}
+
 int main(void)
 {
+	test_out_of_memory();
 	test_names();
 	test_tree();
 	test_hooks();
