@@ -206,6 +206,13 @@ static inline ct_tol ct_tol_for(weft_dtype dt, double scale)
 	}
 }
 
+/* The dtype's relative tolerance with a given absolute floor: for results
+ * far below 1 (probabilities), where ct_tol_for's atol would hide errors. */
+static inline ct_tol ct_tol_rel(weft_dtype dt, double atol)
+{
+	return (ct_tol){ ct_tol_for(dt, 1.0).rtol, atol };
+}
+
 /* Checks |got - want| <= atol + rtol |want| element by element; one check
  * per call, printing the count and the worst element on failure. */
 static inline void ct_expect_close(const char *what, weft_dtype dt, const float *got,
