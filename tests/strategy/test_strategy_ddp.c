@@ -193,6 +193,8 @@ static int equiv_one(const char *self, const char *model, int n, int accum, cons
 		WT_CHECK(rep->comm_elements == ref.numel + 2);
 		WT_CHECK(rep->comm_calls >= 2);
 		WT_CHECK(rep->comm_ns > 0 && rep->exposed_comm_ns >= 0 && rep->compute_ns > 0);
+		/* waiting is only ever for a collective in flight */
+		WT_CHECK(rep->exposed_comm_ns <= rep->comm_ns);
 	}
 	for (int r = 0; r < n; r++)
 		h_result_free(&got[r]);

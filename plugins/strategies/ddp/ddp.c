@@ -442,7 +442,7 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 	ddp *s = p;
 	const weft_strategy_env *env = s->env;
 	double loss_sum = 0.0, red[2];
-	int64_t rows = 0, t0 = replicated_now_ns(), exposed = 0, t_wait0;
+	int64_t rows = 0, t0 = replicated_now_ns(), exposed = 0, t_wait0, t_loss = 0;
 	weft_comm_work *loss_work = NULL;
 	weft_status st;
 
@@ -477,6 +477,7 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 		s->syncing = 0;
 		red[0] = loss_sum;
 		red[1] = (double)rows;
+		t_loss = replicated_now_ns();
 		st = s->ops->all_reduce(s->comm, &lb, &lb, WEFT_COMM_SUM, &loss_work);
 		if (st) {
 			st = g_host->error_wrap(st, "strategy 'ddp': all-reduce of the loss");
@@ -489,10 +490,16 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 		{
 			weft_status w = s->ops->wait(loss_work, -1);
 
+			int64_t t_done = replicated_now_ns();
+
 			if (w && !st)
 				st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of the loss");
+			/* it ran after every bucket (FIFO) */
+			if (s->last_done_ns > t_loss)
+				t_loss = s->last_done_ns;
+			s->busy_ns += t_done - t_loss;
+			exposed += t_done - t_wait0;
 		}
-		exposed += replicated_now_ns() - t_wait0;
 		if (st)
 			return st;
 		if (red[1] != (double)rows * s->world)
