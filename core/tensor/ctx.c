@@ -83,6 +83,7 @@ void weft_ctx_step_begin(weft_ctx *ctx)
 }
 
 uint64_t weft_ctx_step(const weft_ctx *ctx) { return ctx->step; }
+void weft_ctx_set_step(weft_ctx *ctx, uint64_t step) { ctx->step = step; }
 weft_device weft_ctx_device(const weft_ctx *ctx) { return ctx->dev; }
 const weft_kernel_table *weft_ctx_kernels(const weft_ctx *ctx) { return ctx->k; }
 void *weft_ctx_kctx(const weft_ctx *ctx) { return ctx->kctx; }

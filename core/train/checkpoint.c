@@ -65,12 +65,16 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 	weft_json_end_array(&w);
 	weft_json_key(&w, "numel");
 	weft_json_int(&w, flat_numel(t));
+	/* null until early stopping has a score (its start is +-inf) */
 	weft_json_key(&w, "best_score");
-	weft_json_number(&w, isfinite(t->best_score) ? t->best_score : 0.0);
+	if (isfinite(t->best_score))
+		weft_json_number(&w, t->best_score);
+	else
+		weft_json_null(&w);
 	weft_json_key(&w, "bad_checks");
 	weft_json_int(&w, t->bad_checks);
 	weft_json_key(&w, "train_loss");
-	weft_json_number(&w, isfinite(t->last_train_loss) ? t->last_train_loss : 0.0);
+	weft_json_number(&w, t->last_train_loss); /* null before the first step */
 	weft_json_end_object(&w);
 	st = weft_json_finish(&w, &text);
 	if (st)
@@ -247,6 +251,34 @@ static weft_status json_int(const weft_json_value *root, const char *key, const 
 	return WEFT_OK;
 }
 
+/* A directory without manifest.json is no checkpoint: say where the
+ * checkpoints are when it is a run (version_N) or its checkpoints folder. */
+static weft_status not_a_checkpoint(const char *dir)
+{
+	char p[WEFT_TRAINER_PATH + 32];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/manifest.json", dir);
+	if (stat(p, &sb) == 0)
+		return WEFT_OK;
+	snprintf(p, sizeof(p), "%s/checkpoints", dir);
+	if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+		return weft_error_set(WEFT_ERR_NOT_FOUND,
+				      "'%s' is a run directory, not a checkpoint: give one of the "
+				      "directories in '%s' (e.g. '%s/last'), or set trainer.resume: "
+				      "auto", dir, p, p);
+	snprintf(p, sizeof(p), "%s/last/manifest.json", dir);
+	if (stat(p, &sb) == 0)
+		return weft_error_set(WEFT_ERR_NOT_FOUND,
+				      "'%s' holds checkpoints but is not one: give one of its "
+				      "directories (e.g. '%s/last')", dir, dir);
+	return weft_error_set(WEFT_ERR_NOT_FOUND,
+			      "'%s' holds no checkpoint (no manifest.json): give a directory "
+			      "written by weft fit (runs/NAME/version_N/checkpoints/last or "
+			      ".../epoch=E-step=S), or set trainer.resume: auto to continue the "
+			      "newest run of this name", dir);
+}
+
 weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only)
 {
 	weft_strategy_state ss = { .struct_size = sizeof(ss) };
@@ -261,6 +293,9 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 		return weft_error_set(WEFT_ERR_NOT_FOUND,
 				      "checkpoint '%s' is not a directory: give a directory made by "
 				      "weft fit (runs/NAME/version_N/checkpoints/...)", dir);
+	st = not_a_checkpoint(dir);
+	if (st)
+		return st;
 	st = weft_manifest_verify(dir);
 	if (st)
 		return weft_error_wrap(st, "checkpoint '%s'", dir);
@@ -307,9 +342,14 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	}
 	if (!st) {
 		const weft_json_value *bs = weft_json_get(js, "best_score");
+		const weft_json_value *tl = weft_json_get(js, "train_loss");
 
-		if (bs && bs->kind == WEFT_JSON_NUMBER && bad > 0)
+		/* Early stopping carries on from the saved best (the fit loop
+		 * starts it at +-inf only for a fresh run). */
+		if (bs && bs->kind == WEFT_JSON_NUMBER)
 			t->best_score = bs->number;
+		if (tl && tl->kind == WEFT_JSON_NUMBER)
+			t->last_train_loss = tl->number;
 	}
 	weft_json_free(js);
 	if (st)

@@ -228,6 +228,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		.grad_scale = 1.0,
 	};
 	t0 = weft_trainer_now();
+	t->micro_in_step = 0;
 	st = t->strat_ops->train_step(t->strat, &in, &rep);
 	if (st)
 		return st;
@@ -302,7 +303,6 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 		return weft_cfg_error(weft_cfg_get(t->tc.section, "accumulate_grad_batches"),
 				      "must be at most %d", WEFT_TRAINER_MAX_MICRO);
 	memset(held, 0, sizeof(held));
-	t->best_score = t->tc.early.mode_max ? -INFINITY : INFINITY;
 	weft_progress_init(&t->progress, &po);
 	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
 		int epoch_done = 0;

@@ -59,6 +59,11 @@ static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, doubl
 	weft_ctx_set_grad_enabled(t->ctx, 1);
 	weft_ctx_set_training(t->ctx, 1);
 	weft_ctx_set_rng(t->ctx, t->tc.seed, b->row_offset);
+	/* The dropout keys come from (global step, micro-batch), never from
+	 * how many steps this process's context has seen (validation steps
+	 * count there too, and a resumed run starts a new context at 0). */
+	weft_ctx_set_step(t->ctx, (uint64_t)(t->global_step * t->tc.accumulate +
+					     t->micro_in_step++) + 1);
 	st = weft_model_loss(t->model, t->ctx, &b->data, &out);
 	if (st)
 		return st;
@@ -461,6 +466,8 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = weft_trainer_config_parse(t->root, name, &t->tc);
 	if (st)
 		return st;
+	/* early stopping's start; a resumed run reads the saved best instead */
+	t->best_score = t->tc.early.mode_max ? -INFINITY : INFINITY;
 	st = weft_dist_env_detect(&t->denv);
 	if (st)
 		return st;
@@ -553,17 +560,19 @@ static weft_status run(weft_trainer *t, int *exit_code)
 			found = 1;
 		}
 	}
-	st = setup_output(t);
-	if (st)
-		return st;
+	/* The checkpoint is checked before the run directory is made, so that
+	 * a bad one leaves no empty version behind. */
 	if (found) {
 		st = weft_trainer_load_checkpoint(t, resume, 0);
 		if (st)
 			return st;
-		if (t->rank == 0)
-			fprintf(stderr, "resumed from %s at step %lld (epoch %lld)\n", resume,
-				(long long)t->global_step, (long long)t->epoch);
 	}
+	st = setup_output(t);
+	if (st)
+		return st;
+	if (found && t->rank == 0)
+		fprintf(stderr, "resumed from %s at step %lld (epoch %lld)\n", resume,
+			(long long)t->global_step, (long long)t->epoch);
 	print_start(t);
 	st = weft_trainer_fit_loop(t);
 	if (st)

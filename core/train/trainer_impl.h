@@ -81,6 +81,7 @@ typedef struct weft_trainer {
 	int64_t global_step;
 	int64_t epoch;
 	int64_t next_batch;          /* micro-batch index in the epoch to read next */
+	int64_t micro_in_step;       /* forward_backward calls so far in this step (dropout key) */
 	double last_train_loss;
 	double last_val_loss, last_val_acc;
 	int have_val;

@@ -65,6 +65,12 @@ WEFT_API void weft_ctx_step_begin(weft_ctx *ctx);
 /* The number of weft_ctx_step_begin calls so far. */
 WEFT_API uint64_t weft_ctx_step(const weft_ctx *ctx);
 
+/* Sets the step counter (the `s` of the dropout keys, weft_ctx_set_rng);
+ * the next weft_ctx_step_begin counts on from `step`. A trainer sets it
+ * from its global step and micro-batch index, so that a run resumed from
+ * a checkpoint (a new context) draws the masks an unbroken run draws. */
+WEFT_API void weft_ctx_set_step(weft_ctx *ctx, uint64_t step);
+
 /* The device, the kernel table and its device context (kctx). */
 WEFT_API weft_device weft_ctx_device(const weft_ctx *ctx);
 WEFT_API const weft_kernel_table *weft_ctx_kernels(const weft_ctx *ctx);
