@@ -26,6 +26,7 @@ struct weft_pg {
 	int rank, size;
 	int64_t timeout_ms;
 	const char *bind_host;
+	const weft_cfg *options; /* the backend's options mapping, or NULL */
 	int nsplits;
 	int diagnosed;
 	uint64_t seq; /* collectives issued */
@@ -36,6 +37,13 @@ weft_status weft_pg_create(const weft_comm_ops *ops, weft_store_client *store, i
 			   const char *name, int64_t timeout_ms, const char *bind_host,
 			   weft_pg **out)
 {
+	return weft_pg_create_opts(ops, store, rank, size, name, timeout_ms, bind_host, NULL, out);
+}
+
+weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *store, int rank,
+				int size, const char *name, int64_t timeout_ms,
+				const char *bind_host, const weft_cfg *options, weft_pg **out)
+{
 	weft_comm_init_args args = {
 		.struct_size = sizeof(args),
 		.rank = rank,
@@ -45,6 +53,7 @@ weft_status weft_pg_create(const weft_comm_ops *ops, weft_store_client *store, i
 		.timeout_ms = timeout_ms,
 		.device = WEFT_COMM_DEVICE_CPU,
 		.bind_host = bind_host,
+		.options = options,
 	};
 	weft_pg *pg = calloc(1, sizeof(*pg));
 	struct sigaction sa;
@@ -71,6 +80,7 @@ weft_status weft_pg_create(const weft_comm_ops *ops, weft_store_client *store, i
 	pg->size = size;
 	pg->timeout_ms = timeout_ms;
 	pg->bind_host = bind_host;
+	pg->options = options;
 	*out = pg;
 	return WEFT_OK;
 }
@@ -369,7 +379,8 @@ weft_status weft_pg_split(weft_pg *pg, int color, int key, weft_pg **out)
 		if (all[i].rank == pg->rank)
 			me = i;
 	snprintf(name, sizeof(name), "%s/s%dc%d", pg->name, split, color);
-	st = weft_pg_create(pg->ops, pg->store, me, n, name, pg->timeout_ms, pg->bind_host, out);
+	st = weft_pg_create_opts(pg->ops, pg->store, me, n, name, pg->timeout_ms, pg->bind_host,
+				 pg->options, out);
 out_free:
 	free(all);
 	return st;

@@ -41,6 +41,13 @@ weft_status weft_pg_create(const weft_comm_ops *ops, weft_store_client *store, i
 			   const char *name, int64_t timeout_ms, const char *bind_host,
 			   weft_pg **out);
 
+/* As weft_pg_create, passing the backend its options mapping (the
+ * trainer.comm mapping; weft_comm_init_args.options), borrowed: it must
+ * outlive the group and the groups split from it, which get it too. */
+weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *store, int rank,
+				int size, const char *name, int64_t timeout_ms,
+				const char *bind_host, const weft_cfg *options, weft_pg **out);
+
 /* Destroys the communicator (blocks until its comm thread stopped). */
 void weft_pg_destroy(weft_pg *pg);
 

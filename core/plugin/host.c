@@ -3,6 +3,7 @@
 #include "weft/autograd.h"
 #include "weft/tensor.h"
 #include "train/clip.h"
+#include "plugin/registry.h"
 
 /* Adapters where the table spells an enum as int (the table cannot name
  * the enums of headers that include plugin.h). */
@@ -21,6 +22,23 @@ static weft_status host_ctx_add_hook(weft_ctx *ctx, int kind, weft_hook_fn fn, v
 				     int64_t *handle)
 {
 	return weft_ctx_add_hook(ctx, (weft_hook_kind)kind, fn, user, handle);
+}
+
+/* host->find_plugin: a lookup in the active registry (ABI 1.1). */
+static weft_status host_find_plugin(weft_plugin_kind kind, const char *name, const void **vtable)
+{
+	weft_registry *reg = weft_registry_active();
+
+	if (!name || !vtable)
+		return weft_error_set(WEFT_ERR_INVALID_ARG,
+				      "find_plugin: name and vtable must not be NULL");
+	if (!reg)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED,
+				      "find_plugin('%s'): no plugin registry is active in this "
+				      "process; plugins can find each other only when weft loaded "
+				      "them (weft fit, or a weft_registry in a test)",
+				      name);
+	return weft_registry_find(reg, kind, name, vtable, NULL);
 }
 
 static const weft_host host = {
@@ -64,6 +82,7 @@ static const weft_host host = {
 	.autograd_flush = weft_autograd_flush,
 	.clip_sum_squares = weft_clip_sum_squares,
 	.clip_coef = weft_clip_coef,
+	.find_plugin = host_find_plugin,
 };
 
 const weft_host *weft_host_services(void)

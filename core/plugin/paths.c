@@ -1,5 +1,6 @@
 /* The registry's search path: directories, explicit files, the default
  * path and the config's `plugins:` section (plugin/registry.h). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,9 +137,30 @@ weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, co
 	return WEFT_OK;
 }
 
+/* "<directory of the shared object holding this code>/weft/plugins" into
+ * buf: for an installed libweft (PREFIX/LIBDIR/libweft.so) that is the
+ * install's plugin directory wherever the prefix was installed or moved to
+ * (`cmake --install --prefix`, a copied tree); for the build tree's
+ * libweft it is the build's plugin directory. 0 when it cannot be told. */
+static int self_relative_dir(char *buf, size_t len)
+{
+	Dl_info info;
+	const char *slash;
+
+	if (!dladdr((void *)self_relative_dir, &info) || !info.dli_fname)
+		return 0;
+	slash = strrchr(info.dli_fname, '/');
+	if (!slash)
+		return 0;
+	return snprintf(buf, len, "%.*s/weft/plugins", (int)(slash - info.dli_fname),
+			info.dli_fname) < (int)len;
+}
+
 weft_status weft_registry_add_default_paths(weft_registry *reg)
 {
 	const char *env = getenv("WEFT_PLUGIN_PATH");
+	char self[4096];
+	struct stat sb;
 	weft_status st;
 
 	if (env) {
@@ -146,6 +168,11 @@ weft_status weft_registry_add_default_paths(weft_registry *reg)
 		if (st != WEFT_OK)
 			return st;
 	}
+	/* Next to the libweft that runs: then the compiled-in directories
+	 * (the build tree, the configure-time prefix) belong to another
+	 * copy of weft and are not searched. */
+	if (self_relative_dir(self, sizeof(self)) && stat(self, &sb) == 0 && S_ISDIR(sb.st_mode))
+		return weft_registry_add_dir(reg, self);
 #ifdef WEFT_BUILD_PLUGIN_DIR
 	st = add_if_dir(reg, WEFT_BUILD_PLUGIN_DIR, "the build tree");
 	if (st != WEFT_OK)

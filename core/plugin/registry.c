@@ -12,6 +12,15 @@
 #include "plugin/registry_impl.h"
 #include "weft/log.h"
 
+/* The registry that last scanned (or looked up) and is not freed yet:
+ * the one host->find_plugin answers from (plugin/registry.h). */
+static weft_registry *g_active;
+
+weft_registry *weft_registry_active(void)
+{
+	return g_active;
+}
+
 /* One file to look at during the scan. */
 struct reg_candidate {
 	char *path;
@@ -53,6 +62,8 @@ void weft_registry_free(weft_registry *reg)
 {
 	if (!reg)
 		return;
+	if (g_active == reg)
+		g_active = NULL;
 	for (size_t i = 0; i < reg->nlibs; i++) {
 		dlclose(reg->libs[i].handle);
 		free(reg->libs[i].path);
@@ -384,6 +395,7 @@ out_free_candidates:
 
 weft_status weft_registry_scan(weft_registry *reg)
 {
+	g_active = reg;
 	if (!reg->scanned) {
 		reg->scanned = 1;
 		reg->scan_status = scan_all(reg);

@@ -99,8 +99,11 @@ weft_status weft_registry_add_file(weft_registry *reg, const char *path);
 weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, const char *origin);
 
 /* Appends the default search path, after whatever was added so far:
- * WEFT_PLUGIN_PATH, then the build tree's plugin directory (if it exists),
- * then the install directory (if it exists). Errors: as add_dir. */
+ * WEFT_PLUGIN_PATH, then the directory weft/plugins next to the shared
+ * object that holds this code (an installed PREFIX/LIBDIR/libweft.so finds
+ * PREFIX/LIBDIR/weft/plugins even after the prefix moved) when it exists;
+ * otherwise the build tree's plugin directory (if it exists), then the
+ * configure-time install directory (if it exists). Errors: as add_dir. */
 weft_status weft_registry_add_default_paths(weft_registry *reg);
 
 /* Reads the config's `plugins:` mapping (NULL: nothing to do):
@@ -150,5 +153,11 @@ const weft_registry_shadowed *weft_registry_shadowed_files(const weft_registry *
 /* The search directories in order, as they were given (config paths
  * already resolved). Borrowed until weft_registry_free. */
 const char *const *weft_registry_dirs(const weft_registry *reg, size_t *count);
+
+/* The registry that most recently scanned or looked a plugin up and has
+ * not been freed, or NULL: the registry host->find_plugin (weft/plugin.h)
+ * searches. A process normally has one (the trainer's); with several, the
+ * one used last wins. Borrowed. */
+weft_registry *weft_registry_active(void);
 
 #endif /* WEFT_PLUGIN_REGISTRY_H */

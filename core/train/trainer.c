@@ -182,8 +182,8 @@ static weft_status setup_dist(weft_trainer *t)
 		return st;
 	/* A restarted group must not read the previous attempt's store keys. */
 	snprintf(t->pg_name, sizeof(t->pg_name), "world-r%d", t->denv.restart_count);
-	return weft_pg_create(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
-			      t->tc.comm_timeout_ms, NULL, &t->pg);
+	return weft_pg_create_opts(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
+				   t->tc.comm_timeout_ms, NULL, t->tc.comm_options, &t->pg);
 }
 
 static weft_status setup_optimizer(weft_trainer *t)

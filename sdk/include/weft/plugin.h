@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1
-#define WEFT_ABI_MINOR 0
+#define WEFT_ABI_MINOR 1
 #define WEFT_ABI_MAKE(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define WEFT_ABI_VERSION WEFT_ABI_MAKE(WEFT_ABI_MAJOR, WEFT_ABI_MINOR)
 #define WEFT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
@@ -163,6 +163,25 @@ typedef struct weft_host {
 	 * clipping is needed or the norm is not finite). */
 	double (*clip_sum_squares)(const float *const *arrays, const int64_t *lens, size_t n);
 	double (*clip_coef)(double sumsq, double max_norm, double *norm_out);
+
+	/* ---- appended in ABI 1.1 ---- */
+
+	/* Finds another plugin of `kind` named `name` in the registry this
+	 * process runs with (the one that loaded the caller), so that a plugin
+	 * can wrap or delegate to another one: a comm backend that counts
+	 * bytes and hands every collective to "gloo". On success *vtable is
+	 * that plugin's static vtable (check its head.struct_size like the
+	 * host does before calling members newer than you need), borrowed
+	 * until the registry is freed at the end of the run. Call it from
+	 * create/init, not from a hot path: the first lookup may load every
+	 * plugin on the search path (blocking on file I/O). Errors:
+	 * WEFT_ERR_NOT_FOUND with the registry's message ("no comm plugin
+	 * named 'glo' (did you mean 'gloo'?); available: ..."),
+	 * WEFT_ERR_INVALID_ARG for a NULL name or vtable, WEFT_ERR_UNSUPPORTED
+	 * when no registry is active (the plugin's entry was called directly,
+	 * as in a unit test). Check WEFT_HAS_MEMBER(host, weft_host,
+	 * find_plugin) first: a 1.0 host does not have it. */
+	weft_status (*find_plugin)(weft_plugin_kind kind, const char *name, const void **vtable);
 } weft_host;
 
 /* The entry symbol's name and type. */

@@ -1,0 +1,414 @@
+/* weft/device.h - devices, per-device kernel tables, arenas, CPU threads.
+ *
+ * A device is `cpu` or `cuda:N`. Everything that touches tensor memory or
+ * computes on it goes through the device's kernel table, a versioned
+ * vtable of plain function pointers (weft_kernel_table): the CPU table is
+ * built into libweft (kernels/cpu, OpenBLAS); the CUDA table lives in its
+ * own shared object (kernels/cuda) that is loaded the first time a CUDA
+ * device is used, so CPU users never need CUDA. Both fill the same table,
+ * and the CUDA kernels are tested op by op against the CPU ones.
+ *
+ * Arenas hand out memory on one device from a few large blocks, counted
+ * under one accounting category (weft/memory.h). A training step records
+ * its activations and its tape into arenas that are reset each step: after
+ * the first (warm-up) step the arena holds one block large enough for the
+ * whole step and allocates nothing more.
+ */
+#ifndef WEFT_DEVICE_H
+#define WEFT_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft/status.h"
+#include "weft/memory.h"
+#include "weft/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- dtypes ----------------------------------------------------------- */
+
+/* Element types. Values are part of the ABI: only ever appended. */
+typedef enum weft_dtype {
+	WEFT_F32 = 0,
+	WEFT_F16 = 1,
+	WEFT_BF16 = 2,
+	WEFT_I32 = 3,
+	WEFT_I64 = 4,
+	WEFT_U8 = 5,
+	WEFT_U16 = 6,
+	WEFT_DTYPE_COUNT = 7
+} weft_dtype;
+
+/* Bit for a dtype in a dtype mask (weft_kernel_table.float_dtypes). */
+#define WEFT_DTYPE_BIT(dt) (1u << (unsigned)(dt))
+
+/* ---- counter-based RNG for dropout ------------------------------------ */
+
+/* A 64-bit mix of (key, counter) (splitmix64 finalizer): stateless, so any
+ * element's random number is computed from its global index alone, on any
+ * device and any rank. */
+static inline uint64_t weft_rng_hash(uint64_t key, uint64_t counter)
+{
+	uint64_t z = key ^ (counter * 0x9E3779B97F4A7C15ull);
+
+	z += 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	z = (z ^ (z >> 33)) * 0xFF51AFD7ED558CCDull; /* second round: counters differ in low bits only */
+	return z ^ (z >> 33);
+}
+
+/* A uniform float in [0, 1) from (key, counter), with 24 random bits. */
+static inline float weft_rng_uniform(uint64_t key, uint64_t counter)
+{
+	return (float)(weft_rng_hash(key, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Whether dropout with probability p keeps element `counter`. */
+static inline int weft_dropout_keep(uint64_t key, uint64_t counter, float p)
+{
+	return weft_rng_uniform(key, counter) >= p;
+}
+
+/* The key of one dropout call: from the run's seed, the step, and the
+ * call's position in that step's forward (0, 1, ...). Every rank derives the
+ * same key for the same call. */
+static inline uint64_t weft_dropout_key(uint64_t seed, uint64_t step, uint64_t call)
+{
+	return weft_rng_hash(weft_rng_hash(seed, step), call);
+}
+
+/* ---- devices ---------------------------------------------------------- */
+
+/* Device kinds. Values are part of the ABI. */
+typedef enum weft_device_type {
+	WEFT_DEVICE_CPU = 0,
+	WEFT_DEVICE_CUDA = 1,
+	WEFT_DEVICE_TYPE_COUNT = 2
+} weft_device_type;
+
+/* A device: kind and ordinal (always 0 for the CPU). Passed by value. */
+typedef struct weft_device {
+	int32_t type;  /* weft_device_type */
+	int32_t index; /* CUDA ordinal; 0 for cpu */
+} weft_device;
+
+/* The CPU device, for initializers: `weft_device d = WEFT_CPU;` */
+#define WEFT_CPU ((weft_device){ .type = WEFT_DEVICE_CPU, .index = 0 })
+
+/* Parses "cpu", "cuda" (= cuda:0) or "cuda:N" into *out.
+ * Errors: WEFT_ERR_INVALID_ARG quoting the text and listing the accepted
+ * forms. Does not check that the device exists. */
+WEFT_API weft_status weft_device_parse(const char *text, weft_device *out);
+
+/* Writes "cpu" or "cuda:N" into buf (at most len bytes, NUL-terminated)
+ * and returns buf. */
+WEFT_API const char *weft_device_str(weft_device dev, char *buf, size_t len);
+
+/* 1 when both name the same device, else 0. */
+static inline int weft_device_equal(weft_device a, weft_device b)
+{
+	return a.type == b.type && a.index == b.index;
+}
+
+/* ---- kernel tables ---------------------------------------------------- */
+
+/* Direction of a copy through weft_kernel_table.copy. */
+typedef enum weft_copy_kind {
+	WEFT_COPY_HOST_TO_DEVICE = 0,
+	WEFT_COPY_DEVICE_TO_HOST = 1,
+	WEFT_COPY_DEVICE_TO_DEVICE = 2
+} weft_copy_kind;
+
+/* The kernels of one device kind. A `static const` struct in the code that
+ * provides it, valid for the life of the process. Members are only ever
+ * appended (check head.struct_size with WEFT_HAS_MEMBER before using a
+ * member newer than ABI 1.0).
+ *
+ * Conventions for every compute member:
+ * - `kctx` is the device context made by ctx_create (a cuBLAS handle and
+ *   stream on CUDA; NULL on the CPU). Work may be queued asynchronously on
+ *   it; `synchronize` waits. copy, zero and fill also accept kctx == NULL, meaning
+ *   the device's default queue, and then return when the work is done
+ *   (weft_tensor_copy* / zero / fill use them so, outside any context). Pointers are device memory unless a member
+ *   says "host".
+ * - `dt` is the dtype of the floating-point operands; the caller (the op
+ *   layer in core/tensor) only passes dtypes in `float_dtypes`. Index
+ *   operands carry their own dtype (I32 or I64). Statistics a kernel saves
+ *   for backward (layernorm mean/rstd, cross-entropy loss and count) are
+ *   always F32.
+ * - All tensors are dense, row-major and contiguous; sizes are element
+ *   counts. Inputs and outputs do not overlap unless a member allows it.
+ * - Backward members ACCUMULATE into gradients (dx += ...), so a tensor
+ *   used several times sums its contributions. A NULL gradient pointer
+ *   means "not wanted" and is skipped.
+ * - The caller has validated shapes; a kernel checks only what it alone
+ *   can see (an index out of range) and reports it with weft_error_set
+ *   (or host->error_set from a plugin), naming the kernel and the values.
+ * - Each returns WEFT_OK or a status with the last error set; none may
+ *   abort. */
+typedef struct weft_kernel_table {
+	weft_plugin_head head; /* name: "cpu", "cuda" */
+
+	/* Floating dtypes the compute members accept (WEFT_DTYPE_BIT mask). */
+	uint32_t float_dtypes;
+
+	/* -- context and memory -- */
+
+	/* (optional, NULL: *kctx = NULL) Makes the context compute members run
+	 * on, for device ordinal `index`. Freed with ctx_destroy. */
+	weft_status (*ctx_create)(int32_t index, void **kctx);
+	/* (optional) Frees a context from ctx_create; NULL is ignored. */
+	void (*ctx_destroy)(void *kctx);
+
+	/* Allocates `bytes` (64-byte aligned) on device `index`, counted under
+	 * `cat` (weft_mem_account for device memory). Blocking.
+	 * Errors: WEFT_ERR_NOMEM naming the bytes, category and device. */
+	weft_status (*mem_alloc)(int32_t index, weft_mem_category cat, size_t bytes, void **out);
+	/* Frees a block from mem_alloc with the same size and category it was
+	 * allocated with (needed to undo the accounting). NULL is ignored. */
+	void (*mem_free)(int32_t index, weft_mem_category cat, void *ptr, size_t bytes);
+	/* Copies `bytes`; `kind` says which side is host memory. Ordered after
+	 * earlier work on kctx; a copy to the host returns when the data is
+	 * there. */
+	weft_status (*copy)(void *kctx, void *dst, const void *src, size_t bytes, weft_copy_kind kind);
+	/* Sets `bytes` bytes at dst to zero. */
+	weft_status (*zero)(void *kctx, void *dst, size_t bytes);
+	/* Waits for all work queued on kctx. */
+	weft_status (*synchronize)(void *kctx);
+
+	/* -- linear algebra -- */
+
+	/* Batched row-major GEMM: for b in [0, batch):
+	 *   C_b = alpha * op(A_b) @ op(B_b) + beta * C_b
+	 * with op(A_b) m x k, op(B_b) k x n, C_b m x n; X_b = X + b * stride_x
+	 * (elements; a stride of 0 reuses one matrix). trans_x != 0 means X_b is
+	 * stored transposed. beta == 0 ignores C's old contents. */
+	weft_status (*gemm)(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
+			    int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			    int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+			    void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+	/* y[j] += sum over i of x[i * cols + j]   (x: rows x cols; y: cols). */
+	weft_status (*sum_rows)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
+				void *y);
+
+	/* -- elementwise; b broadcasts over a's leading dims: b[i % nb], and
+	 *    nb divides n. out may alias a. -- */
+
+	/* out[i] = a[i] + b[i % nb] */
+	weft_status (*add)(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+			   const void *b, void *out);
+	/* out[i] = a[i] * b[i % nb] */
+	weft_status (*mul)(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+			   const void *b, void *out);
+	/* da[i] += dy[i] * b[i % nb];  db[i % nb] += dy[i] * a[i] */
+	weft_status (*mul_backward)(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+				    const void *b, const void *dy, void *da, void *db);
+	/* out[i] = alpha * x[i]  (out may alias x) */
+	weft_status (*scale)(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
+			     void *out);
+	/* y[i] += alpha * x[i] */
+	weft_status (*axpy)(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
+			    void *y);
+	/* out[i] = value */
+	weft_status (*fill)(void *kctx, weft_dtype dt, int64_t n, float value, void *out);
+	/* Converts n elements between floating dtypes (F32, F16, BF16; round to
+	 * nearest even). src and dst do not overlap. */
+	weft_status (*convert)(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
+			       weft_dtype dst_dt, void *dst);
+
+	/* -- activations -- */
+
+	/* out = max(x, 0);  backward: dx += dy * (x > 0) */
+	weft_status (*relu_forward)(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+	weft_status (*relu_backward)(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				     const void *dy, void *dx);
+	/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+	 * backward: dx += dy * gelu'(x) */
+	weft_status (*gelu_forward)(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+	weft_status (*gelu_backward)(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				     const void *dy, void *dx);
+	/* Softmax over each row of `cols`; backward from the forward output y:
+	 * dx += y * (dy - sum_j dy_j y_j) */
+	weft_status (*softmax_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				       const void *x, void *y);
+	weft_status (*softmax_backward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					const void *y, const void *dy, void *dx);
+
+	/* -- layers -- */
+
+	/* LayerNorm over rows of `cols`: out = (x - mean) * rstd * w + b, with
+	 * rstd = 1 / sqrt(var + eps) (biased variance). w and b (cols) may be
+	 * NULL (no affine). Saves mean and rstd (F32, rows each). */
+	weft_status (*layernorm_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					 float eps, const void *x, const void *w, const void *b,
+					 void *out, float *mean, float *rstd);
+	/* Accumulates dx, dw, db (each may be NULL). */
+	weft_status (*layernorm_backward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					  const void *x, const void *w, const float *mean,
+					  const float *rstd, const void *dy, void *dx, void *dw,
+					  void *db);
+	/* out[i, :] = table[idx[i], :] for i < n; idx has dtype idx_dt (I32 or
+	 * I64). Errors: WEFT_ERR_INVALID_ARG naming the position and the index
+	 * when an index is outside [0, vocab). */
+	weft_status (*embedding_forward)(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+					 weft_dtype idx_dt, const void *idx, int64_t vocab,
+					 const void *table, void *out);
+	/* dtable[idx[i], :] += dy[i, :] (indices were checked by forward). */
+	weft_status (*embedding_backward)(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
+					  weft_dtype idx_dt, const void *idx, const void *dy,
+					  void *dtable);
+
+	/* Multi-head causal self-attention on a packed projection:
+	 * qkv is (B, T, 3C) holding q | k | v, each (B, T, nh, hs) with
+	 * C = nh * hs; out is (B, T, C) = concat over heads of
+	 * softmax(q k^T / sqrt(hs) + causal mask) v.
+	 * Saves the probabilities `att` (B, nh, T, T) for backward.
+	 * `scratch` holds attention_scratch(...) bytes of device memory the
+	 * kernel may use freely during the call. No dropout inside. */
+	weft_status (*attention_forward)(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+					 int64_t nh, const void *qkv, void *out, void *att,
+					 void *scratch);
+	/* Accumulates dqkv (B, T, 3C) from dout (B, T, C). */
+	weft_status (*attention_backward)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					  int64_t C, int64_t nh, const void *qkv, const void *att,
+					  const void *dout, void *dqkv, void *scratch);
+	/* Bytes of scratch attention_forward/backward need for these sizes. */
+	size_t (*attention_scratch)(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
+
+	/* Inverted dropout with a counter-based RNG: element i is kept when
+	 * weft_dropout_keep(key, first + i, p); kept elements are scaled by
+	 * 1 / (1 - p). The mask depends only on (key, global index), so the
+	 * same key gives the same mask whatever the split across ranks.
+	 * backward: dx += dy * mask / (1 - p) (the mask is recomputed). */
+	weft_status (*dropout_forward)(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+				       int64_t first, const void *x, void *out);
+	weft_status (*dropout_backward)(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
+					int64_t first, const void *dy, void *dx);
+
+	/* Cross-entropy over rows of `vocab` logits against targets (idx_dt I32
+	 * or I64); rows whose target equals ignore_index do not count. Writes
+	 * probs (rows x vocab, softmax of logits, dtype dt), *loss (F32 device
+	 * scalar, mean over counted rows, 0 when none) and *count (F32 device
+	 * scalar, the number of counted rows).
+	 * Errors: WEFT_ERR_INVALID_ARG naming the row and target when a
+	 * target is outside [0, vocab) and not ignore_index. */
+	weft_status (*cross_entropy_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+					     const void *logits, weft_dtype idx_dt,
+					     const void *targets, int64_t ignore_index, void *probs,
+					     float *loss, float *count);
+	/* dlogits += (probs - onehot(target)) * dloss / count, per counted row;
+	 * dloss and count are F32 device scalars. */
+	weft_status (*cross_entropy_backward)(void *kctx, weft_dtype dt, int64_t rows,
+					      int64_t vocab, const void *probs, weft_dtype idx_dt,
+					      const void *targets, int64_t ignore_index,
+					      const float *dloss, const float *count,
+					      void *dlogits);
+	/* Counts rows whose arg-max logit equals the target (ties: the lowest
+	 * index wins), skipping ignore_index rows. *correct and *counted are
+	 * HOST memory; the call returns when they are written. */
+	weft_status (*accuracy)(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				const void *logits, weft_dtype idx_dt, const void *targets,
+				int64_t ignore_index, int64_t *correct, int64_t *counted);
+
+	/* (optional, NULL: no effect) Sets the number of threads the device's
+	 * host-side libraries use (OpenBLAS on the CPU). n >= 1. */
+	void (*set_threads)(int64_t n);
+} weft_kernel_table;
+
+/* The entry symbol a kernel shared object (kernels/cuda) exports:
+ *     const weft_kernel_table *weft_kernels_entry(const weft_host *host);
+ * It returns the table for its device type or NULL (with host->error_set)
+ * when the device cannot be used (no driver, no GPU). */
+#define WEFT_KERNELS_ENTRY_SYMBOL "weft_kernels_entry"
+typedef const weft_kernel_table *(*weft_kernels_entry_fn)(const weft_host *host);
+
+/* Installs `table` as the kernels for device type `type`, replacing any
+ * earlier one (tests use this to wrap a table). The table is borrowed and
+ * must outlive every use. Errors: WEFT_ERR_ABI when the table's ABI major
+ * differs from WEFT_ABI_MAJOR or struct_size is smaller than ABI 1.0's
+ * table; WEFT_ERR_INVALID_ARG for an unknown type. */
+WEFT_API weft_status weft_kernels_register(weft_device_type type, const weft_kernel_table *table);
+
+/* The kernels for `dev`'s type in *out. The CPU table is built in. For
+ * CUDA, the first call loads weft_kernels_cuda.so from the plugin search
+ * path (WEFT_PLUGIN_PATH, the build and install plugin directories) and
+ * calls its entry symbol. Thread-safe.
+ * Errors: WEFT_ERR_UNSUPPORTED naming the device when no table can be
+ * found (for example a build without CUDA), with the loader's reason. */
+WEFT_API weft_status weft_kernels_get(weft_device dev, const weft_kernel_table **out);
+
+/* ---- device memory ---------------------------------------------------- */
+
+/* Allocates `bytes` on `dev` counted under `cat`; free with
+ * weft_device_free(dev, cat, ptr, bytes). Errors: as mem_alloc, or
+ * weft_kernels_get's. Blocking. */
+WEFT_API weft_status weft_device_alloc(weft_device dev, weft_mem_category cat, size_t bytes,
+				       void **out);
+WEFT_API void weft_device_free(weft_device dev, weft_mem_category cat, void *ptr, size_t bytes);
+
+/* ---- arenas ----------------------------------------------------------- */
+
+typedef struct weft_arena weft_arena; /* opaque */
+
+/* Makes an arena on `dev` whose blocks are counted under `cat`. The first
+ * block, of `initial_bytes` (0: 1 MiB), is allocated on first use. Free
+ * with weft_arena_free. Errors: WEFT_ERR_NOMEM; weft_kernels_get's. */
+WEFT_API weft_status weft_arena_create(weft_device dev, weft_mem_category cat,
+				       size_t initial_bytes, weft_arena **out);
+
+/* Frees the arena and every block; everything handed out becomes invalid.
+ * NULL is ignored. */
+WEFT_API void weft_arena_free(weft_arena *arena);
+
+/* Hands out `bytes` aligned to `align` (a power of two, 0 = 64) in *out,
+ * valid until the next weft_arena_reset. Adds a block (at least double
+ * the last one) when the current one is full. Not thread-safe.
+ * Errors: WEFT_ERR_NOMEM naming the bytes and category; *out is NULL. */
+WEFT_API weft_status weft_arena_alloc(weft_arena *arena, size_t bytes, size_t align, void **out);
+
+/* Takes back everything handed out. When the last cycle needed more than
+ * one block, the blocks are freed and replaced by one block as large as
+ * that cycle's total use, so a steady workload stops allocating after one
+ * cycle. Never fails: if that one block cannot be had, the old blocks are
+ * kept. */
+WEFT_API void weft_arena_reset(weft_arena *arena);
+
+/* Arena statistics. */
+typedef struct weft_arena_stats {
+	size_t used;          /* bytes handed out since the last reset (with padding) */
+	size_t capacity;      /* bytes held in blocks now */
+	size_t high_water;    /* most bytes used in any one cycle */
+	int64_t block_allocs; /* blocks allocated over the arena's life */
+} weft_arena_stats;
+
+/* Fills *out. */
+WEFT_API void weft_arena_get_stats(const weft_arena *arena, weft_arena_stats *out);
+
+/* The device the arena's memory is on. */
+WEFT_API weft_device weft_arena_device(const weft_arena *arena);
+
+/* ---- CPU threads -------------------------------------------------------- */
+
+/* The number of compute threads a process should use:
+ * `configured` when > 0 (from the config); else WEFT_NUM_THREADS, then
+ * OPENBLAS_NUM_THREADS, then OMP_NUM_THREADS from the environment when set
+ * to a positive integer; else the online cores divided by `local_ranks`
+ * (processes on this machine; <= 0 counts as 1), at least 1. */
+WEFT_API int64_t weft_cpu_threads_resolve(int64_t configured, int64_t local_ranks);
+
+/* Sets the threads the CPU kernels use (openblas_set_num_threads and the
+ * kernels' own loops). n < 1 is taken as 1. Call before compute starts. */
+WEFT_API void weft_cpu_set_threads(int64_t n);
+
+/* The current CPU kernel thread count. */
+WEFT_API int64_t weft_cpu_get_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_DEVICE_H */

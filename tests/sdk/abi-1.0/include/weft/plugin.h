@@ -1,0 +1,189 @@
+/* weft/plugin.h - the plugin ABI: entry symbol, vtable head, host services.
+ *
+ * A plugin is a shared object that exports one C symbol,
+ *
+ *     const weft_plugin_desc *weft_plugin_entry(const weft_host *host);
+ *
+ * returning a description of the plugins it provides (one or several, of
+ * the kinds below). The host calls it once, right after dlopen. Every
+ * vtable a plugin provides is a `static const struct` whose first member is
+ * a weft_plugin_head: the ABI version it was built against, its own
+ * sizeof, and its name as the config selects it ("ddp", "gloo", "adamw").
+ *
+ * Compatibility rules:
+ * - Members are only ever appended to a vtable or to weft_host. A reader
+ *   checks struct_size (WEFT_HAS_MEMBER) before touching a member that a
+ *   newer minor version added; an absent or NULL optional member has the
+ *   default its contract states.
+ * - The host refuses a plugin whose ABI major differs from its own, naming
+ *   both versions and the file; a newer minor is accepted if the members
+ *   the host uses are there.
+ * - A plugin never links against the core: everything it needs comes from
+ *   the host services table it is given. It never calls exit() or abort(),
+ *   never lets a C++ exception cross into C, and reports failure by
+ *   returning a weft_status after host->error_set(...).
+ */
+#ifndef WEFT_PLUGIN_H
+#define WEFT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft/status.h"
+#include "weft/log.h"
+#include "weft/memory.h"
+#include "weft/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_ABI_MAJOR 1
+#define WEFT_ABI_MINOR 0
+#define WEFT_ABI_MAKE(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
+#define WEFT_ABI_VERSION WEFT_ABI_MAKE(WEFT_ABI_MAJOR, WEFT_ABI_MINOR)
+#define WEFT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
+#define WEFT_ABI_VERSION_MINOR(v) ((uint32_t)(v) & 0xffffu)
+
+/* Whether a struct that reports `struct_size` bytes contains `member`. */
+#define WEFT_HAS_MEMBER(ptr, type, member) \
+	((ptr)->head.struct_size >= offsetof(type, member) + sizeof(((type *)0)->member))
+
+/* The first member of every vtable, of weft_host and weft_plugin_desc. */
+typedef struct weft_plugin_head {
+	uint32_t abi_version;  /* WEFT_ABI_VERSION the struct was built with */
+	uint32_t struct_size;  /* sizeof the whole struct as its builder saw it */
+	const char *name;      /* the name a config selects it by; static storage */
+} weft_plugin_head;
+
+/* Initializer for a head: WEFT_PLUGIN_HEAD(struct weft_optim_ops, "adamw") */
+#define WEFT_PLUGIN_HEAD(type, nm) \
+	{ .abi_version = WEFT_ABI_VERSION, .struct_size = (uint32_t)sizeof(type), .name = (nm) }
+
+/* Kinds. Values are part of the ABI. */
+typedef enum weft_plugin_kind {
+	WEFT_PLUGIN_COMM = 1,     /* vtable: weft_comm_ops (weft/comm.h) */
+	WEFT_PLUGIN_STRATEGY = 2, /* vtable: weft_strategy_ops (weft/strategy.h) */
+	WEFT_PLUGIN_OPTIM = 3     /* vtable: weft_optim_ops (weft/optim.h) */
+} weft_plugin_kind;
+
+/* "comm", "strategy", "optim"; "unknown" otherwise. */
+static inline const char *weft_plugin_kind_name(weft_plugin_kind kind)
+{
+	switch (kind) {
+	case WEFT_PLUGIN_COMM: return "comm";
+	case WEFT_PLUGIN_STRATEGY: return "strategy";
+	case WEFT_PLUGIN_OPTIM: return "optim";
+	}
+	return "unknown";
+}
+
+/* One plugin in a shared object. */
+typedef struct weft_plugin_entry_item {
+	weft_plugin_kind kind;
+	const void *vtable; /* points at a struct starting with weft_plugin_head */
+} weft_plugin_entry_item;
+
+/* What weft_plugin_entry returns; static storage in the plugin. */
+typedef struct weft_plugin_desc {
+	weft_plugin_head head;  /* name: the package's name, for listings */
+	size_t count;
+	const weft_plugin_entry_item *items;
+} weft_plugin_desc;
+
+struct weft_tensor;
+struct weft_params;
+struct weft_ctx;
+struct weft_hook_event;
+
+/* Services the host gives every plugin. Valid for the life of the process.
+ * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
+ * before using a member newer than the ABI minor you need. */
+typedef struct weft_host {
+	weft_plugin_head head; /* name: "weft" */
+
+	/* errors (weft/status.h) */
+	weft_status (*error_set)(weft_status st, const char *fmt, ...) WEFT_PRINTF(2, 3);
+	weft_status (*error_wrap)(weft_status st, const char *fmt, ...) WEFT_PRINTF(2, 3);
+	const char *(*error_last)(void);
+
+	/* logging (weft/log.h) */
+	void (*log)(weft_log_level level, const char *fmt, ...) WEFT_PRINTF(2, 3);
+	int (*log_enabled)(weft_log_level level);
+
+	/* accounted memory (weft/memory.h) */
+	void *(*mem_alloc)(weft_mem_category cat, size_t bytes);
+	void *(*mem_calloc)(weft_mem_category cat, size_t bytes);
+	void (*mem_free)(void *ptr);
+	void (*mem_account)(weft_mem_category cat, int64_t delta);
+
+	/* config access (weft/config.h); same contracts as the weft_cfg_* calls */
+	const weft_cfg *(*cfg_get)(const weft_cfg *map, const char *key);
+	weft_cfg_kind (*cfg_kind_of)(const weft_cfg *node);
+	size_t (*cfg_size)(const weft_cfg *node);
+	const weft_cfg *(*cfg_at)(const weft_cfg *node, size_t i);
+	const char *(*cfg_key_at)(const weft_cfg *map, size_t i);
+	const char *(*cfg_scalar)(const weft_cfg *node);
+	const char *(*cfg_where)(const weft_cfg *node, char *buf, size_t len);
+	weft_status (*cfg_int)(const weft_cfg *map, const char *key, int64_t def, int64_t *out);
+	weft_status (*cfg_float)(const weft_cfg *map, const char *key, double def, double *out);
+	weft_status (*cfg_bool)(const weft_cfg *map, const char *key, int def, int *out);
+	weft_status (*cfg_str)(const weft_cfg *map, const char *key, const char *def, const char **out);
+	weft_status (*cfg_choice)(const weft_cfg *map, const char *key, const char *const *choices,
+				  const char *def, int *out);
+	weft_status (*cfg_error)(const weft_cfg *node, const char *fmt, ...) WEFT_PRINTF(2, 3);
+	void (*cfg_mark_used)(const weft_cfg *node);
+	weft_status (*cfg_as_int)(const weft_cfg *node, int64_t *out);
+	weft_status (*cfg_as_float)(const weft_cfg *node, double *out);
+	weft_status (*cfg_as_str)(const weft_cfg *node, const char **out);
+
+	/* ---- appended in ABI 1.0: tensors and autograd for strategies ----
+	 * Same contracts as the weft_* functions of the same names in
+	 * weft/tensor.h and weft/autograd.h. The hook type is
+	 * weft_hook_fn (weft/autograd.h); `kind` is a weft_hook_kind. */
+	size_t (*params_count)(const struct weft_params *ps);
+	struct weft_tensor *(*params_at)(const struct weft_params *ps, size_t i);
+	void (*params_flat)(const struct weft_params *ps, int dtype, struct weft_tensor **flat,
+			    struct weft_tensor **flat_grad);
+	int64_t (*params_numel)(const struct weft_params *ps, int dtype);
+	weft_status (*params_zero_grad)(struct weft_params *ps);
+	int64_t (*tensor_numel)(const struct weft_tensor *t);
+	const char *(*shape_str)(const struct weft_tensor *t, char *buf, size_t len);
+	weft_status (*ctx_add_hook)(struct weft_ctx *ctx, int kind,
+				    weft_status (*fn)(struct weft_ctx *ctx,
+						      const struct weft_hook_event *ev, void *user),
+				    void *user, int64_t *handle);
+	weft_status (*ctx_remove_hook)(struct weft_ctx *ctx, int64_t handle);
+	void (*ctx_step_begin)(struct weft_ctx *ctx);
+	weft_status (*autograd_flush)(struct weft_ctx *ctx);
+
+	/* gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_):
+	 * clip_sum_squares adds sum(g^2) over n arrays in double (shards add
+	 * partial sums); clip_coef turns a global sum of squares into the norm
+	 * (*norm_out) and the factor to multiply gradients by (1 when no
+	 * clipping is needed or the norm is not finite). */
+	double (*clip_sum_squares)(const float *const *arrays, const int64_t *lens, size_t n);
+	double (*clip_coef)(double sumsq, double max_norm, double *norm_out);
+} weft_host;
+
+/* The entry symbol's name and type. */
+#define WEFT_PLUGIN_ENTRY_SYMBOL "weft_plugin_entry"
+typedef const weft_plugin_desc *(*weft_plugin_entry_fn)(const weft_host *host);
+
+#if defined(__GNUC__)
+#define WEFT_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define WEFT_PLUGIN_EXPORT
+#endif
+
+/* Declares the entry symbol in a plugin's source:
+ *     WEFT_PLUGIN_ENTRY(host) { g_host = host; return &desc; }           */
+#define WEFT_PLUGIN_ENTRY(hostvar) \
+	WEFT_PLUGIN_EXPORT const weft_plugin_desc *weft_plugin_entry(const weft_host *hostvar)
+
+/* The host's own services table (libweft). */
+WEFT_API const weft_host *weft_host_services(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_PLUGIN_H */

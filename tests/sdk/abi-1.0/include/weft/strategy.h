@@ -1,0 +1,206 @@
+/* weft/strategy.h - the parallel-strategy plugin ABI.
+ *
+ * A strategy decides where parameters, gradients and optimizer state live
+ * (replicated, sharded, split by tensor or by stage) and runs one optimizer
+ * step's worth of micro-batches: forward, backward, the collectives, and the
+ * optimizer over whatever slice of the parameters this rank owns. The
+ * trainer (core/train) owns the model, the data and the schedule; it hands
+ * the strategy a weft_strategy_env at create time and one weft_step_input
+ * per optimizer step.
+ *
+ * Lifecycle, all on the trainer's thread:
+ *     create(section, env)   parse own options (strict), nothing allocated
+ *                            that depends on other ranks
+ *     setup()                place/shard, allocate buffers and optimizer
+ *                            state, broadcast initial parameters, register
+ *                            autograd hooks
+ *     train_step() ...       one optimizer step each
+ *     eval_step() ...        forward only, metrics
+ *     state()                where the optimizer state lives, for checkpoints
+ *     destroy()
+ *
+ * A strategy reaches the core only through the host services table
+ * (weft/plugin.h) and the callbacks in weft_strategy_env; the comm backend
+ * and optimizer are plugins whose vtables the env hands over.
+ */
+#ifndef WEFT_STRATEGY_H
+#define WEFT_STRATEGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft/status.h"
+#include "weft/config.h"
+#include "weft/plugin.h"
+#include "weft/tensor.h"
+#include "weft/autograd.h"
+#include "weft/comm.h"
+#include "weft/optim.h"
+#include "weft/module.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One micro-batch of this rank. */
+typedef struct weft_micro_batch {
+	weft_batch data;       /* inputs and targets (weft/module.h) */
+	int64_t rows;          /* dim-0 rows (samples) in this micro-batch */
+	int64_t row_offset;    /* index of its first row in the global batch of
+				* this micro-step, for the dropout RNG */
+} weft_micro_batch;
+
+/* What the trainer gives a strategy for one optimizer step. */
+typedef struct weft_step_input {
+	uint32_t struct_size;
+	uint32_t reserved;
+	const weft_micro_batch *micro;   /* this rank's micro-batches */
+	size_t n_micro;            /* >= 1: trainer.accumulate_grad_batches */
+	weft_optim_step_info optim; /* step number and lr from the schedule */
+} weft_step_input;
+
+/* What a strategy reports for one step. The trainer zero-fills it and sets
+ * struct_size; the strategy fills what it measured. */
+typedef struct weft_step_report {
+	uint32_t struct_size;
+	int32_t skipped;            /* 1: the optimizer step was skipped */
+	double loss;                /* mean loss over the GLOBAL batch (all ranks) */
+	double grad_norm;           /* global L2 norm before clipping; < 0 when not computed */
+	int64_t compute_ns;         /* forward + backward + optimizer */
+	int64_t comm_ns;            /* time collectives were in flight */
+	int64_t exposed_comm_ns;    /* time the step waited on collectives */
+	int64_t comm_bytes;         /* bytes this rank contributed to collectives */
+	int64_t comm_elements;      /* elements this rank contributed to collectives */
+	/* ---- appended (ddp/dp) ---- */
+	int64_t metric_comm_bytes;  /* of comm_bytes: metric reductions (the global loss
+				     * and row count); comm_bytes - metric_comm_bytes is
+				     * gradient (and parameter) traffic */
+	int64_t comm_calls;         /* collectives this rank issued in the step */
+} weft_step_report;
+
+/* What eval_step returns: sums over this call's batch on ALL ranks. */
+typedef struct weft_eval_report {
+	uint32_t struct_size;
+	uint32_t reserved;
+	double loss_sum;     /* sum over rows of the per-row mean loss */
+	int64_t rows;        /* rows evaluated */
+	int64_t correct;     /* classifier: rows whose arg-max was right; else 0 */
+	int64_t counted;     /* classifier: rows counted for accuracy; else 0 */
+} weft_eval_report;
+
+/* Where this rank's optimizer state lives, for checkpoints: slots[k] holds
+ * global flat elements [begin, end) of slot k (weft/optim.h). A replicated
+ * strategy owns [0, numel). Borrowed; valid until the next train_step. */
+typedef struct weft_strategy_state {
+	uint32_t struct_size;
+	uint32_t n_slots;
+	int64_t begin, end;
+	float *const *slots;
+} weft_strategy_state;
+
+/* The trainer's side, given to create and valid until destroy. */
+typedef struct weft_strategy_env {
+	uint32_t struct_size;
+	int32_t rank, world_size;       /* of the whole job */
+	int32_t local_rank, local_world_size;
+	weft_device device;
+	int64_t comm_timeout_ms;
+
+	const weft_comm_ops *comm_ops;  /* NULL in a one-process run */
+	weft_comm *world;               /* the world communicator, or NULL */
+
+	weft_ctx *ctx;                  /* where ops run; hooks register here */
+	weft_params *params;            /* the model's parameters (flat, F32 master) */
+
+	const weft_optim_ops *optim_ops;
+	void *optim;                    /* from optim_ops->create; owned by the trainer */
+	const weft_optim_segment *segs; /* one per parameter, global flat F32 coords */
+	size_t nseg;
+
+	double gradient_clip_val;       /* clip the global grad norm to this; 0: off */
+
+	/* Runs forward of one micro-batch on ctx (grad on, training mode),
+	 * multiplies the loss by loss_scale and back-propagates it; hooks
+	 * fire during the backward. *loss receives the unscaled mean loss of
+	 * the micro-batch. The strategy calls weft_ctx_step_begin (through the
+	 * host) between steps as it needs; this callback does not. */
+	weft_status (*forward_backward)(void *trainer, const weft_micro_batch *b, double loss_scale,
+					double *loss);
+	/* Forward only (grad off, eval mode): adds the micro-batch's results
+	 * into *rep (this rank only). */
+	weft_status (*evaluate)(void *trainer, const weft_micro_batch *b, weft_eval_report *rep);
+	void *trainer;
+
+	/* ---- appended (dp): model replicas for one-process, several-device
+	 * strategies. A trainer that cannot make replicas leaves them NULL
+	 * (check struct_size with offsetof); dp then refuses to run. ----
+	 *
+	 * Makes replica `index` (>= 1; the trainer's own model is replica 0)
+	 * of the model on `device`: its own parameters with gradients (same
+	 * names, shapes and flat layout as env->params; values unspecified,
+	 * the strategy copies them) and its own context, on which only the
+	 * thread the strategy chooses runs ops. *replica is an opaque handle
+	 * for replica_forward_backward, freed with replica_free; *params and
+	 * *ctx are borrowed until then. Blocking. Errors: NOMEM, the model's
+	 * and the device's. */
+	weft_status (*replica_create)(void *trainer, int32_t index, weft_device device,
+				      void **replica, weft_params **params, weft_ctx **ctx);
+	/* As forward_backward, on a replica's model and context; replica NULL
+	 * means the trainer's own model on env->ctx. Called concurrently for
+	 * different replicas from different threads; never for one replica
+	 * from two threads at once. */
+	weft_status (*replica_forward_backward)(void *trainer, void *replica,
+						const weft_micro_batch *b, double loss_scale,
+						double *loss);
+	/* Frees a replica from replica_create. NULL is ignored. */
+	void (*replica_free)(void *trainer, void *replica);
+	int32_t n_devices;              /* dp: devices to spread over (trainer.devices) */
+	int32_t reserved2;
+} weft_strategy_env;
+
+/* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
+ * `trainer.strategy` selects ("ddp"; a mapping's `name:`). */
+typedef struct weft_strategy_ops {
+	weft_plugin_head head;
+
+	/* Parses the strategy's own options from `section` (the
+	 * trainer.strategy mapping, or NULL when it was given as a plain
+	 * string) through the host's cfg_* calls, range errors at file:line:col
+	 * via host->cfg_error; checks the env (world size, device) fits.
+	 * *out receives a new object, freed with destroy. Does not block and
+	 * does not communicate. Errors: WEFT_ERR_CONFIG, WEFT_ERR_UNSUPPORTED
+	 * (a device or world size it cannot serve, saying which), NOMEM. */
+	weft_status (*create)(const weft_cfg *section, const weft_strategy_env *env, void **out);
+
+	/* Places parameters, allocates gradient buffers and optimizer state
+	 * (zeroed, counted under WEFT_MEM_OPTIM), makes every rank start from
+	 * rank 0's parameters, registers its hooks. Collective: every rank
+	 * calls it. Errors: comm errors, NOMEM. */
+	weft_status (*setup)(void *s);
+
+	/* One optimizer step over in->n_micro micro-batches: gradients of the
+	 * global batch (mean over all ranks' rows), optional clipping to
+	 * env->gradient_clip_val, the optimizer over this rank's slice, and
+	 * whatever makes every rank's parameters current again. Collective.
+	 * Errors: comm errors (naming the peer when known), a callback's. */
+	weft_status (*train_step)(void *s, const weft_step_input *in, weft_step_report *out);
+
+	/* Evaluates one batch (this rank's share); fills *out with sums over
+	 * every rank. Collective. */
+	weft_status (*eval_step)(void *s, const weft_micro_batch *b, weft_eval_report *out);
+
+	/* Where this rank's optimizer state lives (for checkpoints). */
+	weft_status (*state)(void *s, weft_strategy_state *out);
+
+	/* Frees everything setup made, unregisters hooks. NULL ignored. */
+	void (*destroy)(void *s);
+} weft_strategy_ops;
+
+/* struct_size of weft_strategy_ops at ABI 1.0: the loader refuses a
+ * smaller strategy vtable. */
+#define WEFT_STRATEGY_OPS_MIN_SIZE \
+	((uint32_t)(offsetof(weft_strategy_ops, destroy) + sizeof(((weft_strategy_ops *)0)->destroy)))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_STRATEGY_H */
