@@ -1,0 +1,529 @@
+/* The NCCL comm plugin: communicators, work handles and waiting.
+ *
+ * - The unique id travels through the rendezvous store: rank 0 makes it
+ *   and sets "<group name>/nccl/unique_id"; the others wait for the key.
+ * - Communicators are non-blocking (ncclConfig_t.blocking = 0): init, every
+ *   collective and finalize return at once, and the plugin polls
+ *   ncclCommGetAsyncError against a deadline (the comm's timeout). When the
+ *   deadline passes it calls ncclCommAbort and reports WEFT_ERR_TIMEOUT:
+ *   a stuck peer never hangs this rank.
+ * - Collectives run on the communicator's own stream. Before each, an
+ *   event recorded on the legacy default stream (which waits for every
+ *   blocking stream of the device: the CUDA kernel table's compute streams
+ *   are blocking) is waited for on the comm stream, so the collective sees
+ *   everything the compute streams wrote. Completion is an event on the
+ *   comm stream; `wait` polls it with the deadline.
+ * One communicator per process group: the host calls init for each group
+ * (split is left to the host, which builds groups through the store).
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl_impl.h"
+
+const weft_host *nccl_host;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polling pause: yield for the first rounds (collectives of small
+ * buckets finish in microseconds), then sleep 50 us. */
+static void pause_round(int round)
+{
+	struct timespec ts = { 0, 50000 };
+
+	if (round < 200)
+		sched_yield();
+	else
+		nanosleep(&ts, NULL);
+}
+
+const char *nccl_who(const weft_comm *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "nccl: comm '%s' rank %d/%d", c->name, (int)c->rank, (int)c->size);
+	return buf;
+}
+
+void nccl_break(weft_comm *c, const char *reason)
+{
+	int expect = 0;
+
+	/* 0: intact, 1: reason being written, 2: broken with reason */
+	if (atomic_compare_exchange_strong(&c->broken, &expect, 1)) {
+		snprintf(c->broken_reason, sizeof(c->broken_reason), "%s", reason);
+		atomic_store(&c->broken, 2);
+	}
+}
+
+static const char *reason_of(weft_comm *c)
+{
+	return atomic_load(&c->broken) == 2 ? c->broken_reason : "a failure on another thread";
+}
+
+/* ncclCommAbort, once; the caller holds c->mu. nc is unusable after it. */
+static void abort_nc_locked(weft_comm *c)
+{
+	int expect = 0;
+
+	if (c->nc && atomic_compare_exchange_strong(&c->nc_aborted, &expect, 1))
+		ncclCommAbort(c->nc);
+}
+
+/* Polls a non-blocking communicator until its last call finished.
+ * Returns the outcome; *timed_out when the deadline passed, *cancelled
+ * when abort was called meanwhile. */
+static ncclResult_t settle(weft_comm *c, ncclResult_t r, int64_t deadline, int *timed_out,
+			   int *cancelled)
+{
+	*timed_out = *cancelled = 0;
+	for (int round = 0; r == ncclInProgress; round++) {
+		if (now_ms() > deadline) {
+			*timed_out = 1;
+			break;
+		}
+		if (atomic_load(&c->broken)) {
+			*cancelled = 1;
+			break;
+		}
+		pause_round(round);
+		if (ncclCommGetAsyncError(c->nc, &r) != ncclSuccess)
+			break;
+	}
+	return r;
+}
+
+static weft_status fail_nccl(weft_comm *c, weft_status st, const char *what, const char *how,
+			     ncclResult_t r)
+{
+	char who[256], msg[1024];
+	const char *last = c->nc && !atomic_load(&c->nc_aborted) ? ncclGetLastError(c->nc) : "";
+
+	snprintf(msg, sizeof(msg), "%s: %s %s: %s%s%s%s", nccl_who(c, who, sizeof(who)), what,
+		 how, ncclGetErrorString(r), last && *last ? " (" : "", last ? last : "",
+		 last && *last ? ")" : "");
+	nccl_break(c, msg);
+	return nccl_host->error_set(st, "%s", msg);
+}
+
+static weft_status fail_cuda(weft_comm *c, const char *what, cudaError_t err)
+{
+	char who[256], msg[1024];
+
+	snprintf(msg, sizeof(msg), "%s: %s: CUDA error %s: %s", nccl_who(c, who, sizeof(who)), what,
+		 cudaGetErrorName(err), cudaGetErrorString(err));
+	nccl_break(c, msg);
+	return nccl_host->error_set(WEFT_ERR_COMM, "%s", msg);
+}
+
+static weft_comm_work *take_work_locked(weft_comm *c)
+{
+	weft_comm_work *w = c->free_works;
+
+	if (w) {
+		c->free_works = w->next;
+		return w;
+	}
+	w = nccl_host->mem_calloc(WEFT_MEM_COMM, sizeof(*w));
+	if (!w)
+		return NULL;
+	if (cudaEventCreateWithFlags(&w->done, cudaEventDisableTiming) != cudaSuccess) {
+		nccl_host->mem_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+static void put_work(weft_comm *c, weft_comm_work *w)
+{
+	pthread_mutex_lock(&c->mu);
+	w->next = c->free_works;
+	c->free_works = w;
+	pthread_mutex_unlock(&c->mu);
+}
+
+weft_status nccl_issue(weft_comm *c, const char *what,
+		       ncclResult_t (*issue_fn)(weft_comm *c, const void *arg), const void *arg,
+		       weft_comm_work **work)
+{
+	char who[256];
+	int timed_out, cancelled;
+	int64_t deadline = now_ms() + c->timeout_ms;
+	weft_comm_work *w;
+	cudaError_t err;
+	ncclResult_t r;
+	weft_status st;
+
+	if (work)
+		*work = NULL;
+	if (atomic_load(&c->broken))
+		return nccl_host->error_set(WEFT_ERR_COMM, "%s: %s refused: the communicator broke "
+					    "earlier (%s)", nccl_who(c, who, sizeof(who)), what,
+					    reason_of(c));
+	pthread_mutex_lock(&c->mu);
+	err = cudaSetDevice(c->device);
+	if (err == cudaSuccess)
+		err = cudaEventRecord(c->ready, cudaStreamLegacy);
+	if (err == cudaSuccess)
+		err = cudaStreamWaitEvent(c->stream, c->ready, 0);
+	if (err != cudaSuccess) {
+		st = fail_cuda(c, what, err);
+		goto out_unlock;
+	}
+	r = settle(c, issue_fn(c, arg), deadline, &timed_out, &cancelled);
+	if (timed_out || cancelled) {
+		abort_nc_locked(c);
+		st = timed_out ? fail_nccl(c, WEFT_ERR_TIMEOUT, what, "could not be started within the "
+					   "timeout; a peer is stuck or gone", ncclInProgress) :
+		     fail_nccl(c, WEFT_ERR_CANCELLED, what, "was aborted", ncclInProgress);
+		goto out_unlock;
+	}
+	if (r != ncclSuccess) {
+		st = fail_nccl(c, WEFT_ERR_COMM, what, "failed", r);
+		goto out_unlock;
+	}
+	w = take_work_locked(c);
+	if (!w) {
+		st = nccl_host->error_set(WEFT_ERR_NOMEM, "%s: no memory for a work handle",
+					  nccl_who(c, who, sizeof(who)));
+		goto out_unlock;
+	}
+	w->comm = c;
+	w->seq = ++c->seq;
+	snprintf(w->what, sizeof(w->what), "%s #%llu", what, (unsigned long long)w->seq);
+	err = cudaEventRecord(w->done, c->stream);
+	pthread_mutex_unlock(&c->mu);
+	if (err != cudaSuccess) {
+		put_work(c, w);
+		return fail_cuda(c, what, err);
+	}
+	if (work) {
+		*work = w;
+		return WEFT_OK;
+	}
+	return nccl_wait(w, -1);
+
+out_unlock:
+	pthread_mutex_unlock(&c->mu);
+	return st;
+}
+
+weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
+{
+	weft_comm *c;
+	int64_t limit, deadline;
+	weft_status st = WEFT_OK;
+	char what[160];
+
+	if (!w)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: wait on a NULL work handle");
+	c = w->comm;
+	limit = timeout_ms < 0 ? c->timeout_ms : timeout_ms;
+	deadline = now_ms() + limit;
+	snprintf(what, sizeof(what), "%s", w->what);
+	cudaSetDevice(c->device);
+	for (int round = 0;; round++) {
+		cudaError_t err = cudaEventQuery(w->done);
+		ncclResult_t r = ncclSuccess;
+
+		if (err == cudaSuccess)
+			break;
+		if (err != cudaErrorNotReady) {
+			st = fail_cuda(c, what, err);
+			break;
+		}
+		if (!atomic_load(&c->nc_aborted) && ncclCommGetAsyncError(c->nc, &r) == ncclSuccess &&
+		    r != ncclSuccess && r != ncclInProgress) {
+			st = fail_nccl(c, WEFT_ERR_COMM, what, "failed (a peer has probably exited; "
+				       "see its log)", r);
+			break;
+		}
+		if (atomic_load(&c->broken)) {
+			char who[256];
+
+			st = nccl_host->error_set(WEFT_ERR_CANCELLED, "%s: %s was aborted (%s)",
+						  nccl_who(c, who, sizeof(who)), what, reason_of(c));
+			break;
+		}
+		if (now_ms() > deadline) {
+			char how[128];
+
+			snprintf(how, sizeof(how), "did not finish within %lld ms; a peer is stuck, "
+				 "behind, or called a different collective", (long long)limit);
+			st = fail_nccl(c, WEFT_ERR_TIMEOUT, what, how, ncclInProgress);
+			break;
+		}
+		pause_round(round);
+	}
+	if (st != WEFT_OK) {
+		/* no hang: tear the communicator down so the kernels stop */
+		pthread_mutex_lock(&c->mu);
+		abort_nc_locked(c);
+		pthread_mutex_unlock(&c->mu);
+	}
+	put_work(c, w);
+	return st;
+}
+
+weft_status nccl_test(weft_comm_work *w, int *done)
+{
+	cudaError_t err;
+
+	*done = 0;
+	if (!w)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: test on a NULL work handle");
+	cudaSetDevice(w->comm->device);
+	err = cudaEventQuery(w->done);
+	if (err == cudaSuccess)
+		*done = 1;
+	else if (err != cudaErrorNotReady)
+		return fail_cuda(w->comm, w->what, err);
+	return WEFT_OK;
+}
+
+/* ---- lifecycle ---- */
+
+static void nccl_abort(weft_comm *c)
+{
+	if (!c)
+		return;
+	nccl_break(c, "aborted by the host");
+	/* never block: a thread inside a collective aborts nc when it sees the flag */
+	if (pthread_mutex_trylock(&c->mu) == 0) {
+		abort_nc_locked(c);
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+static void nccl_destroy(weft_comm *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	cudaSetDevice(c->device);
+	if (c->nc && !atomic_load(&c->nc_aborted)) {
+		int timed_out, cancelled;
+		ncclResult_t r = settle(c, ncclCommFinalize(c->nc), now_ms() + c->timeout_ms,
+					&timed_out, &cancelled);
+
+		if (r == ncclSuccess && !timed_out && !cancelled)
+			ncclCommDestroy(c->nc);
+		else
+			abort_nc_locked(c);
+	}
+	while (c->free_works) {
+		weft_comm_work *w = c->free_works;
+
+		c->free_works = w->next;
+		cudaEventDestroy(w->done);
+		nccl_host->mem_free(w);
+	}
+	if (c->barrier_buf) {
+		cudaFree(c->barrier_buf);
+		nccl_host->mem_account(WEFT_MEM_COMM, -(int64_t)sizeof(int32_t));
+	}
+	if (c->ready)
+		cudaEventDestroy(c->ready);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_destroy(&c->mu);
+	nccl_host->mem_free(c);
+}
+
+/* The unique id: made by rank 0, read by the others through the store. */
+static weft_status exchange_id(const weft_comm_init_args *a, weft_comm *c, ncclUniqueId *id)
+{
+	char key[320], who[256];
+	void *val = NULL;
+	size_t len = 0;
+	ncclResult_t r;
+	weft_status st;
+
+	snprintf(key, sizeof(key), "%s/nccl/unique_id", c->name);
+	if (a->rank == 0) {
+		r = ncclGetUniqueId(id);
+		if (r != ncclSuccess)
+			return nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclGetUniqueId failed: %s",
+						    nccl_who(c, who, sizeof(who)),
+						    ncclGetErrorString(r));
+		return a->store->set(a->store->ctx, key, id, sizeof(*id));
+	}
+	st = a->store->get(a->store->ctx, key, a->timeout_ms, &val, &len);
+	if (st)
+		return nccl_host->error_wrap(st, "%s: waiting for rank 0's NCCL id (is rank 0 "
+					     "running, with trainer.comm=nccl too?)",
+					     nccl_who(c, who, sizeof(who)));
+	if (len != sizeof(*id)) {
+		a->store->release(a->store->ctx, val);
+		return nccl_host->error_set(WEFT_ERR_COMM, "%s: store key %s holds %zu bytes, not an "
+					    "NCCL unique id (%zu bytes): is rank 0 a different "
+					    "weft build?", nccl_who(c, who, sizeof(who)), key, len,
+					    sizeof(*id));
+	}
+	memcpy(id, val, sizeof(*id));
+	a->store->release(a->store->ctx, val);
+	return WEFT_OK;
+}
+
+static weft_status check_device(const weft_comm_init_args *a)
+{
+	cudaError_t err;
+	int n = 0;
+
+	if (a->device != WEFT_COMM_DEVICE_CUDA)
+		return nccl_host->error_set(WEFT_ERR_UNSUPPORTED, "nccl moves GPU memory only; for "
+					    "trainer.accelerator=cpu use trainer.comm=gloo");
+	err = cudaGetDeviceCount(&n);
+	if (err != cudaSuccess || n == 0) {
+		cudaGetLastError();
+		return nccl_host->error_set(WEFT_ERR_UNSUPPORTED, "nccl: no CUDA device (%s); use "
+					    "trainer.comm=gloo and trainer.accelerator=cpu on this "
+					    "machine", err != cudaSuccess ? cudaGetErrorString(err) :
+					    "cudaGetDeviceCount found 0 GPUs");
+	}
+	if (a->device_index < 0 || a->device_index >= n)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: device cuda:%d does not "
+					    "exist: this machine has %d GPU%s (cuda:0..cuda:%d)",
+					    (int)a->device_index, n, n == 1 ? "" : "s", n - 1);
+	return WEFT_OK;
+}
+
+static weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	char who[256];
+	ncclUniqueId id;
+	int timed_out, cancelled;
+	int64_t deadline;
+	cudaError_t err;
+	ncclResult_t r;
+	weft_status st;
+	weft_comm *c;
+
+	*out = NULL;
+	if (!a || !a->store)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: init needs args and a store");
+	if (a->size < 1 || a->rank < 0 || a->rank >= a->size)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: rank %d is not in a group of "
+					    "size %d", (int)a->rank, (int)a->size);
+	if (a->timeout_ms <= 0)
+		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: the comm timeout must be "
+					    "positive, got %lld ms", (long long)a->timeout_ms);
+	if ((st = check_device(a)))
+		return st;
+	c = nccl_host->mem_calloc(WEFT_MEM_OTHER, sizeof(*c));
+	if (!c)
+		return WEFT_ERR_NOMEM;
+	snprintf(c->name, sizeof(c->name), "%s", a->name ? a->name : "world");
+	c->rank = a->rank;
+	c->size = a->size;
+	c->device = a->device_index;
+	c->timeout_ms = a->timeout_ms;
+	pthread_mutex_init(&c->mu, NULL);
+	deadline = now_ms() + a->timeout_ms;
+	err = cudaSetDevice(c->device);
+	if (err == cudaSuccess)
+		err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+	if (err == cudaSuccess)
+		err = cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&c->barrier_buf, sizeof(int32_t));
+	if (err != cudaSuccess) {
+		st = nccl_host->error_set(err == cudaErrorMemoryAllocation ? WEFT_ERR_NOMEM :
+					  WEFT_ERR_COMM, "%s: setting up cuda:%d: %s: %s",
+					  nccl_who(c, who, sizeof(who)), (int)c->device,
+					  cudaGetErrorName(err), cudaGetErrorString(err));
+		goto out_destroy;
+	}
+	nccl_host->mem_account(WEFT_MEM_COMM, (int64_t)sizeof(int32_t));
+	if ((st = exchange_id(a, c, &id)))
+		goto out_destroy;
+	cfg.blocking = 0;
+	cfg.commName = c->name;
+	r = ncclCommInitRankConfig(&c->nc, c->size, id, c->rank, &cfg);
+	if (r == ncclInProgress || r == ncclSuccess)
+		r = settle(c, r == ncclSuccess ? ncclInProgress : r, deadline, &timed_out,
+			   &cancelled);
+	if (r != ncclSuccess || timed_out) {
+		if (timed_out)
+			st = nccl_host->error_set(WEFT_ERR_TIMEOUT, "%s: the other ranks did not join "
+						  "within %lld ms (are they running with "
+						  "trainer.comm=nccl? raise trainer.comm_timeout if "
+						  "they are slow to start)",
+						  nccl_who(c, who, sizeof(who)),
+						  (long long)a->timeout_ms);
+		else
+			st = nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclCommInitRankConfig failed "
+						  "on cuda:%d: %s%s%s", nccl_who(c, who, sizeof(who)),
+						  (int)c->device, ncclGetErrorString(r),
+						  c->nc ? ": " : "",
+						  c->nc ? ncclGetLastError(c->nc) : "");
+		if (c->nc) {
+			pthread_mutex_lock(&c->mu);
+			abort_nc_locked(c);
+			pthread_mutex_unlock(&c->mu);
+		}
+		goto out_destroy;
+	}
+	nccl_host->log(WEFT_LOG_DEBUG, "%s connected on cuda:%d", nccl_who(c, who, sizeof(who)),
+		       (int)c->device);
+	*out = c;
+	return WEFT_OK;
+
+out_destroy:
+	nccl_destroy(c);
+	return st;
+}
+
+static int32_t nccl_rank(const weft_comm *c)
+{
+	return c->rank;
+}
+
+static int32_t nccl_size(const weft_comm *c)
+{
+	return c->size;
+}
+
+static const weft_comm_ops nccl_ops = {
+	.head = WEFT_PLUGIN_HEAD(weft_comm_ops, "nccl"),
+	.init = nccl_init,
+	.split = NULL, /* the host builds groups through the store and calls init */
+	.all_reduce = nccl_all_reduce,
+	.reduce_scatter = nccl_reduce_scatter,
+	.all_gather = nccl_all_gather,
+	.broadcast = nccl_broadcast,
+	.send = nccl_send,
+	.recv = nccl_recv,
+	.all_to_all = nccl_all_to_all,
+	.barrier = nccl_barrier,
+	.wait = nccl_wait,
+	.test = nccl_test,
+	.abort = nccl_abort,
+	.destroy = nccl_destroy,
+	.rank = nccl_rank,
+	.size = nccl_size,
+};
+
+static const weft_plugin_entry_item nccl_items[] = {
+	{ .kind = WEFT_PLUGIN_COMM, .vtable = &nccl_ops },
+};
+
+static const weft_plugin_desc nccl_desc = {
+	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "comm-nccl"),
+	.count = 1,
+	.items = nccl_items,
+};
+
+WEFT_PLUGIN_ENTRY(host)
+{
+	nccl_host = host;
+	return &nccl_desc;
+}
