@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 	char prefix[128], self[4096], *args[24];
 	h_spawn_result sp;
 	h_result res[H_MAX_RANKS];
-	double med[H_MAX_STEPS], comm = 0, exposed = 0, tok_s;
+	double med[H_MAX_STEPS], cpu[H_MAX_STEPS], comm = 0, exposed = 0, tok_s, tok_cpu;
 	int k = 0, n;
 	ssize_t len;
 
@@ -181,11 +181,20 @@ int main(int argc, char **argv)
 			if (res[r].step_seconds[o.warmup + s] > worst)
 				worst = res[r].step_seconds[o.warmup + s];
 		med[s] = worst;
+		worst = 0;
+		for (int r = 0; r < o.ranks; r++)
+			if (res[r].step_cpu_seconds[o.warmup + s] > worst)
+				worst = res[r].step_cpu_seconds[o.warmup + s];
+		cpu[s] = worst;
 		comm += (double)res[0].rep[o.warmup + s].comm_ns * 1e-9;
 		exposed += (double)res[0].rep[o.warmup + s].exposed_comm_ns * 1e-9;
 	}
 	qsort(med, (size_t)n, sizeof(double), cmp_double);
+	qsort(cpu, (size_t)n, sizeof(double), cmp_double);
 	tok_s = (double)res[0].tokens_per_step / med[n / 2];
+	/* the machine is shared: throughput if each rank had its core, from
+	 * the CPU time its process (compute and comm threads) used per step */
+	tok_cpu = (double)res[0].tokens_per_step / cpu[n / 2];
 	printf("weft ddp %s: %d ranks x 1 thread, %d timed steps (median of the slowest rank), "
 	       "loss %.4f -> %.4f\n", o.sh->name, o.ranks, n, res[0].loss[0],
 	       res[0].loss[o.warmup + n - 1]);
@@ -195,9 +204,12 @@ int main(int argc, char **argv)
 	       comm > 0 ? 100.0 * exposed / comm : 0.0,
 	       (long long)(res[0].rep[o.warmup].comm_bytes - res[0].rep[o.warmup].metric_comm_bytes),
 	       (long long)res[0].numel);
-	printf("RESULT impl=weft shape=%s ranks=%d tokens_per_s=%.1f step_ms=%.2f comm_ms=%.3f "
-	       "exposed_ms=%.3f exposed_ratio=%.3f\n", o.sh->name, o.ranks, tok_s,
-	       med[n / 2] * 1e3, comm / n * 1e3, exposed / n * 1e3, comm > 0 ? exposed / comm : 0.0);
+	printf("fastest step %.1f ms; CPU per step per rank %.1f ms (%.0f tokens per CPU-second "
+	       "per rank-core)\n", med[0] * 1e3, cpu[n / 2] * 1e3, tok_cpu);
+	printf("RESULT impl=weft shape=%s ranks=%d tokens_per_s=%.1f step_ms=%.2f min_step_ms=%.2f "
+	       "cpu_ms=%.2f tokens_per_cpu_s=%.1f comm_ms=%.3f exposed_ms=%.3f exposed_ratio=%.3f\n",
+	       o.sh->name, o.ranks, tok_s, med[n / 2] * 1e3, med[0] * 1e3, cpu[n / 2] * 1e3,
+	       tok_cpu, comm / n * 1e3, exposed / n * 1e3, comm > 0 ? exposed / comm : 0.0);
 	for (int r = 0; r < o.ranks; r++)
 		h_result_free(&res[r]);
 	return 0;

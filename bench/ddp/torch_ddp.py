@@ -52,18 +52,19 @@ def rank_main(rank, a, port, q):
                                                       bucket_cap_mb=a.bucket_cap_mb)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     g = torch.Generator().manual_seed(100 + rank)
-    times, loss = [], None
+    times, cpus, loss = [], [], None
     for s in range(-a.warmup, a.steps):
         idx = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
         tgt = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         _, loss = model(idx, tgt)
         loss.backward()
         opt.step()
         if s >= 0:
             times.append(time.perf_counter() - t0)
-    q.put((rank, times, loss.item()))
+            cpus.append(time.process_time() - c0)
+    q.put((rank, times, loss.item(), cpus))
     dist.destroy_process_group()
 
 
@@ -86,17 +87,21 @@ def main():
         p.join()
         if p.exitcode:
             sys.exit(f"torch_ddp: a rank exited with {p.exitcode}")
-    steps = [max(t[1][s] for t in got) for s in range(a.steps)]
-    steps.sort()
-    med = steps[len(steps) // 2]
+    steps = sorted(max(t[1][s] for t in got) for s in range(a.steps))
+    cpus = sorted(max(t[3][s] for t in got) for s in range(a.steps))
+    med, cpu = steps[len(steps) // 2], cpus[len(cpus) // 2]
     cfg, B = SHAPES[a.shape]
     tok_s = a.ranks * B * cfg["block_size"] / med
+    tok_cpu = a.ranks * B * cfg["block_size"] / cpu
     loss = [t[2] for t in got if t[0] == 0][0]
     print(f"torch {torch.__version__} ddp {a.shape}: {a.ranks} ranks x 1 thread, gloo, "
           f"{a.steps} timed steps (median of the slowest rank), final loss {loss:.4f}")
     print(f"step {med * 1e3:.1f} ms, {tok_s:.0f} tokens/s")
+    print(f"fastest step {steps[0] * 1e3:.1f} ms; CPU per step per rank {cpu * 1e3:.1f} ms "
+          f"({tok_cpu:.0f} tokens per CPU-second per rank-core)")
     print(f"RESULT impl=torch shape={a.shape} ranks={a.ranks} tokens_per_s={tok_s:.1f} "
-          f"step_ms={med * 1e3:.2f}")
+          f"step_ms={med * 1e3:.2f} min_step_ms={steps[0] * 1e3:.2f} cpu_ms={cpu * 1e3:.2f} "
+          f"tokens_per_cpu_s={tok_cpu:.1f}")
 
 
 if __name__ == "__main__":

@@ -292,13 +292,13 @@ static void fill_batch(const h_config *c, int s, int m, int64_t row0, weft_tenso
 	}
 }
 
-static weft_status alloc_batch(const h_config *c, weft_tensor **x, weft_tensor **y)
+static weft_status alloc_batch(const h_config *c, int64_t rows, weft_tensor **x, weft_tensor **y)
 {
 	int64_t sx[2], sy[2];
 	int32_t nx = 2, ny = 1;
 	weft_dtype xdt = WEFT_F32;
 
-	sx[0] = sy[0] = c->batch;
+	sx[0] = sy[0] = rows;
 	if (c->model == H_MODEL_GPT) {
 		sx[1] = sy[1] = gpt_config(c).block_size;
 		ny = 2;
@@ -318,6 +318,14 @@ static double now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -421,6 +429,7 @@ weft_status h_run(const h_config *c, h_result *out)
 	const void *vt;
 	const weft_cfg *section = NULL;
 	int rank = 0, world = 1;
+	int64_t rows;
 	double t_steps = 0.0;
 	weft_status st;
 
@@ -478,11 +487,21 @@ weft_status h_run(const h_config *c, h_result *out)
 		.replica_free = cb_replica_free,
 		.n_devices = c->devices > 0 ? c->devices : 1,
 	};
+	if (c->env_world_size) {
+		env.world_size = c->env_world_size;
+		env.comm_ops = NULL;
+		env.world = NULL;
+	}
+	if (c->env_no_replicas)
+		env.replica_create = NULL;
+	if (c->env_cuda)
+		env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
+	rows = c->batch + (c->uneven_rank > 0 && c->uneven_rank == rank ? 1 : 0);
 	st = j.sops->create(section, &env, &j.strat);
 	if (!st)
 		st = j.sops->setup(j.strat);
 	for (int m = 0; !st && m < c->n_micro; m++)
-		st = alloc_batch(c, &j.x[m], &j.y[m]);
+		st = alloc_batch(c, rows, &j.x[m], &j.y[m]);
 	if (st)
 		goto out;
 	out->rank = rank;
@@ -499,21 +518,23 @@ weft_status h_run(const h_config *c, h_result *out)
 				   .lr = c->lr, .grad_scale = 1.0 },
 		};
 		weft_step_report *rep = &out->rep[s];
-		double t0;
+		double t0, c0;
 
 		for (int m = 0; m < c->n_micro; m++) {
 			fill_batch(c, s, m, (int64_t)rank * c->batch, j.x[m], j.y[m]);
 			mb[m] = (weft_micro_batch){
 				.data = { .inputs = j.x[m], .targets = j.y[m] },
-				.rows = c->batch,
+				.rows = rows,
 				.row_offset = (int64_t)rank * c->batch,
 			};
 		}
 		memset(rep, 0, sizeof(*rep));
 		rep->struct_size = sizeof(*rep);
 		t0 = now_s();
+		c0 = cpu_s();
 		st = j.sops->train_step(j.strat, &in, rep);
 		out->step_seconds[s] = now_s() - t0;
+		out->step_cpu_seconds[s] = cpu_s() - c0;
 		t_steps += out->step_seconds[s];
 		if (st)
 			goto out;

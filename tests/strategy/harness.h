@@ -54,6 +54,12 @@ typedef struct h_config {
 	int devices;               /* dp: replicas (env.n_devices) */
 	int64_t gpt_n_layer, gpt_n_embd, gpt_n_head, gpt_block, gpt_vocab; /* 0: defaults above */
 	int threads;               /* CPU threads per process; 0: 1 */
+	/* for error tests: */
+	int uneven_rank;           /* this rank gets one row more (0 = off for rank 0 too:
+				    * only applies with several ranks and rank > 0) */
+	int env_world_size;        /* nonzero: claim this world size, with no communicator */
+	int env_no_replicas;       /* 1: the env offers no replica_create */
+	int env_cuda;              /* 1: the env claims device cuda:0 (create-time checks) */
 } h_config;
 
 typedef struct h_result {
@@ -65,6 +71,7 @@ typedef struct h_result {
 	float *weights;            /* numel floats after the last step; free() */
 	double seconds;            /* wall time of the steps (not setup) */
 	double step_seconds[H_MAX_STEPS]; /* wall time of each train_step */
+	double step_cpu_seconds[H_MAX_STEPS]; /* CPU time of this process (all threads) in it */
 	int64_t tokens_per_step;   /* rows (x T for the GPT) of the global batch */
 } h_result;
 

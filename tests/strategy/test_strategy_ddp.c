@@ -81,7 +81,11 @@ static int rank_main(int argc, char **argv)
 	if (argc < 7)
 		return 2;
 	c = base_config(parse_model(argv[3]), atoi(argv[5]));
-	if (!strcmp(argv[2], "unused")) {
+	if (!strcmp(argv[2], "uneven")) {
+		c.uneven_rank = 1;
+		c.strategy_yaml = "{name: ddp}";
+		c.steps = 1;
+	} else if (!strcmp(argv[2], "unused")) {
 		c.toy_unused = 1;
 		c.toy_unused_rank = atoi(argv[5]);
 		c.strategy_yaml = argc > 7 && !strcmp(argv[7], "find") ?
@@ -253,6 +257,25 @@ static int unused(const char *self, int n)
 	return wt_done("test_strategy_ddp unused");
 }
 
+/* Ranks with different row counts: ddp's plain average would weight rows
+ * unequally, so it refuses, naming the rank and the counts. */
+static int uneven(const char *self)
+{
+	h_spawn_result sp;
+	char prefix[128];
+	char *args[] = { "rank", "uneven", "toy", "2", "1", prefix, NULL };
+
+	snprintf(prefix, sizeof(prefix), "ddp-uneven-%d", (int)getpid());
+	spawn_ranks(self, 2, args, &sp);
+	for (int r = 0; r < 2; r++) {
+		WT_CHECK(WIFEXITED(sp.status[r]) && WEXITSTATUS(sp.status[r]) == 3);
+		WT_STR_CONTAINS(sp.err[r], "all ranks together had 9, not 2 x");
+		WT_STR_CONTAINS(sp.err[r], "same rows per step");
+	}
+	WT_STR_CONTAINS(sp.err[1], "rank 1 had 5 rows");
+	return wt_done("test_strategy_ddp uneven");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "rank"))
@@ -260,6 +283,8 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "equiv"))
 		return equiv(argv[0], argv[2], atoi(argv[3]), atoi(argv[4]),
 			     argc > 5 ? argv[5] : NULL);
+	if (argc >= 2 && !strcmp(argv[1], "uneven"))
+		return uneven(argv[0]);
 	if (argc >= 3 && !strcmp(argv[1], "unused"))
 		return unused(argv[0], atoi(argv[2]));
 	fprintf(stderr, "usage: test_strategy_ddp equiv MODEL NRANKS ACCUM [HOOK] | unused N\n");

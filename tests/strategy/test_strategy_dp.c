@@ -69,17 +69,29 @@ static void equiv_one(const char *model, int devices, int accum, int sgd)
 	h_result_free(&ref);
 }
 
-static void fails_with(const char *strategy, const char *yaml, const char *want1,
-		       const char *want2)
+static void fails_env(const char *strategy, const char *yaml, int world, int no_replicas,
+		      weft_status want, const char *want1, const char *want2)
 {
 	h_config c = base("toy", 1);
 	h_result r;
 
+	if (world < 0) {
+		c.env_cuda = 1;
+		world = 0;
+	}
 	c.strategy = strategy;
 	c.strategy_yaml = yaml;
 	c.steps = 1;
-	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, want1, want2);
+	c.env_world_size = world;
+	c.env_no_replicas = no_replicas;
+	WT_FAILS(h_run(&c, &r), want, want1, want2);
 	h_result_free(&r);
+}
+
+static void fails_with(const char *strategy, const char *yaml, const char *want1,
+		       const char *want2)
+{
+	fails_env(strategy, yaml, 0, 0, WEFT_ERR_CONFIG, want1, want2);
 }
 
 int main(int argc, char **argv)
@@ -99,6 +111,18 @@ int main(int argc, char **argv)
 			   "find_unused_parameters", "maybe");
 		fails_with("dp", "{name: dp, devices: 0}", "'devices' must be between 1 and 256",
 			   "got 0");
+		fails_env("ddp", NULL, 2, 0, WEFT_ERR_UNSUPPORTED,
+			  "world size is 2 but the trainer gave no communicator", "trainer.comm");
+		fails_env("dp", NULL, 2, 0, WEFT_ERR_UNSUPPORTED, "world size is 2",
+			  "use strategy: ddp");
+		fails_env("dp", "{name: dp, devices: 2}", 0, 1, WEFT_ERR_UNSUPPORTED,
+			  "needs model replicas", "use strategy: ddp");
+		/* world -1: the env claims a CUDA device */
+		fails_env("ddp", "{name: ddp, comm_hook: bf16}", -1, 0, WEFT_ERR_CONFIG,
+			  "comm_hook bf16 compresses gradients in host memory",
+			  "on GPUs use comm_hook: none");
+		fails_env("dp", NULL, -1, 0, WEFT_ERR_UNSUPPORTED, "CPU threads only",
+			  "use strategy: ddp");
 		return wt_done("test_strategy_dp errors");
 	}
 	fprintf(stderr, "usage: test_strategy_dp equiv MODEL DEVICES ACCUM | errors\n");
