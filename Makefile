@@ -40,7 +40,7 @@ test-release: build
 
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON \
-	      -DWEFT_CUDA=OFF -DWEFT_SANITIZE_SUITE=ON
+	      -DWEFT_CUDA=OFF
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
