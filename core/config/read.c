@@ -7,14 +7,17 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "config/config_impl.h"
+#include "weft/log.h"
 
 /* Records that a reader asked `map` for `key` (a did-you-mean candidate). */
 static void note_asked(weft_cfg *map, const char *key)
@@ -39,6 +42,32 @@ static void note_asked(weft_cfg *map, const char *key)
 		map->asked[map->n_asked++] = copy;
 }
 
+/* WEFT_CONFIG_TRACE=FILE: every key a reader asks a mapping for is
+ * appended to FILE as its dotted path ("trainer.devices"), one per line,
+ * whether or not the config has it. A debug aid that lists the keys the
+ * code reads (tests/sdk/test_config_doc checks each against
+ * docs/config.md); unset, it costs one getenv per lookup. Lines are single
+ * O_APPEND writes, so the ranks of one job can share a file. */
+static void trace_asked(const weft_cfg *map, const char *key)
+{
+	const char *file = getenv("WEFT_CONFIG_TRACE");
+	char path[1024], line[1280];
+	int fd, n;
+
+	if (!file || !file[0])
+		return;
+	weft_cfg_path(map, path, sizeof(path));
+	n = snprintf(line, sizeof(line), "%s%s%s\n", path, path[0] ? "." : "", key);
+	if (n <= 0 || (size_t)n >= sizeof(line))
+		return;
+	fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)n) != n)
+		weft_log(WEFT_LOG_DEBUG, "config trace: short write to %s", file);
+	close(fd);
+}
+
 const weft_cfg *weft_cfg_get(const weft_cfg *map, const char *key)
 {
 	weft_cfg *m = (weft_cfg *)map;
@@ -46,6 +75,7 @@ const weft_cfg *weft_cfg_get(const weft_cfg *map, const char *key)
 
 	if (!m || m->kind != WEFT_CFG_MAP || !key)
 		return NULL;
+	trace_asked(m, key);
 	note_asked(m, key);
 	kid = cfg_map_find(m, key);
 	if (kid)

@@ -144,16 +144,22 @@ weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, co
  * libweft it is the build's plugin directory. 0 when it cannot be told. */
 static int self_relative_dir(char *buf, size_t len)
 {
-	Dl_info info;
+	char *real = NULL;
 	const char *slash;
+	Dl_info info;
+	int ok;
 
 	if (!dladdr((void *)self_relative_dir, &info) || !info.dli_fname)
 		return 0;
-	slash = strrchr(info.dli_fname, '/');
-	if (!slash)
-		return 0;
-	return snprintf(buf, len, "%.*s/weft/plugins", (int)(slash - info.dli_fname),
-			info.dli_fname) < (int)len;
+	/* "PREFIX/bin/../lib/libweft.so" (found through $ORIGIN) reads better
+	 * resolved */
+	real = realpath(info.dli_fname, NULL);
+	slash = strrchr(real ? real : info.dli_fname, '/');
+	ok = slash && snprintf(buf, len, "%.*s/weft/plugins",
+			       (int)(slash - (real ? real : info.dli_fname)),
+			       real ? real : info.dli_fname) < (int)len;
+	free(real);
+	return ok;
 }
 
 weft_status weft_registry_add_default_paths(weft_registry *reg)
