@@ -126,14 +126,38 @@ out_free:
 	return st;
 }
 
+/* The first parameter (in declaration order) after the "tail": the
+ * leading parameters that together reach first_bucket_mb. They are used
+ * first in forward (embeddings; a tied head's weight too), so their
+ * gradients are final last, and the bucket holding them always waits for
+ * the end of backward: it is kept as small as the first bucket, so little
+ * communication is left exposed. */
+static size_t tail_split(ddp *s)
+{
+	double have = 0.0, cap = s->first_bucket_mb * 1048576.0;
+
+	for (size_t i = 0; i < s->n_params; i++) {
+		weft_tensor *p = g_host->params_at(s->env->params, i);
+
+		if (p->dtype != WEFT_F32 || !p->grad)
+			continue;
+		have += (double)g_host->tensor_numel(p) * 4.0;
+		if (have >= cap)
+			return i + 1;
+	}
+	return s->n_params;
+}
+
 /* Buckets from the end of the flat buffer backward, whole parameters each:
  * a bucket closes once it holds at least its cap (first_bucket_mb for the
- * first, bucket_cap_mb after), as PyTorch's bucket assignment does. */
+ * first, bucket_cap_mb after), as PyTorch's bucket assignment does, and
+ * also where the tail (tail_split) begins. */
 static weft_status build_buckets(ddp *s)
 {
 	const float *base = s->rep.grads;
 	double cap = s->first_bucket_mb * 1048576.0, have = 0.0;
 	ddp_bucket *cur = NULL;
+	size_t split;
 
 	s->n_params = g_host->params_count(s->env->params);
 	s->param_bucket = g_host->mem_alloc(WEFT_MEM_OTHER, s->n_params * sizeof(int32_t) + 1);
@@ -142,6 +166,7 @@ static weft_status build_buckets(ddp *s)
 	if (!s->param_bucket || !s->param_ready || !s->buckets)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'ddp': out of memory for "
 					 "%zu parameters' buckets", s->n_params);
+	split = tail_split(s);
 	for (size_t i = s->n_params; i-- > 0;) {
 		weft_tensor *p = g_host->params_at(s->env->params, i);
 		int64_t off, n;
@@ -151,6 +176,10 @@ static weft_status build_buckets(ddp *s)
 			continue;
 		off = (const float *)p->grad->data - base;
 		n = g_host->tensor_numel(p);
+		if (cur && i + 1 == split) {
+			cur = NULL;
+			cap = s->bucket_cap_mb * 1048576.0;
+		}
 		if (!cur) {
 			cur = &s->buckets[s->n_buckets++];
 			cur->end = off + n;
