@@ -320,8 +320,11 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 				goto out;
 			step_in_epoch = t->global_step - t->epoch * t->steps_per_epoch;
 			show_progress(t);
-			if (step_in_epoch > 0 && step_in_epoch % val_every == 0 &&
-			    (t->epoch + 1) % t->tc.check_val_every_n_epoch == 0 && !epoch_done) {
+			if (t->tc.check_val_every_n_epoch == 0 ?
+				    t->global_step % val_every == 0 :
+				    step_in_epoch > 0 && step_in_epoch % val_every == 0 &&
+				    (t->epoch + 1) % t->tc.check_val_every_n_epoch == 0 &&
+				    !epoch_done) {
 				st = run_validation(t);
 				if (st)
 					goto out;
@@ -343,7 +346,8 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 		if (epoch_done) {
 			t->epoch++;
 			t->next_batch = 0;
-			if (t->epoch % t->tc.check_val_every_n_epoch == 0) {
+			if (t->tc.check_val_every_n_epoch > 0 &&
+			    t->epoch % t->tc.check_val_every_n_epoch == 0) {
 				st = run_validation(t);
 				if (st)
 					goto out;

@@ -226,8 +226,23 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 		return weft_cfg_error(weft_cfg_get(tr, "gradient_clip_val"),
 				      "must be >= 0 (0 turns clipping off), got %g",
 				      c->gradient_clip_val);
-	if (c->check_val_every_n_epoch < 1)
-		return weft_cfg_error(weft_cfg_get(tr, "check_val_every_n_epoch"), "must be >= 1");
+	/* Lightning: check_val_every_n_epoch: null validates every
+	 * val_check_interval batches counted across epochs, never at an
+	 * epoch's end (0 here). */
+	{
+		const weft_cfg *cv = weft_cfg_get(tr, "check_val_every_n_epoch");
+
+		if (cv && weft_cfg_kind_of(cv) == WEFT_CFG_NULL) {
+			c->check_val_every_n_epoch = 0;
+			if (!c->val_check_interval.is_count)
+				return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
+						      "must be a number of batches (an integer) "
+						      "when check_val_every_n_epoch is null");
+		} else if (c->check_val_every_n_epoch < 1) {
+			return weft_cfg_error(cv, "must be >= 1, or null to validate every "
+					      "val_check_interval batches across epochs");
+		}
+	}
 	if (c->log_every_n_steps < 1)
 		return weft_cfg_error(weft_cfg_get(tr, "log_every_n_steps"), "must be >= 1");
 	if (c->threads < 0)

@@ -58,7 +58,7 @@ typedef struct weft_trainer_config {
 	int64_t accumulate;          /* accumulate_grad_batches >= 1 */
 	double gradient_clip_val;    /* 0: off */
 	weft_count_or_frac val_check_interval;
-	int64_t check_val_every_n_epoch;
+	int64_t check_val_every_n_epoch; /* 0: null, by val_check_interval batches only */
 	weft_count_or_frac limit_train_batches;
 	weft_count_or_frac limit_val_batches;
 	int64_t log_every_n_steps;
