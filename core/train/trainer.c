@@ -259,6 +259,19 @@ static weft_status setup_data(weft_trainer *t)
 		t->total_steps = t->tc.max_steps;
 	else if (t->tc.max_epochs > 0)
 		t->total_steps = t->tc.max_epochs * t->steps_per_epoch;
+	/* Lightning refuses an in-epoch interval longer than the epoch: it
+	 * would never fire. */
+	if (t->tc.check_val_every_n_epoch > 0 && t->tc.val_check_interval.is_count &&
+	    t->tc.val_check_interval.count > t->batches_per_epoch && t->val_batches > 0 &&
+	    t->opts.mode == WEFT_RUN_FIT)
+		return weft_cfg_error(weft_cfg_get(t->tc.section, "val_check_interval"),
+				      "is %lld batches but an epoch has %lld training batches; set "
+				      "trainer.check_val_every_n_epoch: null to validate every %lld "
+				      "batches across epochs, or give at most %lld",
+				      (long long)t->tc.val_check_interval.count,
+				      (long long)t->batches_per_epoch,
+				      (long long)t->tc.val_check_interval.count,
+				      (long long)t->batches_per_epoch);
 	return WEFT_OK;
 }
 
