@@ -56,6 +56,10 @@ static h_config base_config(h_model_kind model, int accum)
 		.seed = 1234,
 		.lr = 1e-3,
 		.toy_unused_rank = -1,
+		/* the toy model also runs with gradient clipping, which must see
+		 * the global (all-reduced) norm; 0.05 is below its gradient norm
+		 * in every step, so every step clips */
+		.clip = model == H_MODEL_TOY ? 0.05 : 0.0,
 	};
 }
 
@@ -203,6 +207,10 @@ static int equiv_one(const char *self, const char *model, int n, int accum, cons
 		 * the leading parameters up to first_bucket_mb), plus the loss */
 		if (c.model == H_MODEL_MLP)
 			WT_CHECK(rep->comm_calls == 4);
+		if (c.clip > 0) {
+			WT_CHECK(rep->grad_norm > c.clip);
+			WT_CLOSE(rep->grad_norm, ref.rep[s].grad_norm, 1e-5, 0.0);
+		}
 		WT_CHECK(rep->comm_ns > 0 && rep->exposed_comm_ns >= 0 && rep->compute_ns > 0);
 		/* waiting is only ever for a collective in flight */
 		WT_CHECK(rep->exposed_comm_ns <= rep->comm_ns);
