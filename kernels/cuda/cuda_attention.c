@@ -9,13 +9,20 @@
 
 #include "cuda_impl.h"
 
+/* Bytes of the F32 part of the scratch, rounded up so the dS part that
+ * follows it starts 256-byte aligned (what cuBLAS's fast paths want). */
+static size_t f32_part(int64_t nh, int64_t T)
+{
+	return ((size_t)(nh * T * T) * 4u + 255u) & ~(size_t)255u;
+}
+
 /* Per batch row: F32 scores or dA (nh * T * T) and, in backward, dS in the
  * operand dtype (nh * T * T). The rows of the batch reuse it in turn. */
 size_t cuda_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh)
 {
 	(void)B;
 	(void)C;
-	return (size_t)(nh * T * T) * (4u + cuda_dt_size(dt));
+	return f32_part(nh, T) + (size_t)(nh * T * T) * cuda_dt_size(dt);
 }
 
 weft_status cuda_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
@@ -61,7 +68,7 @@ weft_status cuda_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_
 	size_t es = cuda_dt_size(dt);
 	int64_t hs, C3 = 3 * C;
 	float scale, *da = scratch;
-	void *ds = (char *)scratch + (size_t)(nh * T * T) * 4u;
+	void *ds = (char *)scratch + f32_part(nh, T);
 	weft_status st = cuda_need_ctx(c, name);
 
 	if (st)
