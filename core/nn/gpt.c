@@ -54,7 +54,7 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 
 static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
 {
-	int64_t C = m->gpt.n_embd;
+	int64_t C = m->gpt.n_embd, tp = nn_tp_size(&m->opt);
 	int32_t hi = (int32_t)(h - m->mods), bi, ai, mi;
 	char p[64], n[96];
 	weft_status st;
@@ -69,10 +69,10 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	ai = (int32_t)(b->attn - m->mods);
 	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C, C, &b->c_attn)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C / tp, C, &b->c_attn)))
 		return st;
 	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C, &b->attn_proj)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / tp, &b->attn_proj)))
 		return st;
 	nn_module_close(m, b->attn);
 	snprintf(n, sizeof(n), "%s.ln_2", p);
@@ -81,10 +81,10 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	mi = (int32_t)(b->mlp - m->mods);
 	snprintf(n, sizeof(n), "%s.mlp.c_fc", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C, C, &b->c_fc)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C / tp, C, &b->c_fc)))
 		return st;
 	snprintf(n, sizeof(n), "%s.mlp.c_proj", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C, &b->mlp_proj)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C / tp, &b->mlp_proj)))
 		return st;
 	nn_module_close(m, b->mlp);
 	nn_module_close(m, b->mod);
@@ -161,9 +161,9 @@ static weft_status init_weights(weft_model *m)
 		if (strstr(p->name, ".ln_"))
 			st = nn_init_const(p, 1.0f);
 		else if (ends_with(p->name, "c_proj.weight"))
-			st = nn_init_normal(p, m->opt.seed, proj_std);
+			st = nn_gpt_tp_init_normal(m, p, proj_std);
 		else
-			st = nn_init_normal(p, m->opt.seed, std);
+			st = nn_gpt_tp_init_normal(m, p, std);
 	}
 	return st;
 }
@@ -177,7 +177,7 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 	weft_status st;
 
 	*out = NULL;
-	if ((st = nn_gpt_check(cfg)))
+	if ((st = nn_gpt_check(cfg)) || (st = nn_gpt_tp_check(cfg, opt)))
 		return st;
 	end = cfg->n_layer;
 	if (opt && opt->stage) {
@@ -207,7 +207,8 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 	}
 	for (int64_t i = 0; i < cfg->block_size; i++)
 		m->positions[i] = (int32_t)i;
-	if ((st = declare(m)) || (st = nn_model_finalize(m)) || (st = init_weights(m)))
+	if ((st = declare(m)) || (st = nn_model_finalize(m)) || (st = nn_gpt_tp_setup(m)) ||
+	    (st = init_weights(m)))
 		goto out_free;
 	*out = m;
 	return WEFT_OK;
@@ -300,13 +301,18 @@ weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_te
 		goto out_unwind;
 	if ((m->stage & WEFT_STAGE_EMBED) && (st = embed(m, &s, h, &h)))
 		goto out_unwind;
+	if (m->tp && (st = nn_gpt_tp_seq_enter(m, ctx, h, &h)))
+		goto out_unwind;
 	for (int64_t i = 0; i < m->layer_end - m->layer_begin; i++)
-		if ((st = block_forward(m, &s, &m->blocks[i], h, &h)))
+		if ((st = (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, &s, &m->blocks[i], h,
+									     &h)))
 			goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->wte };
 
-		if ((st = nn_layernorm(&s, &m->ln_f, h, &h)) || (st = nn_linear(&s, &head, h, &h)))
+		if ((st = nn_layernorm(&s, &m->ln_f, h, &h)) ||
+		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
+		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;
 	}
 	if ((st = nn_leave(&s)))

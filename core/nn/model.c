@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/nn_impl.h"
+#include "tp/tp.h"
 
 /* ---- building ---- */
 
@@ -107,6 +108,7 @@ void weft_model_free(weft_model *m)
 	free(m->mods);
 	free(m->blocks);
 	free(m->positions);
+	weft_tp_group_free(m->tp);
 	weft_params_free(m->params);
 	free(m);
 }

@@ -40,6 +40,9 @@ struct weft_model {
 
 	/* MLP */
 	nn_affine layers[WEFT_MLP_MAX_HIDDEN + 1];
+
+	/* GPT under tensor parallelism (gpt_tp.c); NULL for whole layers */
+	struct weft_tp_group *tp;
 };
 
 /* ---- building (model.c) ---- */
@@ -101,5 +104,23 @@ weft_status nn_mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_te
 /* The checks weft_model_create_* make, as messages naming the field. */
 weft_status nn_gpt_check(const weft_gpt_config *c);
 weft_status nn_mlp_check(const weft_mlp_config *c);
+
+/* ---- tensor parallelism (gpt_tp.c) ---- */
+
+/* opt->tp_size when > 1, else 1. */
+int32_t nn_tp_size(const weft_model_options *opt);
+/* The tp checks (n_head / n_embd divisible, rank in range, no stages). */
+weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *opt);
+/* After finalize: creates m->tp and records every split parameter. */
+weft_status nn_gpt_tp_setup(weft_model *m);
+/* N(0, std) of the whole parameter, this rank's shard kept. */
+weft_status nn_gpt_tp_init_normal(weft_model *m, weft_tensor *p, float std);
+/* A block with column/row-parallel attention and MLP. */
+weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+				    weft_tensor **out);
+/* Sequence parallelism: after the embedding keep this rank's positions;
+ * before the head gather them again. Identity without it. */
+weft_status nn_gpt_tp_seq_enter(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 
 #endif /* WEFT_NN_IMPL_H */

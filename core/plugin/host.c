@@ -4,6 +4,7 @@
 #include "weft/tensor.h"
 #include "train/clip.h"
 #include "plugin/registry.h"
+#include "tp/tp.h"
 
 /* Adapters where the table spells an enum as int (the table cannot name
  * the enums of headers that include plugin.h). */
@@ -83,6 +84,13 @@ static const weft_host host = {
 	.clip_sum_squares = weft_clip_sum_squares,
 	.clip_coef = weft_clip_coef,
 	.find_plugin = host_find_plugin,
+	.comm_split = weft_tp_host_comm_split,
+	.comm_free = weft_tp_host_comm_free,
+	.tp_info = weft_tp_host_info,
+	.tp_bind = weft_tp_host_bind,
+	.tp_param_split = weft_tp_host_param_split,
+	.tp_stats = weft_tp_host_stats,
+	.tp_gather_param = weft_tp_host_gather_param,
 };
 
 const weft_host *weft_host_services(void)

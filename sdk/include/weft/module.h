@@ -131,6 +131,21 @@ typedef struct weft_model_options {
 	uint32_t stage;
 	int64_t layer_begin;
 	int64_t layer_end;
+	/* ---- appended (tp): Megatron tensor parallelism of a GPT ----
+	 * tp_size 0 or 1 builds whole layers. tp_size T > 1 builds tp rank
+	 * tp_rank's shard: c_attn and mlp.c_fc split by output rows
+	 * (c_attn by heads: this rank's rows of q, of k and of v, packed),
+	 * attn.c_proj and mlp.c_proj split by input columns (their biases
+	 * whole), everything else whole; parameter names stay nanoGPT's, the
+	 * shapes are the shards'. Values are those the whole model would hold
+	 * (initialisation is shard-independent). Forward needs a communicator
+	 * bound to the model's tp group (core/tp, strategy tp). n_head and
+	 * n_embd must be divisible by T (an error naming both numbers).
+	 * tp_flags: WEFT_TP_* of core/tp/tp.h (1: sequence parallelism). */
+	int32_t tp_size;
+	int32_t tp_rank;
+	uint32_t tp_flags;
+	uint32_t tp_reserved;
 } weft_model_options;
 
 /* One module of the tree. Owned by the model; valid for its life. */

@@ -94,6 +94,8 @@ struct weft_tensor;
 struct weft_params;
 struct weft_ctx;
 struct weft_hook_event;
+struct weft_comm;     /* weft/comm.h (appended: tp) */
+struct weft_comm_ops;
 
 /* Services the host gives every plugin. Valid for the life of the process.
  * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
@@ -182,6 +184,53 @@ typedef struct weft_host {
 	 * as in a unit test). Check WEFT_HAS_MEMBER(host, weft_host,
 	 * find_plugin) first: a 1.0 host does not have it. */
 	weft_status (*find_plugin)(weft_plugin_kind kind, const char *name, const void **vtable);
+
+	/* ---- appended (tp): sub-communicators and tensor parallelism ----
+	 * Check WEFT_HAS_MEMBER(host, weft_host, tp_gather_param) first.
+	 *
+	 * Splits `comm` (of backend `ops`; the world communicator a strategy
+	 * is given, or one from an earlier comm_split) collectively: ranks
+	 * passing the same color form a new communicator of the same backend,
+	 * ordered by key (ties by rank); color < 0 gives *out = NULL. Every
+	 * rank of comm must call it. Blocking (a rendezvous through the
+	 * store). Free *out with comm_free, before comm. Errors:
+	 * WEFT_ERR_UNSUPPORTED when comm was not made by the host; the
+	 * backend's and the store's (naming a rank that did not take part). */
+	weft_status (*comm_split)(const struct weft_comm_ops *ops, struct weft_comm *comm,
+				  int32_t color, int32_t key, struct weft_comm **out);
+	/* Frees a communicator from comm_split. NULL is ignored. */
+	void (*comm_free)(struct weft_comm *sub);
+	/* The tensor-parallel layout the model owning `ps` was built with:
+	 * *size 1 (rank 0, flags 0) for a whole model; else the tp size, this
+	 * rank's tp coordinate and WEFT_TP_* flags (1: sequence parallel). */
+	weft_status (*tp_info)(const struct weft_params *ps, int32_t *size, int32_t *rank,
+			       uint32_t *flags);
+	/* Binds the tp communicator (borrowed; keep it until the model is no
+	 * longer run, or unbind with comm NULL) the model's communication ops
+	 * use. Errors:
+	 * WEFT_ERR_INVALID_ARG for a whole model, or when the communicator's
+	 * size or rank differ from the model's (naming both). */
+	weft_status (*tp_bind)(struct weft_params *ps, const struct weft_comm_ops *ops,
+			       struct weft_comm *comm);
+	/* How parameter `index` of ps is split: 0 whole on every rank, 1 rows,
+	 * 2 columns, 3 rows of packed q|k|v. *grad_partial: 1 when each rank
+	 * holds a partial gradient of a whole parameter (sequence parallel
+	 * layernorms and biases: sum it over the tp group). *full_numel: its
+	 * elements when whole. */
+	int (*tp_param_split)(const struct weft_params *ps, size_t index, int *grad_partial,
+			      int64_t *full_numel);
+	/* The model's tp collectives since the last reset, indexed
+	 * [pass * 3 + kind] (pass 0 forward, 1 backward; kind 0 all-reduce, 1
+	 * all-gather, 2 reduce-scatter): calls, elements of the whole tensors,
+	 * bytes this rank contributed; reset = 1 zeroes them after reading.
+	 * A whole model reports zeros. */
+	void (*tp_stats)(const struct weft_params *ps, int reset, int64_t calls[6],
+			 int64_t elements[6], int64_t bytes[6]);
+	/* Collective over the bound tp communicator: parameter `index` (its
+	 * gradient with grads = 1) whole, into host memory `full`
+	 * (tp_param_split's full_numel floats) on every rank. Blocking. */
+	weft_status (*tp_gather_param)(const struct weft_params *ps, size_t index, int grads,
+				       float *full);
 } weft_host;
 
 /* The entry symbol's name and type. */

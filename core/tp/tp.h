@@ -1,0 +1,210 @@
+/* core/tp: Megatron-style tensor parallelism - the tensor-parallel group,
+ * the differentiable communication ops, and shard <-> full conversion.
+ *
+ * A tensor-parallel group (weft_tp_group) belongs to one model's parameter
+ * set: the model builder creates it (unbound: only size, rank and flags),
+ * records for each parameter how it is split, and the strategy binds a
+ * communicator of exactly that size and rank to it before the first
+ * forward. Ops find the group through the model; the strategy finds it
+ * with weft_tp_group_find(params).
+ *
+ * The ops (Megatron's conjugate pairs; tensors (B, T, ...) with the
+ * sequence in dim 1):
+ *   weft_tp_copy          f: identity forward, all-reduce (sum) backward;
+ *                         before a column-parallel linear.
+ *   weft_tp_reduce        g: all-reduce (sum) forward, identity backward;
+ *                         after a row-parallel linear.
+ *   weft_tp_seq_split     keep this rank's T/size positions forward,
+ *                         all-gather backward; enters a sequence-parallel
+ *                         region from a replicated tensor.
+ *   weft_tp_seq_gather    all-gather along T forward; backward either
+ *                         reduce-scatter (WEFT_TP_BW_REDUCE_SCATTER: the
+ *                         consumer was column-parallel, each rank holds a
+ *                         partial gradient) or keep this rank's positions
+ *                         (WEFT_TP_BW_SPLIT: the consumer was replicated,
+ *                         every rank holds the whole gradient).
+ *   weft_tp_seq_reduce_scatter  reduce-scatter along T forward,
+ *                         all-gather backward; after a row-parallel linear
+ *                         under sequence parallelism.
+ * Every collective is counted (weft_tp_stats) by pass and kind with the
+ * elements of the whole (unsplit) tensor it works on: b*s*h for one
+ * activation of a transformer block.
+ *
+ * Calls on one group are not thread-safe (one model, one thread).
+ */
+#ifndef WEFT_CORE_TP_H
+#define WEFT_CORE_TP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dist/pg.h"
+#include "weft/autograd.h"
+#include "weft/comm.h"
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_tp_group weft_tp_group;
+
+/* weft_tp_group flags (and weft_model_options.tp_flags). */
+enum {
+	WEFT_TP_SEQUENCE_PARALLEL = 1u << 0 /* layernorm/dropout regions split along T */
+};
+
+/* How one parameter is split over the group. Values are stored with the
+ * parameter; only ever appended. */
+typedef enum weft_tp_split {
+	WEFT_TP_REPLICATE = 0, /* whole on every rank */
+	WEFT_TP_ROWS = 1,      /* dim 0 split in size equal blocks, rank r holds block r
+				* (column-parallel Linear weight [out, in], its bias) */
+	WEFT_TP_COLS = 2,      /* dim 1 split (row-parallel Linear weight [out, in]) */
+	WEFT_TP_ROWS3 = 3      /* dim 0 is three packed parts (q | k | v); each part is
+				* split as WEFT_TP_ROWS and rank r holds its block of
+				* each, packed again (nanoGPT's c_attn) */
+} weft_tp_split;
+
+/* Backward modes of weft_tp_seq_gather. */
+typedef enum weft_tp_bw {
+	WEFT_TP_BW_REDUCE_SCATTER = 0,
+	WEFT_TP_BW_SPLIT = 1
+} weft_tp_bw;
+
+/* Collective kinds counted by the group. */
+typedef enum weft_tp_coll {
+	WEFT_TP_ALL_REDUCE = 0,
+	WEFT_TP_ALL_GATHER = 1,
+	WEFT_TP_REDUCE_SCATTER = 2,
+	WEFT_TP_NUM_COLL = 3
+} weft_tp_coll;
+
+/* What a group issued since its last reset: [pass][kind], pass being
+ * WEFT_PASS_FORWARD / WEFT_PASS_BACKWARD. `elements` are those of the
+ * whole tensor (all-reduce: the buffer; all-gather: the output;
+ * reduce-scatter: the input); `bytes` what this rank contributed
+ * (all-reduce: the buffer; all-gather and reduce-scatter: its block). */
+typedef struct weft_tp_stats {
+	int64_t calls[2][WEFT_TP_NUM_COLL];
+	int64_t elements[2][WEFT_TP_NUM_COLL];
+	int64_t bytes[2][WEFT_TP_NUM_COLL];
+	int64_t ns;                 /* time spent in collectives */
+} weft_tp_stats;
+
+/* Creates an unbound group of `size` ranks (this one `rank`) for the
+ * parameter set `owner` (borrowed; the group is registered under it for
+ * weft_tp_group_find until freed). Every parameter starts as
+ * WEFT_TP_REPLICATE. Free with weft_tp_group_free.
+ * Errors: WEFT_ERR_INVALID_ARG (size < 1, rank outside [0, size), a set
+ * that already has a group), WEFT_ERR_NOMEM. */
+weft_status weft_tp_group_create(int32_t size, int32_t rank, uint32_t flags,
+				 const weft_params *owner, weft_tp_group **out);
+
+/* Unregisters and frees the group (not the bound communicator, which
+ * stays its creator's). NULL is ignored. */
+void weft_tp_group_free(weft_tp_group *g);
+
+/* The group registered for `ps`, or NULL. Thread-safe. */
+weft_tp_group *weft_tp_group_find(const weft_params *ps);
+
+int32_t weft_tp_group_size(const weft_tp_group *g);
+int32_t weft_tp_group_rank(const weft_tp_group *g);
+uint32_t weft_tp_group_flags(const weft_tp_group *g);
+
+/* Records how parameter `index` of the owner set is split, and the full
+ * shape it is a shard of (ndim <= 2). Errors: WEFT_ERR_INVALID_ARG for an
+ * index past the end. */
+weft_status weft_tp_group_set_split(weft_tp_group *g, size_t index, weft_tp_split split,
+				    int32_t ndim, const int64_t *full_shape);
+
+/* Marks parameter `index` (replicated) as one whose gradient each rank
+ * holds only partially - a layernorm or bias inside a sequence-parallel
+ * region sees only this rank's positions - so the strategy sums it over
+ * the group after backward. Errors: WEFT_ERR_INVALID_ARG for an index past
+ * the end. */
+weft_status weft_tp_group_set_partial(weft_tp_group *g, size_t index);
+
+/* Whether parameter `index`'s gradient is partial (see above). */
+int weft_tp_group_partial(const weft_tp_group *g, size_t index);
+
+/* How parameter `index` is split; *full_shape (2 entries) gets the full
+ * shape and *ndim its dims (either may be NULL). */
+weft_tp_split weft_tp_group_split(const weft_tp_group *g, size_t index, int32_t *ndim,
+				  int64_t *full_shape);
+
+/* Binds the communicator the ops use (borrowed; must stay valid while the
+ * model runs); comm NULL unbinds. Its size and rank must be the group's.
+ * Errors: WEFT_ERR_INVALID_ARG naming both sizes or both ranks. */
+weft_status weft_tp_group_bind(weft_tp_group *g, const weft_comm_ops *ops, weft_comm *comm);
+
+/* The bound communicator (NULL when unbound). */
+weft_comm *weft_tp_group_comm(const weft_tp_group *g);
+const weft_comm_ops *weft_tp_group_ops(const weft_tp_group *g);
+
+/* Copies / zeroes the counters. */
+void weft_tp_group_stats(const weft_tp_group *g, weft_tp_stats *out);
+void weft_tp_group_reset_stats(weft_tp_group *g);
+
+/* ---- differentiable communication ops (contracts as weft/ops.h) ----
+ * Errors also: WEFT_ERR_INVALID_ARG when the group is not bound ("run
+ * under strategy tp"); WEFT_ERR_SHAPE when T is not divisible by the
+ * group size (naming both); the communicator's errors. */
+weft_status weft_tp_copy(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x, weft_tensor **out);
+weft_status weft_tp_reduce(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x, weft_tensor **out);
+weft_status weft_tp_seq_split(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x,
+			      weft_tensor **out);
+weft_status weft_tp_seq_gather(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x, weft_tp_bw bw,
+			       weft_tensor **out);
+weft_status weft_tp_seq_reduce_scatter(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x,
+				       weft_tensor **out);
+
+/* ---- shards and full tensors (host memory, F32) ---- */
+
+/* Copies this rank's shard of a full parameter (`full`, the full shape
+ * recorded for it) into `shard` (numel of the local parameter). */
+void weft_tp_take_shard(weft_tp_split split, const int64_t *full_shape, int32_t size,
+			int32_t rank, const float *full, float *shard);
+
+/* Places shard `rank` into `full` (the inverse of weft_tp_take_shard). */
+void weft_tp_put_shard(weft_tp_split split, const int64_t *full_shape, int32_t size,
+		       int32_t rank, const float *shard, float *full);
+
+/* Elements of parameter `index` when whole. */
+int64_t weft_tp_full_numel(const weft_tp_group *g, size_t index);
+
+/* Collective over the bound communicator: assembles parameter `index`
+ * (its data, or with `grads` its gradient) whole into `full` (host,
+ * weft_tp_full_numel floats) on every rank. Replicated parameters are
+ * copied. Blocking. Errors: unbound group; the communicator's; NOMEM. */
+weft_status weft_tp_gather_param(weft_tp_group *g, const weft_params *ps, size_t index,
+				 int grads, float *full);
+
+/* ---- host services (weft/plugin.h, "appended (tp)") ---- */
+
+/* Makes a process group's communicator splittable by plugins
+ * (host->comm_split): the trainer registers its world group. The group
+ * stays the caller's; unregister it before destroying it. Thread-safe.
+ * Errors: NOMEM. */
+weft_status weft_tp_comm_register(weft_pg *pg);
+void weft_tp_comm_unregister(weft_pg *pg);
+
+/* The host members, contracts in weft/plugin.h. calls/elements/bytes of
+ * tp_stats are [pass * WEFT_TP_NUM_COLL + kind]. */
+weft_status weft_tp_host_comm_split(const weft_comm_ops *ops, weft_comm *comm, int32_t color,
+				    int32_t key, weft_comm **out);
+void weft_tp_host_comm_free(weft_comm *sub);
+weft_status weft_tp_host_info(const weft_params *ps, int32_t *size, int32_t *rank,
+			      uint32_t *flags);
+weft_status weft_tp_host_bind(weft_params *ps, const weft_comm_ops *ops, weft_comm *comm);
+int weft_tp_host_param_split(const weft_params *ps, size_t index, int *grad_partial,
+			     int64_t *full_numel);
+void weft_tp_host_stats(const weft_params *ps, int reset, int64_t *calls, int64_t *elements,
+			int64_t *bytes);
+weft_status weft_tp_host_gather_param(const weft_params *ps, size_t index, int grads,
+				      float *full);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_CORE_TP_H */

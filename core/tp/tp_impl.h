@@ -1,0 +1,26 @@
+/* Internals shared by core/tp's files: the group object. */
+#ifndef WEFT_TP_IMPL_H
+#define WEFT_TP_IMPL_H
+
+#include "tp/tp.h"
+
+/* How one parameter is split, and its full shape (shape[1] 0 for 1-D). */
+struct tp_param {
+	weft_tp_split split;
+	int32_t grad_partial;    /* its gradient is a partial sum over the group */
+	int32_t ndim;
+	int64_t shape[2];
+};
+
+struct weft_tp_group {
+	int32_t size, rank;
+	uint32_t flags;
+	const weft_params *owner;
+	const weft_comm_ops *ops;
+	weft_comm *comm;
+	size_t nparams;
+	struct tp_param *p;      /* nparams entries */
+	weft_tp_stats stats;
+};
+
+#endif /* WEFT_TP_IMPL_H */

@@ -1,0 +1,462 @@
+/* strategy "tp": Megatron-style tensor parallelism, composed with data
+ * parallelism on a dp x tp mesh.
+ *
+ *   strategy: {name: tp, size: T, sequence_parallel: false}
+ *
+ * World rank r sits at (dp, tp) = (r / T, r % T): the T ranks of a tensor-
+ * parallel group are consecutive (on one node, where the fast links are),
+ * and the world size / T data-parallel replicas of the split model are the
+ * groups of ranks with the same tp coordinate. The model is built split
+ * (weft_model_options.tp_size, core/tp): its forward and backward run the
+ * tensor-parallel collectives themselves over the tp communicator this
+ * strategy binds. After backward the strategy
+ *   - sums over the tp group the gradients each rank holds only partially
+ *     (layernorms and row-parallel biases under sequence parallelism),
+ *   - averages every gradient over the dp group (DDP's mean),
+ *   - clips by the global norm (split parameters' squares summed over the
+ *     tp group, whole ones counted once),
+ *   - runs the optimizer over this rank's parameters (its shards and its
+ *     copy of the whole ones), which keeps every copy equal.
+ * The rank layout is printed at setup (docs/parallelism.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "weft/strategy.h"
+
+static const weft_host *g_host;
+
+typedef struct tp_strategy {
+	const weft_strategy_env *env;
+	int32_t size, dp;           /* tp size, dp replicas */
+	int32_t tp_rank, dp_rank;
+	int sp;                     /* sequence parallel */
+	weft_comm *tp_comm, *dp_comm;
+	float *params, *grads;      /* flat F32 (borrowed) */
+	int64_t numel;
+	size_t n_slots;
+	float *slot_mem;
+	float *slots[8];
+	size_t *partial;            /* indices of parameters with partial gradients */
+	size_t n_partial;
+	float *partial_buf;         /* their gradients packed, WEFT_MEM_COMM */
+	int64_t partial_numel;
+	int *split;                 /* per parameter: split over tp (not whole) */
+} tp_strategy;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static weft_comm_buf buf(void *data, int64_t n, weft_comm_dtype dt)
+{
+	return (weft_comm_buf){ .data = data, .count = n, .dtype = dt };
+}
+
+/* ---- create: options and checks ---- */
+
+static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
+{
+	tp_strategy *s;
+	int64_t size = env->world_size;
+	int sp = 0;
+	int32_t msize = 1, mrank = 0;
+	uint32_t mflags = 0;
+	char where[160] = "trainer.strategy";
+	weft_status st;
+
+	*out = NULL;
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
+					 "the tensor-parallel services (weft ABI 1.1 with tp)");
+	if (section) {
+		g_host->cfg_get(section, "name");
+		if ((st = g_host->cfg_int(section, "size", env->world_size, &size)) ||
+		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, &sp)))
+			return st;
+		if (g_host->cfg_get(section, "size"))
+			g_host->cfg_where(g_host->cfg_get(section, "size"), where, sizeof(where));
+	}
+	if (size < 1 || env->world_size % size)
+		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: size %lld does not "
+					 "divide the world size %d; the mesh is dp x tp, so pick a "
+					 "size that divides %d (processes = devices x num_nodes)",
+					 where, (long long)size, (int)env->world_size,
+					 (int)env->world_size);
+	if (size > 1 && !env->comm_ops)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: size %lld needs %lld "
+					 "processes with a comm backend; this is a one-process run",
+					 (long long)size, (long long)size);
+	g_host->tp_info(env->params, &msize, &mrank, &mflags);
+	if (msize != size)
+		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: size %lld, but the "
+					 "model was built for tensor-parallel size %d; build it with "
+					 "weft_model_options.tp_size = %lld (the trainer does this "
+					 "for strategy tp)", where, (long long)size, (int)msize,
+					 (long long)size);
+	if (msize > 1 && mrank != env->rank % msize)
+		return g_host->error_set(WEFT_ERR_CONFIG, "strategy tp: world rank %d is tp rank "
+					 "%d of the mesh, but its model holds the shards of tp rank "
+					 "%d", (int)env->rank, (int)(env->rank % msize), (int)mrank);
+	if (msize > 1 && !!(mflags & 1u) != !!sp)
+		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: sequence_parallel is "
+					 "%s but the model was built %s it", where,
+					 sp ? "true" : "false", (mflags & 1u) ? "with" : "without");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory");
+	s->env = env;
+	s->size = (int32_t)size;
+	s->dp = env->world_size / (int32_t)size;
+	s->tp_rank = env->rank % (int32_t)size;
+	s->dp_rank = env->rank / (int32_t)size;
+	s->sp = sp && size > 1;
+	*out = s;
+	return WEFT_OK;
+}
+
+/* ---- setup ---- */
+
+static void print_layout(const tp_strategy *s)
+{
+	if (s->env->rank != 0)
+		return;
+	g_host->log(WEFT_LOG_INFO, "strategy tp: mesh dp %d x tp %d over %d ranks (tp fastest: "
+		    "rank = dp * %d + tp)%s", (int)s->dp, (int)s->size, (int)s->env->world_size,
+		    (int)s->size, s->sp ? ", sequence parallel" : "");
+	for (int32_t d = 0; d < s->dp; d++) {
+		char line[256];
+		int n = 0;
+
+		for (int32_t t = 0; t < s->size && n < (int)sizeof(line) - 16; t++)
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%d", t ? " " : "",
+				      (int)(d * s->size + t));
+		g_host->log(WEFT_LOG_INFO, "strategy tp:   dp %d: tp group ranks [%s]", (int)d,
+			    line);
+	}
+}
+
+static weft_status setup_comms(tp_strategy *s)
+{
+	const weft_strategy_env *env = s->env;
+	weft_status st;
+
+	if (s->size > 1) {
+		st = g_host->comm_split(env->comm_ops, env->world, s->dp_rank, s->tp_rank,
+					&s->tp_comm);
+		if (!st)
+			st = g_host->tp_bind(env->params, env->comm_ops, s->tp_comm);
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: tp group of rank %d",
+						  (int)env->rank);
+	}
+	if (s->dp > 1) {
+		st = g_host->comm_split(env->comm_ops, env->world, s->tp_rank, s->dp_rank,
+					&s->dp_comm);
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: dp group of rank %d",
+						  (int)env->rank);
+	}
+	return WEFT_OK;
+}
+
+static weft_status setup_params(tp_strategy *s)
+{
+	const weft_strategy_env *env = s->env;
+	size_t n = g_host->params_count(env->params);
+	weft_tensor *flat = NULL, *flat_grad = NULL;
+
+	g_host->params_flat(env->params, WEFT_F32, &flat, &flat_grad);
+	if (!flat || !flat_grad)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: the model has no "
+					 "float32 parameters with gradients");
+	s->params = flat->data;
+	s->grads = flat_grad->data;
+	s->numel = g_host->tensor_numel(flat);
+	s->split = g_host->mem_calloc(WEFT_MEM_OTHER, (n ? n : 1) * sizeof(*s->split));
+	s->partial = g_host->mem_calloc(WEFT_MEM_OTHER, (n ? n : 1) * sizeof(*s->partial));
+	if (!s->split || !s->partial)
+		return WEFT_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		int partial = 0;
+		int64_t full;
+
+		s->split[i] = g_host->tp_param_split(env->params, i, &partial, &full) != 0;
+		if (partial && s->sp) {
+			s->partial[s->n_partial++] = i;
+			s->partial_numel += g_host->tensor_numel(g_host->params_at(env->params, i));
+		}
+	}
+	if (s->partial_numel) {
+		s->partial_buf = g_host->mem_alloc(WEFT_MEM_COMM,
+						   (size_t)s->partial_numel * sizeof(float));
+		if (!s->partial_buf)
+			return WEFT_ERR_NOMEM;
+	}
+	s->n_slots = env->optim_ops->state_slots(env->optim);
+	if (s->n_slots > sizeof(s->slots) / sizeof(s->slots[0]))
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: optimizer '%s' wants "
+					 "%zu state slots; at most 8 are supported",
+					 env->optim_ops->head.name, s->n_slots);
+	if (s->n_slots) {
+		s->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM,
+						 s->n_slots * (size_t)s->numel * sizeof(float));
+		if (!s->slot_mem)
+			return WEFT_ERR_NOMEM;
+		for (size_t k = 0; k < s->n_slots; k++)
+			s->slots[k] = s->slot_mem + k * (size_t)s->numel;
+	}
+	return WEFT_OK;
+}
+
+static weft_status tp_setup(void *p)
+{
+	tp_strategy *s = p;
+	weft_status st;
+
+	print_layout(s);
+	if ((st = setup_comms(s)) || (st = setup_params(s)))
+		return st;
+	/* the replicas of one shard start from dp rank 0's values */
+	if (s->dp_comm) {
+		weft_comm_buf b = buf(s->params, s->numel, WEFT_COMM_F32);
+
+		st = s->env->comm_ops->broadcast(s->dp_comm, &b, 0, NULL);
+	}
+	return st;
+}
+
+/* ---- one step ---- */
+
+/* Sums the partial gradients over the tp group (sequence parallelism). */
+static weft_status sum_partial(tp_strategy *s, int64_t *bytes, int64_t *calls)
+{
+	const weft_strategy_env *env = s->env;
+	int64_t off = 0;
+	weft_comm_buf b;
+	weft_status st;
+
+	if (!s->partial_numel)
+		return WEFT_OK;
+	for (size_t k = 0; k < s->n_partial; k++) {
+		weft_tensor *t = g_host->params_at(env->params, s->partial[k]);
+		int64_t n = g_host->tensor_numel(t);
+
+		memcpy(s->partial_buf + off, t->grad->data, (size_t)n * sizeof(float));
+		off += n;
+	}
+	b = buf(s->partial_buf, s->partial_numel, WEFT_COMM_F32);
+	st = env->comm_ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+	if (st)
+		return g_host->error_wrap(st, "strategy tp: summing sequence-parallel gradients");
+	off = 0;
+	for (size_t k = 0; k < s->n_partial; k++) {
+		weft_tensor *t = g_host->params_at(env->params, s->partial[k]);
+		int64_t n = g_host->tensor_numel(t);
+
+		memcpy(t->grad->data, s->partial_buf + off, (size_t)n * sizeof(float));
+		off += n;
+	}
+	*bytes += s->partial_numel * (int64_t)sizeof(float);
+	*calls += 1;
+	return WEFT_OK;
+}
+
+/* The global squared norm: split parameters' squares summed over the tp
+ * group, whole ones once (every tp rank holds the same copy). */
+static weft_status global_sumsq(tp_strategy *s, double *out, int64_t *bytes, int64_t *calls)
+{
+	const weft_strategy_env *env = s->env;
+	size_t n = g_host->params_count(env->params);
+	double part[2] = { 0.0, 0.0 };
+	weft_status st;
+
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(env->params, i);
+		const float *g = t->grad->data;
+		int64_t len = g_host->tensor_numel(t);
+
+		part[s->split[i]] += g_host->clip_sum_squares(&g, &len, 1);
+	}
+	if (s->tp_comm) {
+		weft_comm_buf b = buf(&part[1], 1, WEFT_COMM_F64);
+
+		st = env->comm_ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: gradient norm");
+		*bytes += (int64_t)sizeof(double);
+		*calls += 1;
+	}
+	*out = part[0] + part[1];
+	return WEFT_OK;
+}
+
+static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
+{
+	tp_strategy *s = p;
+	const weft_strategy_env *env = s->env;
+	weft_optim_step_info info = in->optim;
+	double loss_sum = 0.0, metric[2];
+	int64_t rows = 0, t0 = now_ns(), comm_ns = 0, bytes = 0, calls = 0, c0;
+	int64_t tc[6], te[6], tb[6];
+	weft_status st;
+
+	g_host->tp_stats(env->params, 1, tc, te, tb);
+	if ((st = g_host->params_zero_grad(env->params)))
+		return st;
+	for (size_t i = 0; i < in->n_micro; i++)
+		rows += in->micro[i].rows;
+	for (size_t i = 0; i < in->n_micro; i++) {
+		const weft_micro_batch *b = &in->micro[i];
+		double loss = 0.0;
+
+		g_host->ctx_step_begin(env->ctx);
+		st = env->forward_backward(env->trainer, b, (double)b->rows / (double)rows, &loss);
+		if (st)
+			return st;
+		loss_sum += loss * (double)b->rows;
+	}
+	c0 = now_ns();
+	if ((st = sum_partial(s, &bytes, &calls)))
+		return st;
+	if (s->dp_comm) {
+		weft_comm_buf b = buf(s->grads, s->numel, WEFT_COMM_F32);
+
+		st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_AVG, NULL);
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: averaging gradients over dp");
+		bytes += s->numel * (int64_t)sizeof(float);
+		calls++;
+	}
+	out->grad_norm = -1.0;
+	if (env->gradient_clip_val > 0) {
+		double sumsq = 0.0;
+
+		if ((st = global_sumsq(s, &sumsq, &bytes, &calls)))
+			return st;
+		sumsq *= info.grad_scale * info.grad_scale;
+		info.grad_scale *= g_host->clip_coef(sumsq, env->gradient_clip_val,
+						     &out->grad_norm);
+	}
+	comm_ns += now_ns() - c0;
+	st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
+				  s->slots, 0, s->numel, &info);
+	if (st)
+		return st;
+	/* the global batch's mean loss: tp ranks agree, dp ranks hold parts */
+	metric[0] = loss_sum;
+	metric[1] = (double)rows;
+	if (s->dp_comm) {
+		weft_comm_buf b = buf(metric, 2, WEFT_COMM_F64);
+
+		c0 = now_ns();
+		st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: loss over dp");
+		comm_ns += now_ns() - c0;
+		out->metric_comm_bytes = 2 * (int64_t)sizeof(double);
+		bytes += out->metric_comm_bytes;
+		calls++;
+	}
+	out->loss = metric[0] / metric[1];
+	g_host->tp_stats(env->params, 0, tc, te, tb);
+	for (int k = 0; k < 6; k++) {
+		bytes += tb[k];
+		calls += tc[k];
+	}
+	out->comm_bytes = bytes;
+	out->comm_elements = bytes / (int64_t)sizeof(float);
+	out->comm_calls = calls;
+	out->comm_ns = comm_ns;
+	out->exposed_comm_ns = comm_ns;
+	out->compute_ns = now_ns() - t0 - comm_ns;
+	return WEFT_OK;
+}
+
+static weft_status tp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)
+{
+	tp_strategy *s = p;
+	double v[4];
+	weft_comm_buf cb = buf(v, 4, WEFT_COMM_F64);
+	weft_status st;
+
+	g_host->ctx_step_begin(s->env->ctx);
+	st = s->env->evaluate(s->env->trainer, b, out);
+	if (st || !s->dp_comm)
+		return st;
+	v[0] = out->loss_sum;
+	v[1] = (double)out->rows;
+	v[2] = (double)out->correct;
+	v[3] = (double)out->counted;
+	st = s->env->comm_ops->all_reduce(s->dp_comm, &cb, &cb, WEFT_COMM_SUM, NULL);
+	if (st)
+		return g_host->error_wrap(st, "strategy tp: evaluation over dp");
+	out->loss_sum = v[0];
+	out->rows = (int64_t)v[1];
+	out->correct = (int64_t)v[2];
+	out->counted = (int64_t)v[3];
+	return WEFT_OK;
+}
+
+/* This rank's optimizer state covers its own flat parameters: the whole
+ * model at tp size 1, its shards (local coordinates) otherwise. */
+static weft_status tp_state(void *p, weft_strategy_state *out)
+{
+	tp_strategy *s = p;
+
+	memset(out, 0, sizeof(*out));
+	out->struct_size = sizeof(*out);
+	out->n_slots = (uint32_t)s->n_slots;
+	out->begin = 0;
+	out->end = s->numel;
+	out->slots = s->slots;
+	return WEFT_OK;
+}
+
+static void tp_destroy(void *p)
+{
+	tp_strategy *s = p;
+
+	if (!s)
+		return;
+	if (s->tp_comm)
+		g_host->tp_bind(s->env->params, s->env->comm_ops, NULL);
+	g_host->comm_free(s->dp_comm);
+	g_host->comm_free(s->tp_comm);
+	g_host->mem_free(s->slot_mem);
+	g_host->mem_free(s->partial_buf);
+	g_host->mem_free(s->partial);
+	g_host->mem_free(s->split);
+	free(s);
+}
+
+static const weft_strategy_ops tp_ops = {
+	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "tp"),
+	.create = tp_create,
+	.setup = tp_setup,
+	.train_step = tp_train_step,
+	.eval_step = tp_eval_step,
+	.state = tp_state,
+	.destroy = tp_destroy,
+};
+
+static const weft_plugin_entry_item items[] = {
+	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &tp_ops },
+};
+
+static const weft_plugin_desc desc = {
+	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "tensor-parallel strategy"),
+	.count = 1,
+	.items = items,
+};
+
+WEFT_PLUGIN_ENTRY(host)
+{
+	g_host = host;
+	return &desc;
+}
