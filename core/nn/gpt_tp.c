@@ -200,3 +200,86 @@ weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, we
 	/* the head is replicated: every rank's gradient is whole, keep our part */
 	return weft_tp_seq_gather(ctx, m->tp, x, WEFT_TP_BW_SPLIT, out);
 }
+
+/* A whole model of m's config (no gradients) for gathering or loading. */
+static weft_status whole_like(const weft_model *m, weft_model **out)
+{
+	weft_model_options o = m->opt;
+
+	o.tp_size = 0;
+	o.tp_rank = 0;
+	o.tp_flags = 0;
+	o.no_grads = 1;
+	return weft_model_create_gpt(&m->gpt, &o, out);
+}
+
+weft_status weft_model_gather_whole(weft_model *m, weft_model **out)
+{
+	weft_model *w = NULL;
+	float *host = NULL;
+	size_t n = weft_params_count(m->params);
+	weft_status st;
+
+	*out = NULL;
+	if (!m->tp)
+		return WEFT_OK;
+	if ((st = whole_like(m, &w)))
+		return st;
+	for (size_t i = 0; i < n && !st; i++) {
+		weft_tensor *p = weft_params_at(w->params, i);
+
+		free(host);
+		host = malloc(weft_tensor_nbytes(p) + 1);
+		if (!host) {
+			st = weft_error_set(WEFT_ERR_NOMEM, "gather whole: out of memory for '%s'",
+					    p->name);
+			break;
+		}
+		st = weft_tp_gather_param(m->tp, m->params, i, 0, host);
+		if (!st)
+			st = weft_tensor_copy_from_host(p, host, weft_tensor_nbytes(p));
+	}
+	free(host);
+	if (st) {
+		weft_model_free(w);
+		return st;
+	}
+	*out = w;
+	return WEFT_OK;
+}
+
+weft_status nn_gpt_tp_load(weft_model *m, const char *path)
+{
+	weft_model *w = NULL;
+	float *full = NULL, *shard = NULL;
+	size_t n = weft_params_count(m->params);
+	weft_status st;
+
+	if ((st = whole_like(m, &w)) || (st = weft_model_load_safetensors(w, path)))
+		goto out_free;
+	for (size_t i = 0; i < n && !st; i++) {
+		weft_tensor *p = weft_params_at(m->params, i), *q = weft_params_at(w->params, i);
+		int64_t full_shape[2];
+		weft_tp_split split = weft_tp_group_split(m->tp, i, NULL, full_shape);
+
+		free(full);
+		free(shard);
+		full = malloc(weft_tensor_nbytes(q) + 1);
+		shard = malloc(weft_tensor_nbytes(p) + 1);
+		if (!full || !shard) {
+			st = weft_error_set(WEFT_ERR_NOMEM, "load %s: out of memory for '%s'", path,
+					    p->name);
+			break;
+		}
+		st = weft_tensor_copy_to_host(q, full, weft_tensor_nbytes(q));
+		if (st)
+			break;
+		weft_tp_take_shard(split, full_shape, m->opt.tp_size, m->opt.tp_rank, full, shard);
+		st = weft_tensor_copy_from_host(p, shard, weft_tensor_nbytes(p));
+	}
+out_free:
+	free(full);
+	free(shard);
+	weft_model_free(w);
+	return st;
+}

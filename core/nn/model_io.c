@@ -9,10 +9,18 @@
 weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
 {
 	size_t n = weft_params_count(m->params);
-	weft_st_entry *e = calloc(n ? n : 1, sizeof(*e));
-	void **host = calloc(n ? n : 1, sizeof(*host));
+	weft_st_entry *e;
+	void **host;
 	int on_cpu = m->opt.device.type == WEFT_DEVICE_CPU;
 	weft_status st = WEFT_OK;
+
+	if (m->tp) /* shards under whole names would not load anywhere */
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "save %s: this model holds tensor-"
+				      "parallel shards (tp rank %d of %d); save the model "
+				      "weft_model_gather_whole returns", path, (int)m->opt.tp_rank,
+				      (int)m->opt.tp_size);
+	e = calloc(n ? n : 1, sizeof(*e));
+	host = calloc(n ? n : 1, sizeof(*host));
 
 	if (!e || !host) {
 		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory saving the model", path);
@@ -92,6 +100,8 @@ weft_status weft_model_load_safetensors(weft_model *m, const char *path)
 	char a[160], b[160];
 	weft_status st;
 
+	if (m->tp)
+		return nn_gpt_tp_load(m, path);
 	if ((st = weft_st_open(path, &f)))
 		return st;
 	for (size_t i = 0; i < n; i++) {

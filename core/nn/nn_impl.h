@@ -122,5 +122,8 @@ weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, we
  * before the head gather them again. Identity without it. */
 weft_status nn_gpt_tp_seq_enter(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+/* weft_model_load_safetensors of a tensor-parallel model: the whole
+ * tensors of the file, this rank's shards kept. */
+weft_status nn_gpt_tp_load(weft_model *m, const char *path);
 
 #endif /* WEFT_NN_IMPL_H */

@@ -66,6 +66,7 @@ typedef struct run_cfg {
 	const char *strategy;   /* "tp" or "single" */
 	int tp, dp, sp;
 	int64_t batch;          /* rows of this rank */
+	const char *save;       /* tp > 1: rank 0 writes the whole model here */
 } run_cfg;
 
 typedef struct run_out {
@@ -316,6 +317,17 @@ static weft_status run(const run_cfg *c, run_out *out)
 	if (weft_tp_group_find(weft_model_params(j.model)))
 		weft_tp_group_stats(weft_tp_group_find(weft_model_params(j.model)), &out->stats);
 	st = gather_all(&j, out);
+	if (!st && c->save && c->tp > 1) {
+		weft_model *whole = NULL;
+
+		/* a shard model refuses to be saved as if it were whole */
+		WT_FAILS(weft_model_save_safetensors(j.model, c->save), WEFT_ERR_INVALID_ARG,
+			 "tensor-parallel shards", "weft_model_gather_whole");
+		st = weft_model_gather_whole(j.model, &whole);
+		if (!st && rank == 0)
+			st = weft_model_save_safetensors(whole, c->save);
+		weft_model_free(whole);
+	}
 out:
 	job_free(&j);
 	return st;
@@ -355,11 +367,14 @@ static int rank_main(char **argv)
 	run_cfg c = { .strategy = "tp", .tp = atoi(argv[2]), .dp = atoi(argv[3]),
 		      .sp = atoi(argv[4]), .batch = ROWS };
 	run_out r;
-	char path[600];
+	char path[600], save[600];
 	const char *env_rank = getenv("WEFT_RANK");
-	weft_status st = run(&c, &r);
+	weft_status st;
 
-	if (st) {
+	snprintf(save, sizeof(save), "%s-whole.safetensors", argv[5]);
+	c.save = save;
+	st = run(&c, &r);
+	if (st || wt_failures) {
 		fprintf(stderr, "rank failed: %s: %s\n", weft_status_str(st), weft_error_last());
 		return 3;
 	}
@@ -396,6 +411,49 @@ static void check_comm(const run_out *r, int tp, int sp)
 		WT_CHECK(s->calls[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER);
 		WT_CHECK(s->elements[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER * bsh);
 		WT_CHECK(s->bytes[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER * bsh / tp * 4);
+	}
+}
+
+/* model.safetensors of a tensor-parallel run is the whole model: it loads
+ * into a whole GPT and into the shards of tp 2 and 4, giving back exactly
+ * the weights gathered from the run. */
+static void check_checkpoint(const char *path, const float *want, int64_t numel)
+{
+	weft_gpt_config gc = gpt();
+
+	for (int T = 1; T <= 4; T *= 2) {
+		float *got = calloc((size_t)numel, sizeof(float));
+
+		WT_REQUIRE(got);
+		for (int r = 0; r < T; r++) {
+			weft_model_options mo = { .seed = 99, .tp_size = T, .tp_rank = r };
+			weft_model *m;
+			weft_params *ps;
+			weft_tp_group *g;
+			int64_t off = 0;
+
+			WT_OK(weft_model_create_gpt(&gc, &mo, &m));
+			WT_OK(weft_model_load_safetensors(m, path));
+			ps = weft_model_params(m);
+			g = weft_tp_group_find(ps);
+			for (size_t i = 0; i < weft_params_count(ps); i++) {
+				weft_tensor *p = weft_params_at(ps, i);
+				int64_t full_shape[2];
+
+				if (!g) {
+					memcpy(got + off, p->data, weft_tensor_nbytes(p));
+					off += weft_tensor_numel(p);
+					continue;
+				}
+				weft_tp_put_shard(weft_tp_group_split(g, i, NULL, full_shape), full_shape,
+						  T, r, p->data, got + off);
+				off += weft_tp_full_numel(g, i);
+			}
+			WT_CHECK(off == numel);
+			weft_model_free(m);
+		}
+		WT_CHECK(!memcmp(got, want, (size_t)numel * sizeof(float)));
+		free(got);
 	}
 }
 
@@ -462,10 +520,13 @@ static int equiv_main(const char *self, int tp, int dp, int sp)
 		for (int s = 0; s < STEPS; s++)
 			WT_CHECK(r[k].loss[s] == r[0].loss[s]);
 	}
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < n; k++)
 		check_comm(&r[k], tp, sp);
+	snprintf(path, sizeof(path), "%s-whole.safetensors", prefix);
+	check_checkpoint(path, r[0].weights, r[0].numel);
+	unlink(path);
+	for (int k = 0; k < n; k++)
 		free(r[k].weights);
-	}
 	free(ref.weights);
 	return wt_done("test_strategy_tp");
 }

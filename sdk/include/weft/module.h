@@ -299,6 +299,22 @@ WEFT_API weft_status weft_model_save_safetensors(const weft_model *m, const char
  * WEFT_ERR_INVALID_ARG naming a tensor the model does not have. */
 WEFT_API weft_status weft_model_load_safetensors(weft_model *m, const char *path);
 
+/* ---- appended (tp): tensor-parallel models and whole checkpoints ----
+ * A model built with weft_model_options.tp_size > 1 loads the same whole
+ * safetensors files (nanoGPT's names and full shapes; each rank keeps its
+ * shards), so a checkpoint saved at one tp size loads at any other or
+ * whole. Saving one directly is refused (it holds only shards); save the
+ * model this returns instead.
+ *
+ * For a tensor-parallel GPT: a new whole model (no gradients, same config
+ * and seed) holding every parameter assembled from the shards of all tp
+ * ranks. Collective over the communicator bound to the model's tp group:
+ * every rank of the group calls it. For a whole model *out is NULL and
+ * nothing happens. Free with weft_model_free. Blocking. Errors:
+ * WEFT_ERR_INVALID_ARG when no communicator is bound; the communicator's;
+ * NOMEM. */
+WEFT_API weft_status weft_model_gather_whole(weft_model *m, weft_model **out);
+
 #ifdef __cplusplus
 }
 #endif
