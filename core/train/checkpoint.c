@@ -236,7 +236,7 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	if (strcmp(reason, "last") != 0)
 		t->last_ckpt_step = t->global_step;
 	weft_log(WEFT_LOG_DEBUG, "saved checkpoint %s", final);
-	return WEFT_OK;
+	return weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_save_checkpoint), final);
 }
 
 static weft_status json_int(const weft_json_value *root, const char *key, const char *file,

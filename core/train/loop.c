@@ -150,6 +150,9 @@ static weft_status run_validation(weft_trainer *t)
 	if (!isnan(t->last_val_acc))
 		m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
 	log_metrics(t, t->global_step, m, n);
+	st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_validation_end), NULL);
+	if (st)
+		return st;
 	if (t->rank == 0 && !t->tc.enable_progress_bar) {
 		fprintf(stderr, "step %lld: val_loss %.4f", (long long)t->global_step,
 			t->last_val_loss);
@@ -240,6 +243,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 				      rep.loss, (long long)t->global_step + 1);
 	t->global_step++;
 	t->last_train_loss = rep.loss;
+	t->last_lr = in.optim.lr;
 	if (t->fault_kill_step > 0 && t->global_step == t->fault_kill_step &&
 	    t->denv.restart_count == 0) {
 		weft_log(WEFT_LOG_WARN, "WEFT_FAULT_KILL_AT_STEP=%lld: killing this rank",
@@ -316,6 +320,9 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 					  t->global_step);
 		while (!epoch_done && !t->stop) {
 			st = train_one_step(t, held, &epoch_done);
+			if (!st)
+				st = weft_trainer_callbacks_call(t,
+						WEFT_CALLBACK_HOOK(on_train_batch_end), NULL);
 			if (st)
 				goto out;
 			step_in_epoch = t->global_step - t->epoch * t->steps_per_epoch;
@@ -344,6 +351,10 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 			}
 		}
 		if (epoch_done) {
+			st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_train_epoch_end),
+							 NULL);
+			if (st)
+				goto out;
 			t->epoch++;
 			t->next_batch = 0;
 			if (t->tc.check_val_every_n_epoch > 0 &&

@@ -444,6 +444,7 @@ static void print_start(weft_trainer *t)
 
 static void teardown(weft_trainer *t)
 {
+	weft_trainer_callbacks_free(t);
 	if (t->strat_ops && t->strat)
 		t->strat_ops->destroy(t->strat);
 	weft_loader_destroy(t->train_loader);
@@ -531,6 +532,9 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = setup_strategy(t);
 	if (st)
 		return st;
+	st = weft_trainer_callbacks_create(t);
+	if (st)
+		return st;
 	st = weft_config_check_unused(t->cfg);
 	if (st)
 		return st;
@@ -587,7 +591,13 @@ static weft_status run(weft_trainer *t, int *exit_code)
 		fprintf(stderr, "resumed from %s at step %lld (epoch %lld)\n", resume,
 			(long long)t->global_step, (long long)t->epoch);
 	print_start(t);
+	st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_fit_start), NULL);
+	if (st)
+		return st;
 	st = weft_trainer_fit_loop(t);
+	if (st)
+		return st;
+	st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_fit_end), NULL);
 	if (st)
 		return st;
 	return weft_trainer_write_summary(t);

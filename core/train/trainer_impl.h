@@ -19,10 +19,19 @@
 #include "train/trainer_config.h"
 #include "weft/module.h"
 #include "weft/strategy.h"
+#include "weft/trainer.h"
 
 #define WEFT_TRAINER_PATH 1024
 #define WEFT_TRAINER_MAX_MICRO 256
 #define WEFT_TOPK_MAX 64
+#define WEFT_MAX_CALLBACKS 16
+
+/* A callback plugin in use. */
+typedef struct weft_callback {
+	const weft_callback_ops *ops;
+	void *state;
+	const char *name;
+} weft_callback;
 
 /* A saved checkpoint and its monitored score (save_top_k). */
 typedef struct weft_saved_ckpt {
@@ -89,6 +98,9 @@ typedef struct weft_trainer {
 	int64_t bad_checks;
 	int stop;
 	weft_saved_ckpt topk[WEFT_TOPK_MAX];
+	weft_callback callbacks[WEFT_MAX_CALLBACKS];
+	size_t n_callbacks;
+	double last_lr;
 	int64_t n_topk;
 	int64_t last_ckpt_step;      /* step of the newest save; -1: none */
 
@@ -115,6 +127,14 @@ weft_status weft_trainer_fit_loop(weft_trainer *t);
 weft_status weft_trainer_validate(weft_trainer *t, weft_loader *loader, int64_t limit,
 				  double *loss, double *acc);
 weft_status weft_trainer_write_summary(weft_trainer *t);
+
+/* callbacks.c: creates the callback plugins named under trainer.callbacks
+ * (every key but the built-in model_checkpoint and early_stopping), and
+ * calls one hook on all of them; hook is offsetof(weft_callback_ops, X). */
+weft_status weft_trainer_callbacks_create(weft_trainer *t);
+weft_status weft_trainer_callbacks_call(weft_trainer *t, size_t hook, const char *checkpoint);
+void weft_trainer_callbacks_free(weft_trainer *t);
+#define WEFT_CALLBACK_HOOK(member) offsetof(weft_callback_ops, member)
 
 /* checkpoint.c */
 weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason);

@@ -63,7 +63,8 @@ typedef struct weft_plugin_head {
 typedef enum weft_plugin_kind {
 	WEFT_PLUGIN_COMM = 1,     /* vtable: weft_comm_ops (weft/comm.h) */
 	WEFT_PLUGIN_STRATEGY = 2, /* vtable: weft_strategy_ops (weft/strategy.h) */
-	WEFT_PLUGIN_OPTIM = 3     /* vtable: weft_optim_ops (weft/optim.h) */
+	WEFT_PLUGIN_OPTIM = 3,    /* vtable: weft_optim_ops (weft/optim.h) */
+	WEFT_PLUGIN_CALLBACK = 4  /* vtable: weft_callback_ops (weft/trainer.h) */
 } weft_plugin_kind;
 
 /* "comm", "strategy", "optim"; "unknown" otherwise. */
@@ -73,6 +74,7 @@ static inline const char *weft_plugin_kind_name(weft_plugin_kind kind)
 	case WEFT_PLUGIN_COMM: return "comm";
 	case WEFT_PLUGIN_STRATEGY: return "strategy";
 	case WEFT_PLUGIN_OPTIM: return "optim";
+	case WEFT_PLUGIN_CALLBACK: return "callback";
 	}
 	return "unknown";
 }
