@@ -184,9 +184,10 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 		stage = opt->stage;
 		begin = opt->layer_begin;
 		end = opt->layer_end ? opt->layer_end : cfg->n_layer;
-		if (stage & ~(uint32_t)(WEFT_STAGE_EMBED | WEFT_STAGE_HEAD))
+		if (stage & ~(uint32_t)(WEFT_STAGE_EMBED | WEFT_STAGE_HEAD | WEFT_STAGE_BLOCKS))
 			return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: stage 0x%x has unknown "
-					      "bits (WEFT_STAGE_EMBED | WEFT_STAGE_HEAD)", stage);
+					      "bits (WEFT_STAGE_EMBED | WEFT_STAGE_HEAD | "
+					      "WEFT_STAGE_BLOCKS)", stage);
 		if (begin < 0 || begin > end || end > cfg->n_layer)
 			return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: stage layers [%lld, %lld) "
 					      "do not fit n_layer %lld", (long long)begin,

@@ -19,6 +19,12 @@ static int64_t host_params_numel(const weft_params *ps, int dtype)
 	return weft_params_numel(ps, (weft_dtype)dtype);
 }
 
+static weft_status host_ctx_tensor(weft_ctx *ctx, const char *name, int dtype, int32_t ndim,
+				   const int64_t *shape, weft_tensor **out)
+{
+	return weft_ctx_tensor(ctx, name, (weft_dtype)dtype, ndim, shape, out);
+}
+
 static weft_status host_ctx_add_hook(weft_ctx *ctx, int kind, weft_hook_fn fn, void *user,
 				     int64_t *handle)
 {
@@ -84,6 +90,12 @@ static const weft_host host = {
 	.clip_sum_squares = weft_clip_sum_squares,
 	.clip_coef = weft_clip_coef,
 	.find_plugin = host_find_plugin,
+	.ctx_create = weft_ctx_create,
+	.ctx_free = weft_ctx_free,
+	.ctx_tensor = host_ctx_tensor,
+	.tensor_requires_grad = weft_tensor_requires_grad,
+	.backward = weft_backward,
+	.backward_from = weft_backward_from,
 	.comm_split = weft_tp_host_comm_split,
 	.comm_free = weft_tp_host_comm_free,
 	.tp_info = weft_tp_host_info,

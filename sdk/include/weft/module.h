@@ -117,7 +117,9 @@ typedef struct weft_mlp_config {
 /* weft_model_options.stage bits. */
 enum {
 	WEFT_STAGE_EMBED = 1u << 0, /* this stage holds wte, wpe and takes token ids */
-	WEFT_STAGE_HEAD = 1u << 1   /* this stage holds ln_f and the head, gives logits */
+	WEFT_STAGE_HEAD = 1u << 1,  /* this stage holds ln_f and the head, gives logits */
+	WEFT_STAGE_BLOCKS = 1u << 2 /* appended (pp): a stage of blocks only; set alone,
+				     * it makes a middle stage (stage 0 is the whole model) */
 };
 
 /* How to build a model. Zero-initialise, then set what you need. */

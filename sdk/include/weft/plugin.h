@@ -96,6 +96,7 @@ struct weft_tensor;
 struct weft_params;
 struct weft_ctx;
 struct weft_hook_event;
+struct weft_ctx_options;
 struct weft_comm;     /* weft/comm.h (appended: tp) */
 struct weft_comm_ops;
 
@@ -186,6 +187,22 @@ typedef struct weft_host {
 	 * as in a unit test). Check WEFT_HAS_MEMBER(host, weft_host,
 	 * find_plugin) first: a 1.0 host does not have it. */
 	weft_status (*find_plugin)(weft_plugin_kind kind, const char *name, const void **vtable);
+
+	/* ---- appended (pp): contexts and autograd for pipeline stages ----
+	 * Same contracts as weft_ctx_create, weft_ctx_free, weft_ctx_tensor,
+	 * weft_tensor_requires_grad, weft_backward and weft_backward_from
+	 * (weft/autograd.h); `dtype` is a weft_dtype. A pipeline strategy makes
+	 * one context per micro-batch it holds in flight, so a micro-batch's
+	 * activations are released when its backward is done. Check
+	 * WEFT_HAS_MEMBER(host, weft_host, backward_from) first. */
+	weft_status (*ctx_create)(const struct weft_ctx_options *opt, struct weft_ctx **out);
+	void (*ctx_free)(struct weft_ctx *ctx);
+	weft_status (*ctx_tensor)(struct weft_ctx *ctx, const char *name, int dtype, int32_t ndim,
+				  const int64_t *shape, struct weft_tensor **out);
+	void (*tensor_requires_grad)(struct weft_tensor *t, int on);
+	weft_status (*backward)(struct weft_ctx *ctx, struct weft_tensor *loss);
+	weft_status (*backward_from)(struct weft_ctx *ctx, struct weft_tensor *out,
+				     const struct weft_tensor *grad);
 
 	/* ---- appended (tp): sub-communicators and tensor parallelism ----
 	 * Check WEFT_HAS_MEMBER(host, weft_host, tp_gather_param) first.

@@ -1,0 +1,22 @@
+/* The pipeline strategies plugin: pp. */
+#include "pp.h"
+
+const weft_host *g_host;
+
+extern const weft_strategy_ops weft_strategy_pp;
+
+static const weft_plugin_entry_item items[] = {
+	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_pp },
+};
+
+static const weft_plugin_desc desc = {
+	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "pipeline strategies"),
+	.count = sizeof(items) / sizeof(items[0]),
+	.items = items,
+};
+
+WEFT_PLUGIN_ENTRY(host)
+{
+	g_host = host;
+	return &desc;
+}

@@ -1,0 +1,453 @@
+/* strategy "pp": pipeline parallelism (GPipe, 1F1B, interleaved 1F1B).
+ *
+ * The GPT is split into S = pp * virtual_stages stages by blocks
+ * (pp_config.c); rank r holds stages r, r + pp, ... (its chunks), each
+ * built by the trainer as a model of its own (env->stage_create) with the
+ * whole model's parameter names and values. One optimizer step runs the
+ * schedule core/pipeline/schedule.c gives for (kind, rank, pp, m, v) over
+ * the trainer's m micro-batches: every forward runs on a context of its
+ * own taken from a pool, so a micro-batch's activations are released when
+ * its backward finished (1F1B holds at most pp of them, GPipe all m).
+ * Activations and their gradients travel with send/recv (pp_msg.c). After
+ * the flush the first and the last stage sum the tied embedding's
+ * gradients, the optimizer steps each rank's own parameters, and the loss
+ * is reduced so every rank reports it. Each rank keeps the values of the
+ * stages it owns current in env->params after every step;
+ * gather_params(1) makes all of env->params current on every rank. */
+#include <stdio.h>
+#include <string.h>
+
+#include "pp.h"
+
+typedef struct pp_inflight {
+	weft_ctx *ctx;
+	weft_tensor *x;         /* received activation (requires grad) or NULL */
+	weft_tensor *out;       /* hidden state, or the scaled loss on the head */
+	weft_tensor *g;         /* received gradient of out */
+} pp_inflight;
+
+weft_status pp_sum(pp_strategy *s, double *v, int n)
+{
+	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
+			    .device = WEFT_COMM_DEVICE_CPU };
+	weft_status st;
+
+	if (s->g.size == 1)
+		return WEFT_OK;
+	st = s->g.ops->all_reduce(s->g.comm, &b, &b, WEFT_COMM_SUM, NULL);
+	s->msgs.calls++;
+	return st ? g_host->error_wrap(st, "strategy 'pp': all-reduce over the pipeline") : WEFT_OK;
+}
+
+static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
+{
+	pp_strategy *s;
+	weft_status st;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': out of memory");
+	st = pp_options_parse(section, env, "pp", &s->o);
+	if (st)
+		goto out_free;
+	if (s->o.pp != env->world_size) {
+		st = g_host->cfg_error(section ? g_host->cfg_get(section, "pp") : NULL,
+				       "pp is %d but the world has %d ranks; strategy pp needs pp = "
+				       "world size (pp x tp x dp = %d x 1 x 1 = %d != %d); use strategy "
+				       "hybrid to combine it with data or tensor parallelism",
+				       s->o.pp, env->world_size, s->o.pp, s->o.pp, env->world_size);
+		goto out_free;
+	}
+	if (env->struct_size < offsetof(weft_strategy_env, stage_free) + sizeof(env->stage_free) ||
+	    !env->stage_create || !env->stage_forward || !env->stage_free) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': this trainer cannot "
+				       "build pipeline stages (no stage callbacks in the strategy "
+				       "env); update weft");
+		goto out_free;
+	}
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, backward_from)) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': the host has no "
+				       "autograd services for pipeline stages; update weft");
+		goto out_free;
+	}
+	if (env->device.type != WEFT_DEVICE_CPU) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': runs on accelerator: "
+				       "cpu only in this version (its stage copies are host memory)");
+		goto out_free;
+	}
+	if (env->world_size > 1 && (!env->comm_ops || !env->world)) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': world size is %d but "
+				       "the trainer gave no communicator; set trainer.comm: gloo",
+				       env->world_size);
+		goto out_free;
+	}
+	s->env = env;
+	s->g = (pp_group){ .ops = env->comm_ops, .comm = env->world, .rank = env->rank,
+			   .size = env->world_size, .device_type = WEFT_COMM_DEVICE_CPU };
+	s->S = s->o.pp * s->o.v;
+	*out = s;
+	return WEFT_OK;
+
+out_free:
+	free(s);
+	return st;
+}
+
+static weft_status pp_setup(void *p)
+{
+	pp_strategy *s = p;
+	weft_status st;
+
+	st = pp_chunks_build(s);
+	if (st)
+		return st;
+	if (g_host->log_enabled(WEFT_LOG_INFO)) {
+		char line[512];
+		size_t len = 0;
+
+		for (int k = 0; k < s->o.v; k++)
+			len += (size_t)snprintf(line + len, sizeof(line) - len, "%s stage %d: blocks "
+						"%lld..%lld%s%s", k ? ";" : "", s->chunk[k].stage,
+						(long long)s->chunk[k].layer_begin,
+						(long long)s->chunk[k].layer_end - 1,
+						s->chunk[k].parts & WEFT_STAGE_EMBED ? " + embedding" : "",
+						s->chunk[k].parts & WEFT_STAGE_HEAD ? " + head" : "");
+		g_host->log(WEFT_LOG_INFO, "pp: %s, %d stages over %d ranks;%s",
+			    weft_pp_kind_name((weft_pp_kind)s->o.schedule), s->S, s->g.size, line);
+	}
+	return WEFT_OK;
+}
+
+static weft_status get_ctx(pp_strategy *s, weft_ctx **out)
+{
+	weft_ctx_options co = { .device = s->env->device, .arena_bytes = 64 << 10,
+				.tape_bytes = 16 << 10 };
+	weft_status st;
+
+	if (s->n_ctx_free) {
+		*out = s->ctx_free[--s->n_ctx_free];
+	} else {
+		if (s->n_ctx == (int)(sizeof(s->all_ctx) / sizeof(s->all_ctx[0])))
+			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': more than %d "
+						 "micro-batches in flight", s->n_ctx);
+		st = g_host->ctx_create(&co, out);
+		if (st)
+			return st;
+		s->all_ctx[s->n_ctx++] = *out;
+	}
+	g_host->ctx_step_begin(*out);
+	return WEFT_OK;
+}
+
+static void put_ctx(pp_strategy *s, weft_ctx *ctx)
+{
+	s->ctx_free[s->n_ctx_free++] = ctx;
+}
+
+/* Sizes the per-step tables for m micro-batches. */
+static weft_status plan(pp_strategy *s, int m)
+{
+	char err[256];
+	size_t cap = weft_pp_max_actions(m, s->o.v);
+	weft_status st;
+
+	if (weft_pp_check((weft_pp_kind)s->o.schedule, s->g.size, m, s->o.v, err, sizeof(err)))
+		return g_host->error_set(WEFT_ERR_CONFIG, "strategy 'pp': %s", err);
+	if (m == s->sched_m)
+		return WEFT_OK;
+	g_host->mem_free(s->actions);
+	g_host->mem_free(s->fl);
+	g_host->mem_free(s->ev);
+	g_host->mem_free(s->counts);
+	g_host->mem_free(s->ctx_free);
+	s->actions = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(weft_pp_action));
+	s->fl = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)m * (size_t)s->o.v * sizeof(pp_inflight));
+	s->ev = g_host->mem_alloc(WEFT_MEM_OTHER, (cap + 8) * sizeof(pp_event));
+	s->counts = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)m * sizeof(int64_t));
+	s->ctx_free = g_host->mem_alloc(WEFT_MEM_OTHER, sizeof(s->all_ctx));
+	s->sched_m = 0;
+	if (!s->actions || !s->fl || !s->ev || !s->counts || !s->ctx_free)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': schedule of %d micro-batches",
+					 m);
+	s->cap_ev = cap + 8;
+	s->n_ctx_free = 0;
+	for (int i = 0; i < s->n_ctx; i++)
+		s->ctx_free[s->n_ctx_free++] = s->all_ctx[i];
+	if (weft_pp_schedule((weft_pp_kind)s->o.schedule, s->g.rank, s->g.size, m, s->o.v,
+			     s->actions, cap, &s->n_actions, err, sizeof(err)))
+		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': %s", err);
+	s->peak_in_flight = weft_pp_max_in_flight(s->actions, s->n_actions);
+	st = pp_msgs_plan(&s->msgs, &s->g, (weft_pp_kind)s->o.schedule, m, s->o.v, 0);
+	if (st)
+		return st;
+	s->sched_m = m;
+	return WEFT_OK;
+}
+
+static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0)
+{
+	if (s->n_ev < s->cap_ev)
+		s->ev[s->n_ev++] = (pp_event){ .kind = kind, .micro = micro, .stage = stage,
+					       .t0 = t0, .t1 = pp_now_ns() };
+}
+
+/* One action of the schedule. */
+static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_input *in,
+		       int64_t rows, double *loss_sum)
+{
+	const weft_strategy_env *env = s->env;
+	pp_chunk *c = &s->chunk[a->chunk];
+	pp_inflight *f = &s->fl[(size_t)a->micro * (size_t)s->o.v + (size_t)a->chunk];
+	const weft_micro_batch *b = &in->micro[a->micro];
+	int64_t shape[3] = { b->rows, b->data.inputs->shape[1], s->n_embd };
+	int64_t n = s->counts[a->micro], t0 = pp_now_ns();
+	double loss = 0.0;
+	weft_status st = WEFT_OK;
+
+	switch (a->op) {
+	case WEFT_PP_RECV_ACT:
+		st = get_ctx(s, &f->ctx);
+		if (!st)
+			st = g_host->ctx_tensor(f->ctx, "pp.recv", WEFT_F32, 3, shape, &f->x);
+		if (!st)
+			st = pp_msgs_recv(&s->msgs, a->op, a->micro, a->stage, a->peer, f->x->data, n);
+		if (!st)
+			g_host->tensor_requires_grad(f->x, 1);
+		break;
+	case WEFT_PP_FORWARD:
+		if (!f->ctx) {
+			st = get_ctx(s, &f->ctx);
+			f->x = NULL;
+		}
+		if (!st)
+			st = env->stage_forward(env->trainer, c->handle, f->ctx, b, f->x, 1,
+						(double)b->rows / (double)rows, &f->out, &loss, NULL);
+		if (!st && (c->parts & WEFT_STAGE_HEAD))
+			*loss_sum += loss * (double)b->rows;
+		break;
+	case WEFT_PP_SEND_ACT:
+		st = pp_msgs_send(&s->msgs, a->op, a->micro, a->stage, a->peer, f->out->data, n);
+		break;
+	case WEFT_PP_RECV_GRAD:
+		st = g_host->ctx_tensor(f->ctx, "pp.grad", WEFT_F32, 3, shape, &f->g);
+		if (!st)
+			st = pp_msgs_recv(&s->msgs, a->op, a->micro, a->stage, a->peer, f->g->data, n);
+		break;
+	case WEFT_PP_BACKWARD:
+		st = (c->parts & WEFT_STAGE_HEAD) ? g_host->backward(f->ctx, f->out) :
+		     g_host->backward_from(f->ctx, f->out, f->g);
+		if (!st && a->stage == 0) {
+			put_ctx(s, f->ctx);
+			memset(f, 0, sizeof(*f));
+		}
+		break;
+	case WEFT_PP_SEND_GRAD:
+		if (!f->x->grad)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': stage %d's input "
+						 "received no gradient (micro-batch %d)", a->stage,
+						 a->micro);
+		st = pp_msgs_send(&s->msgs, a->op, a->micro, a->stage, a->peer, f->x->grad->data,
+				  n);
+		put_ctx(s, f->ctx);
+		memset(f, 0, sizeof(*f));
+		break;
+	default:
+		st = g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': unknown action %d", a->op);
+	}
+	note(s, a->op, a->micro, a->stage, t0);
+	return st;
+}
+
+/* The measured bubble: the share of the step's pipeline span [from, to)
+ * this rank did not spend in forward or backward. */
+static double bubble_of(const pp_strategy *s, int64_t from, int64_t to)
+{
+	int64_t busy = 0;
+
+	for (size_t i = 0; i < s->n_ev; i++)
+		if (s->ev[i].kind == WEFT_PP_FORWARD || s->ev[i].kind == WEFT_PP_BACKWARD)
+			busy += s->ev[i].t1 - s->ev[i].t0;
+	return to > from ? 1.0 - (double)busy / (double)(to - from) : 0.0;
+}
+
+static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
+{
+	pp_strategy *s = p;
+	int m = (int)in->n_micro;
+	int64_t rows = 0, t0 = pp_now_ns(), bytes0, calls0, wait0;
+	double loss_sum = 0.0, red[2];
+	weft_status st;
+
+	st = plan(s, m);
+	if (st)
+		return st;
+	{
+		int64_t most = 0;
+
+		for (int i = 0; i < m; i++) {
+			const weft_micro_batch *b = &in->micro[i];
+
+			rows += b->rows;
+			s->counts[i] = b->rows * b->data.inputs->shape[1] * s->n_embd;
+			if (s->counts[i] > most)
+				most = s->counts[i];
+		}
+		if (most > s->msgs.buf_numel) {
+			st = pp_msgs_plan(&s->msgs, &s->g, (weft_pp_kind)s->o.schedule, m, s->o.v,
+					  most);
+			if (st)
+				return st;
+		}
+		s->msgs.counts = s->counts;
+	}
+	for (int k = 0; k < s->o.v; k++) {
+		st = g_host->params_zero_grad(s->chunk[k].params);
+		if (st)
+			return st;
+	}
+	bytes0 = s->msgs.bytes;
+	calls0 = s->msgs.calls;
+	wait0 = s->msgs.wait_ns;
+	s->n_ev = 0;
+	s->step_t0 = t0;
+	for (size_t i = 0; i < s->n_actions && !st; i++)
+		st = act(s, &s->actions[i], in, rows, &loss_sum);
+	{
+		weft_status f = pp_msgs_finish(&s->msgs);
+
+		if (!st)
+			st = f;
+	}
+	/* an error leaves contexts taken: give them all back */
+	for (int i = 0; i < m * s->o.v; i++)
+		if (s->fl[i].ctx) {
+			put_ctx(s, s->fl[i].ctx);
+			memset(&s->fl[i], 0, sizeof(s->fl[i]));
+		}
+	if (st)
+		return st;
+	t0 = pp_now_ns();
+	st = pp_sync_wte(s);
+	if (st)
+		return st;
+	red[0] = loss_sum;
+	red[1] = (s->chunk[s->o.v - 1].parts & WEFT_STAGE_HEAD) ? (double)rows : 0.0;
+	st = pp_sum(s, red, 2);
+	if (st)
+		return st;
+	note(s, PP_EV_SYNC, -1, -1, t0);
+	/* every rank leaves the reduction together: the span from entering the
+	 * step to here is the pipeline's, on any rank, with no common clock */
+	out->bubble_fraction = bubble_of(s, s->step_t0, pp_now_ns());
+	s->last_bubble = out->bubble_fraction;
+	t0 = pp_now_ns();
+	st = pp_optim_step(s, &in->optim, &out->grad_norm);
+	if (st)
+		return st;
+	pp_copy_params(s, 0);
+	note(s, PP_EV_OPTIM, -1, -1, t0);
+	out->loss = red[1] > 0 ? red[0] / red[1] : 0.0;
+	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red);
+	out->metric_comm_bytes = (int64_t)sizeof(red);
+	out->comm_calls = s->msgs.calls - calls0;
+	out->exposed_comm_ns = s->msgs.wait_ns - wait0;
+	out->comm_ns = out->exposed_comm_ns;
+	out->compute_ns = pp_now_ns() - s->step_t0 - out->exposed_comm_ns;
+	return WEFT_OK;
+}
+
+/* Forward only, stage by stage along the pipeline. */
+static weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)
+{
+	pp_strategy *s = p;
+	weft_eval_report mine = { .struct_size = sizeof(mine) };
+	int64_t shape[3] = { b->rows, b->data.inputs->shape[1], s->n_embd };
+	int64_t n = shape[0] * shape[1] * shape[2];
+	int next = (s->g.rank + 1) % s->g.size, prev = (s->g.rank + s->g.size - 1) % s->g.size;
+	double red[4], loss;
+	weft_ctx *ctx;
+	weft_status st;
+
+	st = get_ctx(s, &ctx);
+	if (st)
+		return st;
+	for (int k = 0; k < s->o.v && !st; k++) {
+		pp_chunk *c = &s->chunk[k];
+		weft_tensor *x = NULL, *o = NULL;
+		weft_comm_buf buf = { .count = n, .dtype = WEFT_COMM_F32,
+				      .device = WEFT_COMM_DEVICE_CPU };
+
+		if (c->stage > 0) {
+			st = g_host->ctx_tensor(ctx, "pp.recv", WEFT_F32, 3, shape, &x);
+			buf.data = x ? x->data : NULL;
+			if (!st)
+				st = s->g.ops->recv(s->g.comm, &buf, prev, NULL);
+			if (st)
+				break;
+		}
+		st = s->env->stage_forward(s->env->trainer, c->handle, ctx, b, x, 0, 1.0, &o, &loss,
+					   &mine);
+		if (!st && c->stage < s->S - 1) {
+			buf.data = o->data;
+			st = s->g.ops->send(s->g.comm, &buf, next, NULL);
+		}
+	}
+	put_ctx(s, ctx);
+	if (st)
+		return g_host->error_wrap(st, "strategy 'pp': evaluation");
+	red[0] = mine.loss_sum;
+	red[1] = (double)mine.rows;
+	red[2] = (double)mine.correct;
+	red[3] = (double)mine.counted;
+	st = pp_sum(s, red, 4);
+	if (st)
+		return st;
+	out->loss_sum += red[0];
+	out->rows += (int64_t)red[1];
+	out->correct += (int64_t)red[2];
+	out->counted += (int64_t)red[3];
+	return WEFT_OK;
+}
+
+static weft_status pp_state(void *p, weft_strategy_state *out)
+{
+	return pp_state_build(p, out);
+}
+
+static weft_status pp_gather_params(void *p, int gather)
+{
+	pp_strategy *s = p;
+
+	if (gather)
+		return pp_gather(s);
+	return pp_copy_params(s, 1);
+}
+
+static void pp_destroy(void *p)
+{
+	pp_strategy *s = p;
+
+	if (!s)
+		return;
+	pp_msgs_free(&s->msgs);
+	for (int i = 0; i < s->n_ctx; i++)
+		g_host->ctx_free(s->all_ctx[i]);
+	pp_chunks_free(s);
+	g_host->mem_free(s->actions);
+	g_host->mem_free(s->fl);
+	g_host->mem_free(s->ev);
+	g_host->mem_free(s->counts);
+	g_host->mem_free(s->ctx_free);
+	free(s);
+}
+
+const weft_strategy_ops weft_strategy_pp = {
+	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "pp"),
+	.create = pp_create,
+	.setup = pp_setup,
+	.train_step = pp_train_step,
+	.eval_step = pp_eval_step,
+	.state = pp_state,
+	.destroy = pp_destroy,
+	.gather_params = pp_gather_params,
+};

@@ -1,0 +1,163 @@
+/* strategy "pp": pipeline parallelism over GPT stages (internal). */
+#ifndef WEFT_STRATEGY_PP_H
+#define WEFT_STRATEGY_PP_H
+
+#include <stdlib.h>
+
+#include "pipeline/schedule.h"
+#include "weft/strategy.h"
+
+extern const weft_host *g_host;
+
+#define PP_MAX_CHUNKS 16
+#define PP_MAX_PIECES 4
+
+enum { PP_PART_UNIFORM = 0, PP_PART_PARAMETERS = 1, PP_PART_LIST = 2 };
+
+/* Options of the strategy section. */
+typedef struct pp_options {
+	int pp;                 /* pipeline ranks */
+	int schedule;           /* weft_pp_kind */
+	int v;                  /* virtual stages (chunks) per rank */
+	int partition;          /* PP_PART_* */
+	int64_t layers[256];    /* PP_PART_LIST: blocks per stage */
+	int n_layers_list;
+	const weft_cfg *partition_node; /* for errors at file:line:col */
+	const weft_cfg *section;
+} pp_options;
+
+/* The ranks of one pipeline and how to talk to them. */
+typedef struct pp_group {
+	const weft_comm_ops *ops;
+	weft_comm *comm;        /* p2p and collectives over the pipeline's ranks */
+	int rank, size;         /* this rank's pipeline index, p */
+	int device_type;        /* weft_comm_device */
+	int device_index;
+} pp_group;
+
+/* A contiguous run of a chunk's flat buffer that is also contiguous in
+ * the whole model's flat coordinates. */
+typedef struct pp_piece {
+	int64_t local;          /* first element in the chunk's flat buffer */
+	int64_t begin, end;     /* global flat range */
+	int mirror;             /* the head's copy of wte: another stage owns it */
+	float *slot_mem;        /* n_slots * (end - begin), WEFT_MEM_OPTIM */
+	float *slots[8];
+} pp_piece;
+
+/* One model chunk (stage) this rank holds. */
+typedef struct pp_chunk {
+	int stage;
+	int64_t layer_begin, layer_end;
+	uint32_t parts;
+	void *handle;           /* from env->stage_create */
+	weft_params *params;
+	float *flat, *grad;
+	int64_t numel;
+	pp_piece piece[PP_MAX_PIECES];
+	int n_pieces;
+	float *wte, *wte_grad;  /* EMBED or HEAD stage with a tied wte; else NULL */
+	int64_t wte_numel;
+} pp_chunk;
+
+/* Messages between neighbouring stages (pp_msg.c). */
+typedef struct pp_msg pp_msg;
+typedef struct pp_chan pp_chan;
+
+typedef struct pp_msgs {
+	pp_group *g;
+	int64_t buf_numel;      /* floats per buffer */
+	const int64_t *counts;  /* [m]: floats of each micro-batch's messages */
+	float **free_bufs;
+	int n_free, cap_free;
+	int n_bufs;
+	pp_chan *from;          /* [p]: what each peer sends this rank, in its order */
+	pp_msg *sends;          /* outstanding sends */
+	int n_sends, cap_sends;
+	int64_t bytes, calls;
+	int64_t wait_ns;        /* time spent blocked in receives and send waits */
+} pp_msgs;
+
+/* One timeline event (compute or communication) of a step. */
+typedef struct pp_event {
+	int32_t kind;           /* weft_pp_op, or PP_EV_* */
+	int32_t micro, stage;
+	int64_t t0, t1;         /* ns, CLOCK_MONOTONIC */
+} pp_event;
+
+enum { PP_EV_OPTIM = 16, PP_EV_SYNC = 17 };
+
+typedef struct pp_strategy {
+	const weft_strategy_env *env;
+	pp_options o;
+	pp_group g;
+	int S;                  /* stages: p * v */
+	int64_t n_layer;
+	int64_t n_embd;
+	int64_t *bounds;        /* [S + 1]: stage s holds blocks [bounds[s], bounds[s+1]) */
+	pp_chunk chunk[PP_MAX_CHUNKS];
+	size_t n_slots;
+	pp_msgs msgs;
+
+	/* contexts, one per micro-batch chunk in flight */
+	weft_ctx **ctx_free;
+	int n_ctx_free, n_ctx;
+	weft_ctx *all_ctx[256];
+
+	/* per step */
+	weft_pp_action *actions;
+	size_t n_actions, cap_actions;
+	int sched_m;            /* m the action list was built for */
+	struct pp_inflight *fl; /* [m * v] */
+	int cap_fl;
+	int64_t *counts;        /* [m]: floats of each micro-batch's messages */
+	pp_event *ev;
+	size_t n_ev, cap_ev;
+	int64_t peak_in_flight;
+	double last_bubble;
+	int64_t step_t0;
+
+	/* optimizer state of the owned pieces, as ranges for checkpoints */
+	int64_t *ranges;        /* [2 * n_ranges] */
+	int n_ranges;
+	int64_t state_numel;
+	float *wte_tmp;         /* the other copy's tied-embedding gradient */
+	float **state_slots;
+	float *state_mem;
+	int gathered;
+} pp_strategy;
+
+/* pp_config.c */
+weft_status pp_options_parse(const weft_cfg *section, const weft_strategy_env *env,
+			     const char *who, pp_options *o);
+/* Splits n_layer blocks into S stages by o->partition; `cost` gives each
+ * block's parameter count, embed/head those of the first/last stage's
+ * extra parts. bounds gets S + 1 entries. Errors: WEFT_ERR_CONFIG naming
+ * the numbers. */
+weft_status pp_partition(const pp_options *o, int S, int64_t n_layer, const int64_t *cost,
+			 int64_t embed, int64_t head, int64_t *bounds);
+
+/* pp_msg.c */
+weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int v,
+			 int64_t buf_numel);
+weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, const float *data,
+			 int64_t n);
+weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, float *data,
+			 int64_t n);
+weft_status pp_msgs_finish(pp_msgs *ms);
+void pp_msgs_free(pp_msgs *ms);
+int64_t pp_now_ns(void);
+
+/* pp_stage.c: chunks, their optimizer state and the tied embedding */
+weft_status pp_chunks_build(pp_strategy *s);
+void pp_chunks_free(pp_strategy *s);
+weft_status pp_copy_params(pp_strategy *s, int to_stage);
+weft_status pp_sync_wte(pp_strategy *s);
+weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm);
+weft_status pp_gather(pp_strategy *s);
+weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
+
+/* collectives over the pipeline group (f64 sums) */
+weft_status pp_sum(pp_strategy *s, double *v, int n);
+
+#endif

@@ -1,0 +1,286 @@
+/* Activations and gradients between neighbouring stages.
+ *
+ * Sends never block: the data is copied into a buffer of the pool and sent
+ * asynchronously; the buffer returns to the pool once the send finished.
+ * Receives are matched by content, not by arrival: a peer's messages to
+ * this rank are posted in the order that peer sends them (known from its
+ * schedule, a pure function), so that with p = 2 and interleaving, where
+ * activations and gradients share one pair of ranks, the backend's
+ * in-order matching per pair of ranks still pairs each message with its
+ * receive. A receive posts the peer's messages up to the one wanted, then
+ * waits for that one. Buffers come from a pool that grows during the first
+ * step and is reused after (counted under WEFT_MEM_COMM). A send's buffer
+ * returns to the pool only at the end of the step: the backend's `test`
+ * reports a point-to-point transfer done once it is posted, and waiting
+ * for its completion mid-step could wait on a peer that waits on us. */
+#include <string.h>
+#include <time.h>
+
+#include "pp.h"
+
+struct pp_msg {
+	int op;                 /* WEFT_PP_SEND_ACT / SEND_GRAD as the sender sees it */
+	int micro, stage;       /* the sender's stage */
+	float *buf;
+	weft_comm_work *work;
+	int posted, taken;
+};
+
+struct pp_chan {
+	pp_msg *exp;            /* in the sender's order */
+	int n, next_post;
+};
+
+int64_t pp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static weft_status get_buf(pp_msgs *ms, float **out)
+{
+	if (ms->n_free) {
+		*out = ms->free_bufs[--ms->n_free];
+		return WEFT_OK;
+	}
+	if (ms->n_bufs == ms->cap_free) {
+		int cap = ms->cap_free ? 2 * ms->cap_free : 16;
+		float **nb = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)cap * sizeof(float *));
+
+		if (!nb)
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message pool");
+		if (ms->free_bufs)
+			memcpy(nb, ms->free_bufs, (size_t)ms->n_free * sizeof(float *));
+		g_host->mem_free(ms->free_bufs);
+		ms->free_bufs = nb;
+		ms->cap_free = cap;
+	}
+	*out = g_host->mem_alloc(WEFT_MEM_COMM, (size_t)ms->buf_numel * sizeof(float));
+	if (!*out)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message buffer of %lld floats",
+					 (long long)ms->buf_numel);
+	ms->n_bufs++;
+	return WEFT_OK;
+}
+
+static void put_buf(pp_msgs *ms, float *b)
+{
+	ms->free_bufs[ms->n_free++] = b;
+}
+
+static weft_comm_buf cbuf(const pp_msgs *ms, void *data, int64_t n)
+{
+	return (weft_comm_buf){ .data = data, .count = n, .dtype = WEFT_COMM_F32,
+				.device = (weft_comm_device)ms->g->device_type,
+				.device_index = ms->g->device_index };
+}
+
+static void chans_free(pp_msgs *ms)
+{
+	if (!ms->from)
+		return;
+	for (int q = 0; q < ms->g->size; q++)
+		g_host->mem_free(ms->from[q].exp);
+	g_host->mem_free(ms->from);
+	ms->from = NULL;
+}
+
+weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int v,
+			 int64_t buf_numel)
+{
+	size_t cap = weft_pp_max_actions(m, v), n;
+	weft_pp_action *a;
+	char err[256];
+	weft_status st = WEFT_OK;
+
+	ms->g = g;
+	if (buf_numel > ms->buf_numel) {
+		/* every buffer is idle between steps: drop the small ones */
+		for (int i = 0; i < ms->n_free; i++)
+			g_host->mem_free(ms->free_bufs[i]);
+		ms->n_bufs -= ms->n_free;
+		ms->n_free = 0;
+		ms->buf_numel = buf_numel;
+	}
+	chans_free(ms);
+	ms->from = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)g->size * sizeof(pp_chan));
+	a = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(*a));
+	if (!ms->from || !a) {
+		st = g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message plan");
+		goto out;
+	}
+	for (int q = 0; q < g->size && !st; q++) {
+		pp_chan *c = &ms->from[q];
+
+		if (q == g->rank)
+			continue;
+		if (weft_pp_schedule(kind, q, g->size, m, v, a, cap, &n, err, sizeof(err))) {
+			st = g_host->error_set(WEFT_ERR_CONFIG, "strategy 'pp': %s", err);
+			break;
+		}
+		c->exp = g_host->mem_calloc(WEFT_MEM_OTHER, (n + 1) * sizeof(pp_msg));
+		if (!c->exp) {
+			st = g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message plan");
+			break;
+		}
+		for (size_t i = 0; i < n; i++)
+			if ((a[i].op == WEFT_PP_SEND_ACT || a[i].op == WEFT_PP_SEND_GRAD) &&
+			    a[i].peer == g->rank)
+				c->exp[c->n++] = (pp_msg){ .op = a[i].op, .micro = a[i].micro,
+							   .stage = a[i].stage };
+	}
+out:
+	g_host->mem_free(a);
+	return st;
+}
+
+weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, const float *data,
+			 int64_t n)
+{
+	weft_comm_buf b;
+	float *buf;
+	weft_status st;
+
+	if (n > ms->buf_numel)
+		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': message of %lld floats "
+					 "exceeds the buffers' %lld", (long long)n,
+					 (long long)ms->buf_numel);
+	st = get_buf(ms, &buf);
+	if (st)
+		return st;
+	memcpy(buf, data, (size_t)n * sizeof(float));
+	if (ms->n_sends == ms->cap_sends) {
+		int cap = ms->cap_sends ? 2 * ms->cap_sends : 16;
+		pp_msg *ns = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)cap * sizeof(pp_msg));
+
+		if (!ns) {
+			put_buf(ms, buf);
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': send list");
+		}
+		if (ms->sends)
+			memcpy(ns, ms->sends, (size_t)ms->n_sends * sizeof(pp_msg));
+		g_host->mem_free(ms->sends);
+		ms->sends = ns;
+		ms->cap_sends = cap;
+	}
+	b = cbuf(ms, buf, n);
+	st = ms->g->ops->send(ms->g->comm, &b, peer, &ms->sends[ms->n_sends].work);
+	if (st) {
+		put_buf(ms, buf);
+		return g_host->error_wrap(st, "strategy 'pp': sending the %s of micro-batch %d from "
+					  "stage %d to pipeline rank %d",
+					  op == WEFT_PP_SEND_ACT ? "activation" : "gradient", micro, stage,
+					  peer);
+	}
+	ms->sends[ms->n_sends].buf = buf;
+	ms->sends[ms->n_sends].op = op;
+	ms->sends[ms->n_sends].micro = micro;
+	ms->sends[ms->n_sends].stage = stage;
+	ms->n_sends++;
+	ms->bytes += n * 4;
+	ms->calls++;
+	return WEFT_OK;
+}
+
+weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, float *data,
+			 int64_t n)
+{
+	pp_chan *c = &ms->from[peer];
+	int send_op = op == WEFT_PP_RECV_ACT ? WEFT_PP_SEND_ACT : WEFT_PP_SEND_GRAD;
+	int from_stage = op == WEFT_PP_RECV_ACT ? stage - 1 : stage + 1;
+	int j;
+	int64_t t0;
+	weft_status st;
+
+	for (j = 0; j < c->n; j++)
+		if (c->exp[j].op == send_op && c->exp[j].micro == micro &&
+		    c->exp[j].stage == from_stage && !c->exp[j].taken)
+			break;
+	if (j == c->n)
+		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': pipeline rank %d never "
+					 "sends the %s of micro-batch %d stage %d", peer,
+					 op == WEFT_PP_RECV_ACT ? "activation" : "gradient", micro,
+					 from_stage);
+	while (c->next_post <= j) {
+		pp_msg *x = &c->exp[c->next_post];
+		weft_comm_buf b;
+
+		st = get_buf(ms, &x->buf);
+		if (st)
+			return st;
+		b = cbuf(ms, x->buf, ms->counts ? ms->counts[x->micro] : n);
+		st = ms->g->ops->recv(ms->g->comm, &b, peer, &x->work);
+		if (st) {
+			put_buf(ms, x->buf);
+			return g_host->error_wrap(st, "strategy 'pp': receiving from pipeline rank %d",
+						  peer);
+		}
+		x->posted = 1;
+		c->next_post++;
+		ms->calls++;
+	}
+	t0 = pp_now_ns();
+	st = ms->g->ops->wait(c->exp[j].work, -1);
+	ms->wait_ns += pp_now_ns() - t0;
+	c->exp[j].work = NULL;
+	c->exp[j].taken = 1;
+	if (st) {
+		put_buf(ms, c->exp[j].buf);
+		return g_host->error_wrap(st, "strategy 'pp': receiving the %s of micro-batch %d for "
+					  "stage %d from pipeline rank %d",
+					  op == WEFT_PP_RECV_ACT ? "activation" : "gradient", micro, stage,
+					  peer);
+	}
+	memcpy(data, c->exp[j].buf, (size_t)n * sizeof(float));
+	put_buf(ms, c->exp[j].buf);
+	return WEFT_OK;
+}
+
+weft_status pp_msgs_finish(pp_msgs *ms)
+{
+	weft_status st = WEFT_OK;
+	int64_t t0 = pp_now_ns();
+
+	for (int i = 0; i < ms->n_sends; i++) {
+		weft_status w = ms->g->ops->wait(ms->sends[i].work, -1);
+
+		if (w && !st)
+			st = g_host->error_wrap(w, "strategy 'pp': sending the %s of micro-batch %d "
+						"from stage %d",
+						ms->sends[i].op == WEFT_PP_SEND_ACT ? "activation" :
+						"gradient", ms->sends[i].micro, ms->sends[i].stage);
+		put_buf(ms, ms->sends[i].buf);
+	}
+	ms->n_sends = 0;
+	ms->wait_ns += pp_now_ns() - t0;
+	for (int q = 0; ms->from && q < ms->g->size; q++) {
+		pp_chan *c = &ms->from[q];
+
+		/* posted but never taken can only follow an error: drain them */
+		for (int j = 0; j < c->next_post; j++) {
+			if (c->exp[j].work) {
+				ms->g->ops->wait(c->exp[j].work, -1);
+				put_buf(ms, c->exp[j].buf);
+				c->exp[j].work = NULL;
+			}
+			c->exp[j].taken = c->exp[j].posted = 0;
+		}
+		c->next_post = 0;
+	}
+	return st;
+}
+
+void pp_msgs_free(pp_msgs *ms)
+{
+	if (ms->g)
+		pp_msgs_finish(ms);
+	for (int i = 0; i < ms->n_free; i++)
+		g_host->mem_free(ms->free_bufs[i]);
+	g_host->mem_free(ms->free_bufs);
+	g_host->mem_free(ms->sends);
+	if (ms->g)
+		chans_free(ms);
+	memset(ms, 0, sizeof(*ms));
+}

@@ -1,0 +1,451 @@
+/* The chunks (stages) a rank holds: building them from the trainer's
+ * model, their optimizer state, the tied embedding shared by the first and
+ * the last stage, and moving values between them and env->params. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp.h"
+
+static const char *const WTE = "transformer.wte.weight";
+
+/* The block index of "transformer.h.<i>." names; -1 for other names. */
+static int64_t block_of(const char *name)
+{
+	const char *pre = "transformer.h.";
+	char *end;
+	long long i;
+
+	if (!name || strncmp(name, pre, strlen(pre)))
+		return -1;
+	i = strtoll(name + strlen(pre), &end, 10);
+	return *end == '.' ? i : -1;
+}
+
+static weft_tensor *global_find(const pp_strategy *s, const char *name)
+{
+	size_t n = g_host->params_count(s->env->params);
+
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(s->env->params, i);
+
+		if (t->name && !strcmp(t->name, name))
+			return t;
+	}
+	return NULL;
+}
+
+static const float *global_flat(const pp_strategy *s)
+{
+	weft_tensor *flat = NULL;
+
+	g_host->params_flat(s->env->params, WEFT_F32, &flat, NULL);
+	return flat ? flat->data : NULL;
+}
+
+/* The whole model's shape from its parameter names: blocks, n_embd, the
+ * parameters per block and of the embedding and the head. */
+static weft_status model_shape(pp_strategy *s, int64_t **cost, int64_t *embed, int64_t *head)
+{
+	size_t n = g_host->params_count(s->env->params);
+	weft_tensor *wte = global_find(s, WTE);
+
+	s->n_layer = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t b = block_of(g_host->params_at(s->env->params, i)->name);
+
+		if (b + 1 > s->n_layer)
+			s->n_layer = b + 1;
+	}
+	if (!wte || s->n_layer < 1)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': the model is not a "
+					 "GPT (no transformer.wte.weight or transformer.h.* "
+					 "parameters); pipeline stages are built from a GPT's blocks");
+	s->n_embd = wte->shape[1];
+	*cost = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)s->n_layer * sizeof(int64_t));
+	if (!*cost)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': block costs");
+	*embed = 0;
+	*head = g_host->tensor_numel(wte); /* the tied head's matrix */
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(s->env->params, i);
+		int64_t b = block_of(t->name);
+
+		if (b >= 0)
+			(*cost)[b] += g_host->tensor_numel(t);
+		else if (!strncmp(t->name, "transformer.ln_f", 16))
+			*head += g_host->tensor_numel(t);
+		else
+			*embed += g_host->tensor_numel(t);
+	}
+	return WEFT_OK;
+}
+
+/* Pieces: runs of the chunk's parameters that are contiguous both in the
+ * chunk's flat buffer and in the whole model's. */
+static weft_status chunk_pieces(pp_strategy *s, pp_chunk *c)
+{
+	const float *gbase = global_flat(s);
+	size_t n = g_host->params_count(c->params);
+
+	c->n_pieces = 0;
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(c->params, i);
+		weft_tensor *g = global_find(s, t->name);
+		int64_t local = (const float *)t->data - c->flat, len = g_host->tensor_numel(t);
+		int64_t begin;
+		int mirror = !strcmp(t->name, WTE) && !(c->parts & WEFT_STAGE_EMBED);
+		pp_piece *p = c->n_pieces ? &c->piece[c->n_pieces - 1] : NULL;
+
+		if (!g || g_host->tensor_numel(g) != len)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': stage %d's "
+						 "parameter '%s' has no match in the model",
+						 c->stage, t->name);
+		begin = (const float *)g->data - gbase;
+		if (p && p->mirror == mirror && p->end == begin &&
+		    p->local + (p->end - p->begin) == local) {
+			p->end += len;
+			continue;
+		}
+		if (c->n_pieces == PP_MAX_PIECES)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': stage %d's "
+						 "parameters are not contiguous in the model",
+						 c->stage);
+		c->piece[c->n_pieces++] = (pp_piece){ .local = local, .begin = begin,
+						      .end = begin + len, .mirror = mirror };
+	}
+	return WEFT_OK;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const pp_piece *x = *(pp_piece *const *)a, *y = *(pp_piece *const *)b;
+
+	return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Optimizer state: one block per slot holding every owned (not mirror)
+ * piece in global order, so state() can describe it as ranges; the
+ * mirror piece (the head's wte copy) has its own. */
+static weft_status alloc_state(pp_strategy *s)
+{
+	pp_piece *own[PP_MAX_CHUNKS * PP_MAX_PIECES];
+	int n_own = 0;
+	int64_t total = 0, at = 0;
+
+	s->n_slots = s->env->optim_ops->state_slots(s->env->optim);
+	if (s->n_slots > 8)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': optimizer '%s' wants "
+					 "%zu state slots per element; at most 8 are supported",
+					 s->env->optim_ops->head.name, s->n_slots);
+	for (int k = 0; k < s->o.v; k++)
+		for (int i = 0; i < s->chunk[k].n_pieces; i++) {
+			pp_piece *p = &s->chunk[k].piece[i];
+
+			if (p->mirror) {
+				if (!s->n_slots)
+					continue;
+				p->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, s->n_slots *
+								 (size_t)(p->end - p->begin) *
+								 sizeof(float));
+				if (!p->slot_mem)
+					return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': "
+								 "optimizer state");
+				for (size_t q = 0; q < s->n_slots; q++)
+					p->slots[q] = p->slot_mem + q * (size_t)(p->end - p->begin);
+				continue;
+			}
+			own[n_own++] = p;
+			total += p->end - p->begin;
+		}
+	qsort(own, (size_t)n_own, sizeof(own[0]), cmp_piece);
+	s->ranges = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(2 * n_own + 1) * sizeof(int64_t));
+	s->state_slots = g_host->mem_calloc(WEFT_MEM_OTHER, 9 * sizeof(float *));
+	s->state_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, s->n_slots * (size_t)total * sizeof(float) + 1);
+	if (!s->ranges || !s->state_slots || !s->state_mem)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': optimizer state of %lld "
+					 "elements", (long long)total);
+	for (size_t q = 0; q < s->n_slots; q++)
+		s->state_slots[q] = s->state_mem + q * (size_t)total;
+	s->n_ranges = 0;
+	for (int i = 0; i < n_own; i++) {
+		for (size_t q = 0; q < s->n_slots; q++)
+			own[i]->slots[q] = s->state_slots[q] + at;
+		at += own[i]->end - own[i]->begin;
+		if (s->n_ranges && s->ranges[2 * s->n_ranges - 1] == own[i]->begin) {
+			s->ranges[2 * s->n_ranges - 1] = own[i]->end;
+			continue;
+		}
+		s->ranges[2 * s->n_ranges] = own[i]->begin;
+		s->ranges[2 * s->n_ranges + 1] = own[i]->end;
+		s->n_ranges++;
+	}
+	s->state_numel = total;
+	return WEFT_OK;
+}
+
+weft_status pp_chunks_build(pp_strategy *s)
+{
+	int64_t *cost = NULL, embed = 0, head = 0;
+	weft_status st;
+
+	st = model_shape(s, &cost, &embed, &head);
+	if (st)
+		goto out;
+	s->bounds = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(s->S + 1) * sizeof(int64_t));
+	if (!s->bounds) {
+		st = g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': stage bounds");
+		goto out;
+	}
+	st = pp_partition(&s->o, s->S, s->n_layer, cost, embed, head, s->bounds);
+	if (st)
+		goto out;
+	for (int k = 0; k < s->o.v; k++) {
+		pp_chunk *c = &s->chunk[k];
+		weft_tensor *flat = NULL, *grad = NULL, *w;
+
+		c->stage = k * s->g.size + s->g.rank;
+		c->layer_begin = s->bounds[c->stage];
+		c->layer_end = s->bounds[c->stage + 1];
+		c->parts = WEFT_STAGE_BLOCKS | (c->stage == 0 ? WEFT_STAGE_EMBED : 0u) |
+			   (c->stage == s->S - 1 ? WEFT_STAGE_HEAD : 0u);
+		st = s->env->stage_create(s->env->trainer, c->parts, c->layer_begin, c->layer_end,
+					  &c->handle, &c->params);
+		if (st)
+			goto out;
+		g_host->params_flat(c->params, WEFT_F32, &flat, &grad);
+		if (!flat || !grad) {
+			st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': stage %d has no "
+					       "float32 parameters with gradients", c->stage);
+			goto out;
+		}
+		c->flat = flat->data;
+		c->grad = grad->data;
+		c->numel = g_host->tensor_numel(flat);
+		st = chunk_pieces(s, c);
+		if (st)
+			goto out;
+		for (size_t i = 0; i < g_host->params_count(c->params); i++) {
+			w = g_host->params_at(c->params, i);
+			if (s->S > 1 && !strcmp(w->name, WTE)) {
+				c->wte = w->data;
+				c->wte_grad = w->grad->data;
+				c->wte_numel = g_host->tensor_numel(w);
+			}
+		}
+	}
+	st = alloc_state(s);
+	if (!st)
+		st = pp_copy_params(s, 1);
+out:
+	g_host->mem_free(cost);
+	return st;
+}
+
+void pp_chunks_free(pp_strategy *s)
+{
+	for (int k = 0; k < s->o.v; k++) {
+		pp_chunk *c = &s->chunk[k];
+
+		for (int i = 0; i < c->n_pieces; i++)
+			g_host->mem_free(c->piece[i].slot_mem);
+		if (c->handle)
+			s->env->stage_free(s->env->trainer, c->handle);
+		memset(c, 0, sizeof(*c));
+	}
+	g_host->mem_free(s->bounds);
+	g_host->mem_free(s->ranges);
+	g_host->mem_free(s->state_slots);
+	g_host->mem_free(s->state_mem);
+	g_host->mem_free(s->wte_tmp);
+	s->bounds = s->ranges = NULL;
+	s->state_slots = NULL;
+	s->state_mem = s->wte_tmp = NULL;
+}
+
+weft_status pp_copy_params(pp_strategy *s, int to_stage)
+{
+	const float *gbase = global_flat(s);
+
+	for (int k = 0; k < s->o.v; k++) {
+		pp_chunk *c = &s->chunk[k];
+
+		for (int i = 0; i < c->n_pieces; i++) {
+			pp_piece *p = &c->piece[i];
+			size_t bytes = (size_t)(p->end - p->begin) * sizeof(float);
+
+			if (to_stage)
+				memcpy(c->flat + p->local, gbase + p->begin, bytes);
+			else if (!p->mirror)
+				memcpy((float *)gbase + p->begin, c->flat + p->local, bytes);
+		}
+	}
+	return WEFT_OK;
+}
+
+/* The first stage's embedding and the last stage's head are one tied
+ * matrix held twice: both add the other's gradient, in the same order
+ * (embedding's + head's), so the two copies stay bit-identical. */
+weft_status pp_sync_wte(pp_strategy *s)
+{
+	pp_chunk *c = NULL;
+	int peer, first;
+	weft_comm_buf sb, rb;
+	weft_comm_work *ws = NULL, *wr = NULL;
+	weft_status st, st2;
+
+	if (s->S == 1)
+		return WEFT_OK;
+	if (s->g.rank == 0 && s->chunk[0].wte) {
+		c = &s->chunk[0];
+		peer = s->g.size - 1;
+		first = 1;
+	} else if (s->g.rank == s->g.size - 1 && s->chunk[s->o.v - 1].wte) {
+		c = &s->chunk[s->o.v - 1];
+		peer = 0;
+		first = 0;
+	} else {
+		return WEFT_OK;
+	}
+	if (!s->wte_tmp) {
+		s->wte_tmp = g_host->mem_alloc(WEFT_MEM_COMM, (size_t)c->wte_numel * sizeof(float));
+		if (!s->wte_tmp)
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': tied embedding buffer");
+	}
+	sb = (weft_comm_buf){ .data = c->wte_grad, .count = c->wte_numel, .dtype = WEFT_COMM_F32,
+			      .device = (weft_comm_device)s->g.device_type,
+			      .device_index = s->g.device_index };
+	rb = sb;
+	rb.data = s->wte_tmp;
+	st = s->g.ops->send(s->g.comm, &sb, peer, &ws);
+	if (st)
+		return g_host->error_wrap(st, "strategy 'pp': sending the tied embedding's gradient");
+	st = s->g.ops->recv(s->g.comm, &rb, peer, &wr);
+	st2 = s->g.ops->wait(ws, -1);
+	if (!st)
+		st = s->g.ops->wait(wr, -1);
+	if (!st)
+		st = st2;
+	if (st)
+		return g_host->error_wrap(st, "strategy 'pp': exchanging the tied embedding's "
+					  "gradient between pipeline ranks 0 and %d", s->g.size - 1);
+	s->msgs.bytes += 4 * c->wte_numel;
+	s->msgs.calls += 2;
+	if (first)
+		for (int64_t i = 0; i < c->wte_numel; i++)
+			c->wte_grad[i] = c->wte_grad[i] + s->wte_tmp[i];
+	else
+		for (int64_t i = 0; i < c->wte_numel; i++)
+			c->wte_grad[i] = s->wte_tmp[i] + c->wte_grad[i];
+	return WEFT_OK;
+}
+
+weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm)
+{
+	const weft_strategy_env *env = s->env;
+	weft_optim_step_info in = *info;
+	weft_status st;
+
+	*grad_norm = -1.0;
+	if (env->gradient_clip_val > 0) {
+		double sumsq = 0.0;
+
+		for (int k = 0; k < s->o.v; k++)
+			for (int i = 0; i < s->chunk[k].n_pieces; i++) {
+				const pp_piece *p = &s->chunk[k].piece[i];
+				const float *arr = s->chunk[k].grad + p->local;
+				int64_t len = p->end - p->begin;
+
+				if (!p->mirror)
+					sumsq += g_host->clip_sum_squares(&arr, &len, 1);
+			}
+		st = pp_sum(s, &sumsq, 1);
+		if (st)
+			return st;
+		sumsq *= in.grad_scale * in.grad_scale;
+		in.grad_scale *= g_host->clip_coef(sumsq, env->gradient_clip_val, grad_norm);
+	}
+	for (int k = 0; k < s->o.v; k++) {
+		pp_chunk *c = &s->chunk[k];
+
+		for (int i = 0; i < c->n_pieces; i++) {
+			pp_piece *p = &c->piece[i];
+
+			st = env->optim_ops->step(env->optim, env->segs, env->nseg, c->flat + p->local,
+						  c->grad + p->local, p->slots, p->begin, p->end, &in);
+			if (st)
+				return st;
+		}
+	}
+	return WEFT_OK;
+}
+
+/* The global range stage `st` owns (its pieces other than the mirror). */
+static void stage_range(const pp_strategy *s, int stage, int64_t *lo, int64_t *hi)
+{
+	const float *gbase = global_flat(s);
+	size_t n = g_host->params_count(s->env->params);
+
+	*lo = INT64_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(s->env->params, i);
+		int64_t b = block_of(t->name), off = (const float *)t->data - gbase;
+		int mine;
+
+		if (b >= 0)
+			mine = b >= s->bounds[stage] && b < s->bounds[stage + 1];
+		else if (!strncmp(t->name, "transformer.ln_f", 16))
+			mine = stage == s->S - 1;
+		else
+			mine = stage == 0;
+		if (!mine)
+			continue;
+		if (off < *lo)
+			*lo = off;
+		if (off + g_host->tensor_numel(t) > *hi)
+			*hi = off + g_host->tensor_numel(t);
+	}
+}
+
+weft_status pp_gather(pp_strategy *s)
+{
+	float *gbase = (float *)global_flat(s);
+	weft_status st;
+
+	pp_copy_params(s, 0);
+	if (s->g.size == 1)
+		return WEFT_OK;
+	for (int stage = 0; stage < s->S; stage++) {
+		int64_t lo, hi;
+		weft_comm_buf b;
+
+		stage_range(s, stage, &lo, &hi);
+		b = (weft_comm_buf){ .data = gbase + lo, .count = hi - lo, .dtype = WEFT_COMM_F32,
+				     .device = (weft_comm_device)s->g.device_type,
+				     .device_index = s->g.device_index };
+		st = s->g.ops->broadcast(s->g.comm, &b, stage % s->g.size, NULL);
+		if (st)
+			return g_host->error_wrap(st, "strategy 'pp': gathering stage %d's parameters "
+						  "from pipeline rank %d", stage, stage % s->g.size);
+	}
+	return WEFT_OK;
+}
+
+weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out)
+{
+	out->n_slots = (uint32_t)s->n_slots;
+	out->slots = s->state_slots;
+	out->begin = s->n_ranges ? s->ranges[0] : 0;
+	out->end = s->n_ranges ? s->ranges[2 * s->n_ranges - 1] : 0;
+	if (s->n_ranges > 1) {
+		if (out->struct_size < offsetof(weft_strategy_state, ranges) + sizeof(out->ranges))
+			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': this rank's "
+						 "optimizer state covers %d separate ranges of the "
+						 "model (interleaved stages) and the trainer reads "
+						 "only one", s->n_ranges);
+		out->n_ranges = (uint32_t)s->n_ranges;
+		out->ranges = s->ranges;
+	}
+	return WEFT_OK;
+}

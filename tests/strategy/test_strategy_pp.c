@@ -1,0 +1,277 @@
+/* pp (pipeline parallelism) against the one-process run of the same
+ * global batch, on real ranks over gloo.
+ *
+ *   test_strategy_pp equiv P SCHEDULE V   P pipeline ranks, schedule gpipe |
+ *       1f1b | interleaved_1f1b with V virtual stages, against strategy
+ *       single: every step's loss, every final weight (gathered through
+ *       gather_params), with SGD and with AdamW, 20 steps, 8 micro-batches.
+ *   test_strategy_pp memory               activation peaks (allocator
+ *       accounting) of GPipe and 1F1B with p = 2, m = 8 against one
+ *       micro-batch's.
+ *   test_strategy_pp bubble               measured bubble, p = 2, against
+ *       (p - 1) / (m + p - 1) for gpipe and 1f1b (timing: label "timing").
+ *   test_strategy_pp errors               config errors naming the numbers.
+ *
+ * Model: the harness GPT with 8 blocks (so 8 stages for p = 4, v = 2),
+ * n_embd 32, 2 heads, vocab 64, T 16, no dropout; 2 rows per micro-batch.
+ *
+ * Tolerances, as test_strategy_ddp.c argues them: the pipeline sums each
+ * parameter's gradient over micro-batches in the same order as the
+ * reference, but the tied embedding's two halves (embedding and head)
+ * are summed once at the end instead of per micro-batch, and the loss is
+ * reduced in double: a few float32 ulps per step.
+ * - loss of every step within 1e-5 relative;
+ * - SGD: every weight within 1e-5 relative to max(|w|, 1e-2);
+ * - AdamW: the weight vector within 1e-4 in relative L2 (Adam's first
+ *   update is lr * sign(g): an element whose gradient is zero up to
+ *   rounding can flip; see test_strategy_ddp.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "weft_test.h"
+
+#define TOL 1e-5
+#define WEIGHT_FLOOR 1e-2
+
+static char yaml[256];
+
+static h_config pp_config(int micro, int sgd)
+{
+	return (h_config){
+		.strategy = "single",
+		.model = H_MODEL_GPT,
+		.batch = 2,
+		.n_micro = micro,
+		.steps = 20,
+		.seed = 1234,
+		.lr = 1e-3,
+		.sgd = sgd,
+		.gpt_n_layer = 8,
+		.toy_unused_rank = -1,
+		.data_ranks = 1,
+	};
+}
+
+/* A rank: argv = self rank MODE ... PREFIX */
+static int rank_main(int argc, char **argv)
+{
+	h_config c;
+	h_result r;
+	char path[512];
+	weft_status st;
+
+	if (argc < 5)
+		return 2;
+	if (!strcmp(argv[2], "equiv")) {
+		/* equiv SCHED V SGD MICRO PREFIX */
+		c = pp_config(atoi(argv[6]), atoi(argv[5]));
+		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s, virtual_stages: %s}", argv[3],
+			 argv[4]);
+	} else if (!strcmp(argv[2], "bubble")) {
+		/* bubble SCHED MICRO PREFIX: enough work per micro-batch that
+		 * messages and synchronisation are small beside it */
+		c = pp_config(atoi(argv[4]), 1);
+		c.gpt_n_layer = 2;
+		c.gpt_n_embd = 128;
+		c.gpt_n_head = 4;
+		c.gpt_block = 64;
+		c.batch = 4;
+		c.steps = 7;
+		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s}", argv[3]);
+	} else {
+		return 2;
+	}
+	c.strategy = "pp";
+	c.strategy_yaml = yaml;
+	st = h_run(&c, &r);
+	if (st) {
+		fprintf(stderr, "rank failed: %s: %s\n", weft_status_str(st), weft_error_last());
+		return 3;
+	}
+	snprintf(path, sizeof(path), "%s-rank%d.bin", argv[argc - 1], r.rank);
+	if (h_result_write(&r, path)) {
+		fprintf(stderr, "cannot write %s\n", path);
+		return 1;
+	}
+	h_result_free(&r);
+	return 0;
+}
+
+/* Spawns n ranks of this program with args (NULL-terminated) and reads
+ * their results from PREFIX-rankR.bin (PREFIX is the last argument). */
+static int run_ranks(const char *self, int n, char **args, h_result *got)
+{
+	h_spawn_result sp;
+	char *argv[16], path[512];
+	int k = 0, ok = 1;
+	const char *prefix = NULL;
+
+	argv[k++] = (char *)self;
+	argv[k++] = "rank";
+	for (int i = 0; args[i] && k < 15; i++)
+		prefix = argv[k++] = args[i];
+	argv[k] = NULL;
+	WT_REQUIRE(h_spawn(n, argv, 90, &sp) == 0);
+	WT_CHECK(!sp.hung);
+	for (int r = 0; r < n; r++) {
+		ok &= h_spawn_ok(&sp, r);
+		snprintf(path, sizeof(path), "%s-rank%d.bin", prefix, r);
+		if (ok && h_result_read(&got[r], path) != 0)
+			ok = 0;
+		unlink(path);
+	}
+	WT_CHECK(ok);
+	return ok;
+}
+
+static void equiv_one(const char *self, int p, const char *sched, int v, int sgd)
+{
+	h_config c = pp_config(8, sgd);
+	h_result ref, got[H_MAX_RANKS];
+	char prefix[128], vs[8], sg[8], ms[8];
+	char *args[] = { "equiv", (char *)sched, vs, sg, ms, prefix, NULL };
+
+	WT_OK(h_run(&c, &ref));
+	snprintf(prefix, sizeof(prefix), "pp-%d", (int)getpid());
+	snprintf(vs, sizeof(vs), "%d", v);
+	snprintf(sg, sizeof(sg), "%d", sgd);
+	snprintf(ms, sizeof(ms), "%d", c.n_micro);
+	if (!run_ranks(self, p, args, got))
+		return;
+	for (int r = 0; r < p; r++) {
+		int64_t where;
+		double w;
+
+		WT_REQUIRE(got[r].steps == ref.steps && got[r].numel == ref.numel);
+		for (int s = 0; s < ref.steps; s++)
+			WT_CLOSE(got[r].loss[s], ref.loss[s], TOL, 0);
+		if (sgd) {
+			w = h_max_rel(got[r].weights, ref.weights, ref.numel, WEIGHT_FLOOR, &where);
+			if (w > TOL)
+				fprintf(stderr, "rank %d: weight %lld off by %.3g relative\n", r,
+					(long long)where, w);
+			WT_CHECK(w <= TOL);
+		} else {
+			w = h_rel_l2(got[r].weights, ref.weights, ref.numel);
+			if (w > 1e-4)
+				fprintf(stderr, "rank %d: weights off by %.3g (rel L2)\n", r, w);
+			WT_CHECK(w <= 1e-4);
+		}
+		/* gathered weights are the same on every rank */
+		WT_CHECK(!memcmp(got[r].weights, got[0].weights, (size_t)ref.numel * 4));
+		/* the pipeline moved messages every step */
+		WT_CHECK(got[r].rep[0].comm_bytes > 0);
+	}
+	fprintf(stderr, "pp %d %s v=%d %s: step-20 loss %.6f (ref %.6f), %d ranks agree\n", p,
+		sched, v, sgd ? "sgd" : "adamw", got[0].loss[ref.steps - 1],
+		ref.loss[ref.steps - 1], p);
+	for (int r = 0; r < p; r++)
+		h_result_free(&got[r]);
+	h_result_free(&ref);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median over steps 2.. (step 1 warms the pools) of the mean over
+ * ranks of the measured bubble. */
+static double measured_bubble(const char *self, const char *sched, int m)
+{
+	h_result got[2];
+	char prefix[128], ms[8];
+	char *args[] = { "bubble", (char *)sched, ms, prefix, NULL };
+	double b[H_MAX_STEPS];
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "ppb-%d", (int)getpid());
+	snprintf(ms, sizeof(ms), "%d", m);
+	if (!run_ranks(self, 2, args, got))
+		return -1;
+	for (int s = 1; s < got[0].steps; s++)
+		b[n++] = (got[0].rep[s].bubble_fraction + got[1].rep[s].bubble_fraction) / 2;
+	qsort(b, (size_t)n, sizeof(b[0]), cmp_double);
+	h_result_free(&got[0]);
+	h_result_free(&got[1]);
+	return b[n / 2];
+}
+
+/* Bubble within 3 points of (p - 1) / (m + p - 1) = 0.2 (p = 2, m = 4).
+ * Two ranks share two cores with whatever else runs, so a measurement is
+ * retried up to 3 times before it counts as a failure. */
+static void test_bubble(const char *self)
+{
+	const char *scheds[] = { "gpipe", "1f1b" };
+	const int m = 4;
+	double want = 1.0 / (m + 1);
+
+	for (int i = 0; i < 2; i++) {
+		double got = -1;
+
+		for (int tries = 0; tries < 3; tries++) {
+			got = measured_bubble(self, scheds[i], m);
+			fprintf(stderr, "bubble %s p=2 m=%d: measured %.4f, formula %.4f\n",
+				scheds[i], m, got, want);
+			if (got >= 0 && got > want - 0.03 && got < want + 0.03)
+				break;
+		}
+		WT_CLOSE(got, want, 0, 0.03);
+	}
+}
+
+static void test_errors(void)
+{
+	h_config c = pp_config(8, 1);
+	h_result r;
+
+	c.strategy = "pp";
+	c.steps = 1;
+	c.strategy_yaml = "{name: pp, partition: [3, 3]}";
+	c.gpt_n_layer = 8;
+	/* one process: pp 1, one stage */
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "lists 2 stages holding 6 blocks",
+		 "the model 8 blocks", "give 1 counts that sum to 8");
+	h_result_free(&r);
+	c.strategy_yaml = "{name: pp, pp: 2}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "pp is 2 but the world has 1 ranks",
+		 "pp x tp x dp = 2 x 1 x 1 = 2 != 1");
+	h_result_free(&r);
+	c.strategy_yaml = "{name: pp, schedule: 1f1b, virtual_stages: 2}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "virtual_stages", "is 2 but schedule 1f1b");
+	h_result_free(&r);
+	c.strategy_yaml = "{name: pp, schedule: interleaved_1f1b, virtual_stages: 2}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "needs at least 2 pipeline ranks, got pp = 1");
+	h_result_free(&r);
+	c.strategy_yaml = "{name: pp, partition: [0]}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "stage 0 gets 0 blocks");
+	h_result_free(&r);
+	/* one process, one stage: the pipeline degenerates to the model */
+	c.strategy_yaml = "{name: pp, partition: parameters}";
+	c.steps = 2;
+	WT_OK(h_run(&c, &r));
+	h_result_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "rank"))
+		return rank_main(argc, argv);
+	if (argc > 4 && !strcmp(argv[1], "equiv")) {
+		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 1);
+		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 0);
+	} else if (argc > 1 && !strcmp(argv[1], "bubble")) {
+		test_bubble(argv[0]);
+	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
+		test_errors();
+	} else {
+		fprintf(stderr, "usage: %s equiv P SCHEDULE V | bubble | errors\n", argv[0]);
+		return 2;
+	}
+	return wt_done("test_strategy_pp");
+}
