@@ -1,11 +1,13 @@
 /* Tensor parallelism (strategy tp, core/tp) against the one-process run of
  * the same global batch, on real ranks over gloo.
  *
- *   test_strategy_tp equiv TP DP SP    TP x DP ranks (SP 1: sequence
- *       parallel) against strategy single: every step's loss, every final
+ *   test_strategy_tp equiv TP DP SP [CLIP]   TP x DP ranks (SP 1: sequence
+ *       parallel; CLIP: gradient_clip_val) against strategy single: every
+ *       step's loss (and global grad norm when clipping), every final
  *       weight (shards gathered into full nanoGPT tensors), all ranks'
- *       gathered weights bit-identical, and the step's tp collectives
- *       against the theory (below).
+ *       gathered weights bit-identical, eval_step's loss, the step's tp
+ *       collectives against the theory (below), and the whole
+ *       model.safetensors a tp run writes loading at tp 1, 2 and 4.
  *   test_strategy_tp bytes              per-rank parameter bytes of split
  *       layers = 1/T of the whole layer, measured (param sizes and the
  *       WEFT_MEM_PARAMS counter), and shards that reassemble to the whole
@@ -67,12 +69,14 @@ typedef struct run_cfg {
 	int tp, dp, sp;
 	int64_t batch;          /* rows of this rank */
 	const char *save;       /* tp > 1: rank 0 writes the whole model here */
+	double clip;            /* gradient_clip_val; 0: off */
 } run_cfg;
 
 typedef struct run_out {
 	double loss[STEPS];
 	weft_step_report rep[STEPS];
 	weft_tp_stats stats;    /* of the last step */
+	double eval_loss;       /* eval_step on step 0's batch after training */
 	int64_t numel;          /* full model */
 	float *weights;         /* full, gathered */
 } run_out;
@@ -289,6 +293,7 @@ static weft_status run(const run_cfg *c, run_out *out)
 		.optim = j.optim,
 		.segs = j.segs,
 		.nseg = weft_params_count(weft_model_params(j.model)),
+		.gradient_clip_val = c->clip,
 		.forward_backward = cb_fb,
 		.evaluate = cb_eval,
 		.trainer = &j,
@@ -316,6 +321,17 @@ static weft_status run(const run_cfg *c, run_out *out)
 	}
 	if (weft_tp_group_find(weft_model_params(j.model)))
 		weft_tp_group_stats(weft_tp_group_find(weft_model_params(j.model)), &out->stats);
+	{
+		int64_t row0 = (int64_t)(c->tp > 1 ? rank / c->tp : rank) * c->batch;
+		weft_micro_batch mb = { .data = { .inputs = j.x, .targets = j.y }, .rows = c->batch,
+					.row_offset = row0 };
+		weft_eval_report er = { .struct_size = sizeof(er) };
+
+		fill(0, row0, j.x, j.y);
+		if ((st = j.sops->eval_step(j.strat, &mb, &er)))
+			goto out;
+		out->eval_loss = er.loss_sum / (double)er.rows;
+	}
 	st = gather_all(&j, out);
 	if (!st && c->save && c->tp > 1) {
 		weft_model *whole = NULL;
@@ -365,7 +381,7 @@ static int read_out(run_out *r, const char *path)
 static int rank_main(char **argv)
 {
 	run_cfg c = { .strategy = "tp", .tp = atoi(argv[2]), .dp = atoi(argv[3]),
-		      .sp = atoi(argv[4]), .batch = ROWS };
+		      .sp = atoi(argv[4]), .batch = ROWS, .clip = atof(argv[6]) };
 	run_out r;
 	char path[600], save[600];
 	const char *env_rank = getenv("WEFT_RANK");
@@ -457,9 +473,10 @@ static void check_checkpoint(const char *path, const float *want, int64_t numel)
 	}
 }
 
-static int equiv_main(const char *self, int tp, int dp, int sp)
+static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip)
 {
-	run_cfg ref_cfg = { .strategy = "single", .tp = 1, .dp = 1, .batch = (int64_t)ROWS * dp };
+	run_cfg ref_cfg = { .strategy = "single", .tp = 1, .dp = 1, .batch = (int64_t)ROWS * dp,
+			    .clip = atof(clip) };
 	run_out ref, r[H_MAX_RANKS];
 	h_spawn_result res;
 	char prefix[256], path[600], a_tp[8], a_dp[8], a_sp[8];
@@ -477,7 +494,8 @@ static int equiv_main(const char *self, int tp, int dp, int sp)
 	argv[3] = a_dp;
 	argv[4] = a_sp;
 	argv[5] = prefix;
-	argv[6] = NULL;
+	argv[6] = (char *)clip;
+	argv[7] = NULL;
 	WT_REQUIRE(h_spawn(n, argv, 90.0, &res) == 0);
 	WT_REQUIRE(!res.hung);
 	for (int k = 0; k < n; k++)
@@ -488,8 +506,17 @@ static int equiv_main(const char *self, int tp, int dp, int sp)
 		WT_REQUIRE(read_out(&r[k], path) == 0);
 		unlink(path);
 	}
-	for (int s = 0; s < STEPS; s++)
+	for (int s = 0; s < STEPS; s++) {
 		WT_CLOSE(r[0].loss[s], ref.loss[s], TOL, 0.0);
+		/* with clipping: the global norm (shards summed over tp) */
+		if (ref_cfg.clip > 0) {
+			WT_CLOSE(r[0].rep[s].grad_norm, ref.rep[s].grad_norm, TOL, 0.0);
+			WT_CHECK(ref.rep[s].grad_norm > ref_cfg.clip); /* every step clips */
+		}
+	}
+	WT_CLOSE(r[0].eval_loss, ref.eval_loss, TOL, 0.0);
+	fprintf(stderr, "  clip %s: grad norm %.4f (ref %.4f); eval loss %.6f (ref %.6f)\n", clip,
+		r[0].rep[0].grad_norm, ref.rep[0].grad_norm, r[0].eval_loss, ref.eval_loss);
 	fprintf(stderr, "tp %d dp %d sp %d: loss %.6f -> %.6f (ref %.6f -> %.6f)\n", tp, dp, sp,
 		r[0].loss[0], r[0].loss[STEPS - 1], ref.loss[0], ref.loss[STEPS - 1]);
 	WT_REQUIRE(r[0].numel == ref.numel);
@@ -692,14 +719,15 @@ static int errors_main(void)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 6 && !strcmp(argv[1], "rank"))
+	if (argc >= 7 && !strcmp(argv[1], "rank"))
 		return rank_main(argv);
 	if (argc >= 5 && !strcmp(argv[1], "equiv"))
-		return equiv_main(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+		return equiv_main(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]),
+				  argc >= 6 ? argv[5] : "0");
 	if (argc >= 2 && !strcmp(argv[1], "bytes"))
 		return bytes_main();
 	if (argc >= 2 && !strcmp(argv[1], "errors"))
 		return errors_main();
-	fprintf(stderr, "usage: %s equiv TP DP SP | bytes | errors\n", argv[0]);
+	fprintf(stderr, "usage: %s equiv TP DP SP [CLIP] | bytes | errors\n", argv[0]);
 	return 2;
 }
