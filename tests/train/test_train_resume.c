@@ -16,7 +16,10 @@
  *      context's step counter, which keyed the dropout masks before the
  *      trainer set it from the global step), resumed from a mid-epoch save;
  *   5. early stopping: its best score and patience count survive a resume,
- *      so the resumed run stops at the unbroken run's step.
+ *      so the resumed run stops at the unbroken run's step;
+ *   6. ddp on 2 processes over gloo (each rank writes its slice of
+ *      optimizer.bin), stopped at step 5 and resumed with `resume: auto`
+ *      (skipped when the gloo plugin was not built).
  * No tolerance: the claim is bit-identity, so any difference fails.
  */
 #include "train_test.h"
@@ -194,6 +197,32 @@ static void early_stop_case(void)
 	same_last("es", 0, 1, "early stopping across a resume");
 }
 
+static void ddp_case(void)
+{
+	const char *pd = getenv("WEFT_PLUGIN_DIR");
+	char gloo[TT_PATH];
+	int rc;
+
+	snprintf(gloo, sizeof(gloo), "%s/comm_gloo.so", pd ? pd : "");
+	if (!pd || !tt_exists(gloo)) {
+		fprintf(stderr, "ddp case skipped: %s was not built\n", gloo);
+		return;
+	}
+	rc = tt_weft("d0", "fit", "--config", "mlp.yaml", "--trainer.name=ddp",
+		     "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_epochs=2");
+	WT_REQUIRE(tt_expect_ok("d0", rc));
+	rc = tt_weft("d1", "fit", "--config", "mlp.yaml", "--trainer.name=ddp",
+		     "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_epochs=2",
+		     "--trainer.max_steps=5");
+	WT_REQUIRE(tt_expect_ok("d1", rc));
+	rc = tt_weft("d2", "fit", "--config", "mlp.yaml", "--trainer.name=ddp",
+		     "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_epochs=2",
+		     "--trainer.resume=auto");
+	WT_REQUIRE(tt_expect_ok("d2", rc));
+	WT_STR_CONTAINS(tt_output("d2", "err"), "at step 5 (epoch 0)");
+	same_last("ddp", 0, 2, "ddp on 2 ranks, stopped at step 5");
+}
+
 int main(void)
 {
 	double t0 = tt_now();
@@ -202,6 +231,7 @@ int main(void)
 	mlp_cases();
 	gpt_case();
 	early_stop_case();
+	ddp_case();
 	fprintf(stderr, "resume cases took %.1f s\n", tt_now() - t0);
 	tt_cleanup();
 	return wt_done("test_train_resume");
