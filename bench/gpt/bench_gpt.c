@@ -6,7 +6,11 @@
  * measured in the same run, the yardstick the target is stated against.
  *
  *   bench_gpt [--shape gpt-small-cpu|gpt-tiny] [--threads N] [--steps S]
- *             [--warmup W]
+ *             [--warmup W] [--no-yardstick]
+ *
+ * --no-yardstick skips the sgemm measurement (ratio 0 in RESULT): for runs
+ * under valgrind --tool=callgrind, which count the instructions of the
+ * steps alone.
  *
  * gpt-small-cpu: 6 layers, width 384, 6 heads, context 256, batch 4,
  * vocab 256. The last line is machine-readable: "RESULT key=value ...".
@@ -70,6 +74,7 @@ int main(int argc, char **argv)
 	int64_t shape2[2];
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	float loss = 0;
+	int yardstick = 1;
 	weft_status st;
 
 	for (int i = 1; i < argc; i++) {
@@ -79,6 +84,8 @@ int main(int argc, char **argv)
 			steps = atoll(argv[++i]);
 		} else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
 			warmup = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--no-yardstick")) {
+			yardstick = 0;
 		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
 			const char *want = argv[++i];
 
@@ -93,7 +100,7 @@ int main(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr, "usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny] "
-				"[--threads N] [--steps S] [--warmup W]\n");
+				"[--threads N] [--steps S] [--warmup W] [--no-yardstick]\n");
 			return 2;
 		}
 	}
@@ -149,7 +156,8 @@ int main(int argc, char **argv)
 	flops = weft_model_flops_per_token(m, T) * (double)n_tok;
 	gflops = flops / median / 1e9;
 	/* the model's main GEMM: mlp.c_fc, (B T) x C times C x 4C */
-	sgemm = weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 1.0);
+	sgemm = yardstick ? weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 1.0)
+			  : 0.0;
 
 	printf("shape %s: %lld layers, width %lld, %lld heads, context %lld, batch %lld, vocab "
 	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
@@ -164,10 +172,10 @@ int main(int argc, char **argv)
 	printf("model %.2f GFLOP/step, achieved %.1f GFLOP/s; sgemm [%lld x %lld x %lld] %.1f "
 	       "GFLOP/s; ratio %.0f%%\n", flops / 1e9, gflops, (long long)n_tok,
 	       (long long)(4 * sh->cfg.n_embd), (long long)sh->cfg.n_embd, sgemm,
-	       100.0 * gflops / sgemm);
+	       sgemm > 0 ? 100.0 * gflops / sgemm : 0.0);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
 	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f\n", sh->name,
-	       (long long)threads, tok_s, gflops, sgemm, gflops / sgemm, median * 1e3,
+	       (long long)threads, tok_s, gflops, sgemm, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
 	       times[0] * 1e3, cpu_med * 1e3);
 	free(times);
 	free(cpu);
