@@ -75,10 +75,10 @@ static int rank_main(int argc, char **argv)
 		 * messages and synchronisation are small beside it */
 		c = pp_config(atoi(argv[4]), 1);
 		c.gpt_n_layer = 2;
-		c.gpt_n_embd = 128;
+		c.gpt_n_embd = 256;
 		c.gpt_n_head = 4;
-		c.gpt_block = 64;
-		c.batch = 4;
+		c.gpt_block = 128;
+		c.batch = 8;
 		c.steps = 7;
 		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s}", argv[3]);
 	} else {
