@@ -211,7 +211,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		micro[k] = (weft_micro_batch){ .data = { .inputs = &held[k].x,
 							 .targets = &held[k].y },
 					       .rows = b->rows,
-					       .row_offset = (int64_t)t->rank * b->rows };
+					       .row_offset = (int64_t)t->data_rank * b->rows };
 		rows += b->rows;
 		tokens += b->rows * tokens_per_row(b);
 		in.n_micro++;
@@ -250,8 +250,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			 (long long)t->fault_kill_step);
 		raise(SIGKILL);
 	}
-	t->samples_seen += rows * t->world;
-	t->tokens_seen += tokens * t->world;
+	t->samples_seen += rows * t->data_world;
+	t->tokens_seen += tokens * t->data_world;
 	t->compute_ns += rep.compute_ns;
 	t->comm_ns += rep.comm_ns;
 	t->exposed_ns += rep.exposed_comm_ns;
@@ -292,7 +292,9 @@ static void show_progress(weft_trainer *t)
 		if (!isnan(t->last_val_acc))
 			m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
 	}
-	weft_progress_update(&t->progress, t->global_step, m, n);
+	/* the bar counts the epoch's steps, as Lightning's (every epoch has
+	 * steps_per_epoch steps, so the epoch began at epoch * that) */
+	weft_progress_update(&t->progress, t->global_step - t->epoch * t->steps_per_epoch, m, n);
 }
 
 weft_status weft_trainer_fit_loop(weft_trainer *t)
@@ -315,9 +317,8 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 		st = weft_loader_start_epoch(t->train_loader, t->epoch, t->next_batch);
 		if (st)
 			break;
-		weft_progress_start_epoch(&t->progress, t->epoch,
-					  t->epoch * t->steps_per_epoch + t->steps_per_epoch,
-					  t->global_step);
+		weft_progress_start_epoch(&t->progress, t->epoch, t->steps_per_epoch,
+					  t->global_step - t->epoch * t->steps_per_epoch);
 		while (!epoch_done && !t->stop) {
 			st = train_one_step(t, held, &epoch_done);
 			if (!st)
