@@ -12,6 +12,7 @@
 #include "launch/launch.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
+#include "tp/tp.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 #include "weft/ops.h"
@@ -157,6 +158,8 @@ static weft_status setup_dist(weft_trainer *t)
 
 	t->rank = t->denv.rank;
 	t->world = t->denv.world_size;
+	t->data_rank = t->rank;
+	t->data_world = t->world;
 	if (t->world != want)
 		return weft_error_set(WEFT_ERR_CONFIG,
 				      "trainer.devices x trainer.num_nodes = %lld x %lld = %lld, but "
@@ -229,7 +232,7 @@ static int64_t limit_batches(const weft_count_or_frac *lim, int64_t n)
 
 static weft_status setup_data(weft_trainer *t)
 {
-	weft_data_env de = { .world = t->world, .rank = t->rank, .seed = t->tc.seed };
+	weft_data_env de = { .world = t->data_world, .rank = t->data_rank, .seed = t->tc.seed };
 	weft_status st;
 
 	st = weft_data_module_from_config(weft_cfg_get(t->root, "data"), &de, &t->data);
@@ -459,11 +462,31 @@ static void teardown(weft_trainer *t)
 		weft_csv_logger_close(t->csv);
 	if (t->tb)
 		weft_tb_writer_close(t->tb);
+	if (t->pg)
+		weft_tp_comm_unregister(t->pg);
 	weft_pg_destroy(t->pg);
 	weft_store_client_close(t->store);
 	if (t->store_srv)
 		weft_store_server_stop(t->store_srv);
 	weft_registry_free(t->reg);
+}
+
+/* The strategy's plan (optional member): a split model, the data split. */
+static weft_status strategy_plan(weft_trainer *t, weft_model_options *mo)
+{
+	const weft_strategy_ops *ops;
+	const weft_cfg *sec = NULL;
+	weft_status st;
+
+	st = weft_registry_find(t->reg, WEFT_PLUGIN_STRATEGY, t->tc.strategy_name,
+				(const void **)&ops, NULL);
+	if (st)
+		return weft_error_wrap(st, "trainer.strategy");
+	if (!WEFT_HAS_MEMBER(ops, weft_strategy_ops, plan) || !ops->plan)
+		return WEFT_OK;
+	if (t->tc.strategy && weft_cfg_kind_of(t->tc.strategy) == WEFT_CFG_MAP)
+		sec = t->tc.strategy;
+	return ops->plan(sec, t->rank, t->world, mo, &t->data_rank, &t->data_world);
 }
 
 static weft_status run(weft_trainer *t, int *exit_code)
@@ -504,6 +527,8 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	if (st)
 		return st;
 	st = setup_dist(t);
+	if (!st && t->pg)
+		st = weft_tp_comm_register(t->pg); /* strategies may split it (host->comm_split) */
 	if (st)
 		return st;
 	weft_cpu_set_threads(weft_cpu_threads_resolve(t->tc.threads,
@@ -511,6 +536,9 @@ static weft_status run(weft_trainer *t, int *exit_code)
 						      t->denv.local_world_size : 1));
 	mo.device = t->tc.device;
 	mo.seed = t->tc.seed;
+	st = strategy_plan(t, &mo);
+	if (st)
+		return st;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model);
 	if (st)
 		return st;

@@ -115,6 +115,11 @@ typedef struct weft_trainer {
 	 * kill itself with SIGKILL after step k on the first attempt
 	 * (WEFT_RESTART_COUNT 0), as a crashed node would. */
 	int64_t fault_kill_step;
+
+	/* appended (tp): the rank and number of ranks the data is split over
+	 * (the strategy's plan: the dp coordinate and size under tensor
+	 * parallelism; else rank and world) */
+	int32_t data_rank, data_world;
 } weft_trainer;
 
 /* trainer.c */

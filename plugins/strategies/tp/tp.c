@@ -19,6 +19,7 @@
  *     copy of the whole ones), which keeps every copy equal.
  * The rank layout is printed at setup (docs/parallelism.md).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -58,36 +59,71 @@ static weft_comm_buf buf(void *data, int64_t n, weft_comm_dtype dt)
 	return (weft_comm_buf){ .data = data, .count = n, .dtype = dt };
 }
 
-/* ---- create: options and checks ---- */
+/* ---- options and checks ---- */
+
+/* Reads size and sequence_parallel; *where gets the place to name. */
+static weft_status parse_options(const weft_cfg *section, int32_t world, int64_t *size, int *sp,
+				 char *where, size_t len)
+{
+	weft_status st;
+
+	*size = world;
+	*sp = 0;
+	snprintf(where, len, "trainer.strategy");
+	if (section) {
+		g_host->cfg_get(section, "name");
+		if ((st = g_host->cfg_int(section, "size", world, size)) ||
+		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, sp)))
+			return st;
+		if (g_host->cfg_get(section, "size"))
+			g_host->cfg_where(g_host->cfg_get(section, "size"), where, len);
+	}
+	if (*size < 1 || world % *size)
+		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: size %lld does not "
+					 "divide the world size %d; the mesh is dp x tp, so pick a "
+					 "size that divides %d (processes = devices x num_nodes)",
+					 where, (long long)*size, (int)world, (int)world);
+	return WEFT_OK;
+}
+
+/* The trainer builds this rank's shards and splits the data over the dp
+ * coordinate: every rank of a tp group reads the same rows. */
+static weft_status tp_plan(const weft_cfg *section, int32_t rank, int32_t world,
+			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
+{
+	int64_t size;
+	int sp;
+	char where[160];
+	weft_status st = parse_options(section, world, &size, &sp, where, sizeof(where));
+
+	if (st)
+		return st;
+	if (size > 1) {
+		mo->tp_size = (int32_t)size;
+		mo->tp_rank = rank % (int32_t)size;
+		mo->tp_flags = sp ? 1u : 0u;
+	}
+	*data_rank = rank / (int32_t)size;
+	*data_world = world / (int32_t)size;
+	return WEFT_OK;
+}
 
 static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
 {
 	tp_strategy *s;
-	int64_t size = env->world_size;
-	int sp = 0;
+	int64_t size;
+	int sp;
 	int32_t msize = 1, mrank = 0;
 	uint32_t mflags = 0;
-	char where[160] = "trainer.strategy";
+	char where[160];
 	weft_status st;
 
 	*out = NULL;
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");
-	if (section) {
-		g_host->cfg_get(section, "name");
-		if ((st = g_host->cfg_int(section, "size", env->world_size, &size)) ||
-		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, &sp)))
-			return st;
-		if (g_host->cfg_get(section, "size"))
-			g_host->cfg_where(g_host->cfg_get(section, "size"), where, sizeof(where));
-	}
-	if (size < 1 || env->world_size % size)
-		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: size %lld does not "
-					 "divide the world size %d; the mesh is dp x tp, so pick a "
-					 "size that divides %d (processes = devices x num_nodes)",
-					 where, (long long)size, (int)env->world_size,
-					 (int)env->world_size);
+	if ((st = parse_options(section, env->world_size, &size, &sp, where, sizeof(where))))
+		return st;
 	if (size > 1 && !env->comm_ops)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: size %lld needs %lld "
 					 "processes with a comm backend; this is a one-process run",
@@ -404,11 +440,19 @@ static weft_status tp_eval_step(void *p, const weft_micro_batch *b, weft_eval_re
 }
 
 /* This rank's optimizer state covers its own flat parameters: the whole
- * model at tp size 1, its shards (local coordinates) otherwise. */
+ * model at tp size 1. Split parameters' state is in shard coordinates,
+ * which the checkpoint format (global flat coordinates, one range per
+ * rank) cannot hold yet: refused, rather than written wrong. */
 static weft_status tp_state(void *p, weft_strategy_state *out)
 {
 	tp_strategy *s = p;
 
+	if (s->size > 1)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: the optimizer state "
+					 "of tp size %d lives in shard coordinates, which checkpoints "
+					 "cannot hold yet; set trainer.enable_checkpointing: false "
+					 "(weights: weft_model_gather_whole gives the whole model)",
+					 (int)s->size);
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)s->n_slots;
@@ -443,6 +487,7 @@ static const weft_strategy_ops tp_ops = {
 	.eval_step = tp_eval_step,
 	.state = tp_state,
 	.destroy = tp_destroy,
+	.plan = tp_plan,
 };
 
 static const weft_plugin_entry_item items[] = {

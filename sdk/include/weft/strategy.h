@@ -193,6 +193,22 @@ typedef struct weft_strategy_ops {
 
 	/* Frees everything setup made, unregisters hooks. NULL ignored. */
 	void (*destroy)(void *s);
+
+	/* ---- appended (tp) ---- */
+
+	/* (optional) What the strategy needs built: called by the trainer
+	 * before it builds the model and the data loaders, with the strategy's
+	 * section (NULL when given as a plain string) and the job's rank and
+	 * world size. May set the tensor-parallel fields of *mo (tp_size,
+	 * tp_rank, tp_flags: the model is then built as this rank's shards)
+	 * and *data_rank / *data_world, preset to rank and world_size: the
+	 * rank and number of ranks the distributed sampler splits the data
+	 * over (the ranks of one tensor-parallel group read the same rows).
+	 * Reads its options as create does; does not block or communicate.
+	 * Errors: WEFT_ERR_CONFIG at the option's file:line:col. NULL member:
+	 * the whole model, data over every rank. */
+	weft_status (*plan)(const weft_cfg *section, int32_t rank, int32_t world_size,
+			    weft_model_options *mo, int32_t *data_rank, int32_t *data_world);
 } weft_strategy_ops;
 
 /* struct_size of weft_strategy_ops at ABI 1.0: the loader refuses a
