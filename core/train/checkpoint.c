@@ -134,14 +134,19 @@ static void remove_ckpt_dir(const char *path)
 	rmdir(path);
 }
 
-/* save_top_k: keep the k best by the monitored score (rank 0). Returns 1
- * when `path` should not have been kept (it was worse than all k). */
+/* save_top_k (rank 0): keep the k best saves by the monitored score, or,
+ * with no monitor, the k newest (Lightning: the default save_top_k 1 keeps
+ * only the latest), deleting the others; -1 keeps all. */
 static void apply_top_k(weft_trainer *t, const char *path, double score)
 {
 	int64_t k = t->tc.ckpt.save_top_k;
+	int by_step = !t->tc.ckpt.monitor;
+	int mode_max = by_step || t->tc.ckpt.mode_max;
 	int worst = -1;
 
-	if (k < 0 || !t->tc.ckpt.monitor || isnan(score))
+	if (by_step)
+		score = (double)t->global_step;
+	if (k < 0 || isnan(score))
 		return;
 	if (t->n_topk < WEFT_TOPK_MAX) {
 		snprintf(t->topk[t->n_topk].path, sizeof(t->topk[0].path), "%s", path);
@@ -150,8 +155,8 @@ static void apply_top_k(weft_trainer *t, const char *path, double score)
 	while (t->n_topk > k) {
 		for (int64_t i = 0; i < t->n_topk; i++) {
 			int worse = worst < 0 ||
-				    (t->tc.ckpt.mode_max ? t->topk[i].score < t->topk[worst].score :
-							   t->topk[i].score > t->topk[worst].score);
+				    (mode_max ? t->topk[i].score < t->topk[worst].score :
+						t->topk[i].score > t->topk[worst].score);
 			if (worse)
 				worst = (int)i;
 		}

@@ -1,8 +1,11 @@
-/* A run's logs read back: the TensorBoard events file is parsed by
+/* A run's logs and files read back: the TensorBoard events file is parsed by
  * core/runlog's reader (both CRCs of every record checked, each Event
  * decoded), and must hold train_loss / lr at exactly the logged steps
  * (step 1 and every log_every_n_steps) and val_loss / val_acc at each
  * epoch's end, with the values metrics.csv and summary.json hold.
+ *
+ * Also: with the default save_top_k 1 and no monitor, only the newest
+ * save is kept besides checkpoints/last (Lightning's behaviour).
  *
  * Tolerance: TensorBoard stores float32, metrics.csv prints 9 significant
  * digits and summary.json 17, so values agree to float32 rounding:
@@ -119,6 +122,24 @@ static void find_events_file(char *out, size_t len)
 	WT_REQUIRE(out[0]);
 }
 
+/* The entries of runs/logs/version_0/checkpoints, sorted, joined by ' '. */
+static void list_checkpoints(char *out, size_t len)
+{
+	struct dirent **ents = NULL;
+	int n = scandir(tt_path("runs/logs/version_0/checkpoints"), &ents, NULL, alphasort);
+
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (ents[i]->d_name[0] != '.') {
+			size_t l = strlen(out);
+
+			snprintf(out + l, len - l, "%s%s", l ? " " : "", ents[i]->d_name);
+		}
+		free(ents[i]);
+	}
+	free(ents);
+}
+
 int main(void)
 {
 	seen s = { .wall_ok = 1 };
@@ -178,6 +199,14 @@ int main(void)
 	WT_CLOSE(tb_value(&s, "val_acc", 12, &count), weft_json_get(fm, "val_acc")->number,
 		 1e-6, 0);
 	WT_CHECK(weft_json_get(sum, "steps") && weft_json_get(sum, "steps")->integer == 12);
+	{
+		char names[512];
+
+		list_checkpoints(names, sizeof(names));
+		WT_CHECK(!strcmp(names, "epoch=1-step=12 last"));
+		if (strcmp(names, "epoch=1-step=12 last"))
+			fprintf(stderr, "checkpoints: %s\n", names);
+	}
 	weft_json_free(sum);
 	free(csv);
 

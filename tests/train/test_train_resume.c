@@ -50,7 +50,7 @@ static const char *gpt_yaml =
 	"  enable_progress_bar: false\n"
 	"  gradient_clip_val: 1.0\n"
 	"  callbacks:\n"
-	"    model_checkpoint: {every_n_train_steps: 10}\n"
+	"    model_checkpoint: {every_n_train_steps: 10, save_top_k: -1}\n"
 	"model: {class: gpt, n_layer: 1, n_head: 2, n_embd: 32, vocab_size: 256, block_size: 32,\n"
 	"        bias: false, dropout: 0.1}\n"
 	"data:\n"
@@ -175,7 +175,7 @@ static void gpt_case(void)
 static void early_stop_case(void)
 {
 	const char *es = "--trainer.callbacks={early_stopping: {monitor: val_loss, patience: 1, "
-			 "min_delta: 10.0}, model_checkpoint: {every_n_train_steps: 18}}";
+			 "min_delta: 10.0}, model_checkpoint: {every_n_train_steps: 18, save_top_k: -1}}";
 	char *s0, *s1;
 	int rc;
 
