@@ -274,7 +274,9 @@ weft_status op_check(weft_ctx *ctx, const char *op, const char *role, const weft
 	if (t->ndim < 0 || t->ndim > WEFT_MAX_DIMS)
 		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s has %d dims (at most %d)", op, role,
 				      (int)t->ndim, WEFT_MAX_DIMS);
-	if (!t->data && weft_tensor_numel(t))
+	/* a parameter may get its data from a pre-use hook (ZeRO-3 gathers it
+	 * there); op_pre_use checks it afterwards */
+	if (!t->data && weft_tensor_numel(t) && !(t->flags & WEFT_TENSOR_PARAM))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: %s has no data (a parameter "
 				      "before weft_params_finalize?)", op, d);
 	if (!weft_device_equal(t->device, ctx->dev))
@@ -310,10 +312,16 @@ weft_status op_pre_use(weft_ctx *ctx, const char *op, weft_tensor *t, weft_pass 
 {
 	weft_hook_event ev = { .kind = WEFT_HOOK_PARAM_PRE_USE, .pass = pass, .param = t,
 			       .op = op };
+	weft_status st;
 
 	if (!t || !(t->flags & WEFT_TENSOR_PARAM))
 		return WEFT_OK;
-	return hooks_fire(ctx, &ev);
+	st = hooks_fire(ctx, &ev);
+	if (!st && !t->data && weft_tensor_numel(t))
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: parameter '%s' has no data after "
+				      "the pre-use hooks (before weft_params_finalize, or a sharding "
+				      "strategy did not gather it)", op, t->name ? t->name : "?");
+	return st;
 }
 
 int op_needs_grad(const weft_ctx *ctx, const weft_tensor *t)

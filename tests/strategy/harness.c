@@ -16,6 +16,7 @@
 #include "dist/dist.h"
 #include "dist/pg.h"
 #include "plugin/registry.h"
+#include "train/optim_state.h"
 #include "weft/config.h"
 #include "weft/ops.h"
 
@@ -254,6 +255,84 @@ static void cb_replica_free(void *tr, void *replica)
 	free(replica);
 }
 
+/* Pipeline stages of the GPT (env->stage_create ..., appended for pp). */
+typedef struct h_stage {
+	weft_model *m;
+	uint32_t parts;
+} h_stage;
+
+static weft_status cb_stage_create(void *tr, uint32_t parts, int64_t layer_begin,
+				   int64_t layer_end, void **stage, weft_params **params)
+{
+	h_trainer *t = tr;
+	weft_gpt_config gc = gpt_config(t->c);
+	weft_model_options mo = { .device = WEFT_CPU, .seed = t->c->seed, .stage = parts,
+				  .layer_begin = layer_begin, .layer_end = layer_end };
+	h_stage *hs;
+	weft_status st;
+
+	if (t->c->model != H_MODEL_GPT)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "harness: only the GPT has stages");
+	hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return weft_error_set(WEFT_ERR_NOMEM, "harness: stage");
+	st = weft_model_create_gpt(&gc, &mo, &hs->m);
+	if (st) {
+		free(hs);
+		return st;
+	}
+	hs->parts = parts;
+	*stage = hs;
+	*params = weft_model_params(hs->m);
+	return WEFT_OK;
+}
+
+static weft_status cb_stage_forward(void *tr, void *stage, weft_ctx *ctx,
+				    const weft_micro_batch *b, weft_tensor *x, int train,
+				    double loss_scale, weft_tensor **out, double *loss,
+				    weft_eval_report *rep)
+{
+	h_trainer *t = tr;
+	h_stage *hs = stage;
+	int g = weft_ctx_set_grad_enabled(ctx, train), tm = weft_ctx_set_training(ctx, train);
+	weft_tensor *in = x ? x : b->data.inputs;
+	weft_status st;
+
+	weft_ctx_set_rng(ctx, t->c->seed, b->row_offset);
+	if (!(hs->parts & WEFT_STAGE_HEAD)) {
+		st = weft_model_forward(hs->m, ctx, in, out);
+	} else {
+		weft_model_output o;
+		weft_batch bb = { .inputs = in, .targets = b->data.targets };
+
+		st = weft_model_loss(hs->m, ctx, &bb, &o);
+		if (!st) {
+			*loss = ((const float *)o.loss->data)[0];
+			*out = o.loss;
+			if (loss_scale != 1.0)
+				st = weft_op_scale(ctx, o.loss, (float)loss_scale, out);
+			if (!train && rep) {
+				rep->loss_sum += *loss * (double)b->rows;
+				rep->rows += b->rows;
+			}
+		}
+	}
+	weft_ctx_set_grad_enabled(ctx, g);
+	weft_ctx_set_training(ctx, tm);
+	return st;
+}
+
+static void cb_stage_free(void *tr, void *stage)
+{
+	h_stage *hs = stage;
+
+	(void)tr;
+	if (!hs)
+		return;
+	weft_model_free(hs->m);
+	free(hs);
+}
+
 /* ---- data --------------------------------------------------------------- */
 
 /* Rows [row0, row0 + rows) of global micro-batch m of step s into x, y. */
@@ -422,13 +501,112 @@ static void job_free(h_job *j)
 	weft_registry_free(j->reg);
 }
 
+/* ---- checkpoints (save_dir / load_dir, appended for zero) ------------- */
+
+static weft_status job_gather(h_job *j, int gather)
+{
+	if (!WEFT_HAS_MEMBER(j->sops, weft_strategy_ops, gather_params) || !j->sops->gather_params)
+		return WEFT_OK;
+	return j->sops->gather_params(j->strat, gather);
+}
+
+static weft_status job_barrier(h_job *j)
+{
+	const weft_comm_ops *ops = j->pg ? weft_pg_ops(j->pg) : NULL;
+
+	return ops ? ops->barrier(weft_pg_comm(j->pg), NULL) : WEFT_OK;
+}
+
+/* Every range of this rank's optimizer state, written or read in global
+ * flat coordinates (train/optim_state.h), as the trainer's checkpoints do. */
+static weft_status job_optim_io(h_job *j, const char *dir, int write)
+{
+	weft_strategy_state ss = { .struct_size = sizeof(ss) };
+	char path[600];
+	int64_t total = weft_params_numel(j->tr.main.ps, WEFT_F32), at = 0;
+	int fd;
+	weft_status st = j->sops->state(j->strat, &ss);
+
+	if (st)
+		return st;
+	snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+	fd = open(path, write ? O_WRONLY : O_RDONLY);
+	if (fd < 0)
+		return weft_error_set(WEFT_ERR_IO, "harness: cannot open %s: %s", path,
+				      strerror(errno));
+	for (uint32_t i = 0; !st && i < (ss.n_ranges ? ss.n_ranges : 1); i++) {
+		int64_t b = ss.n_ranges ? ss.ranges[2 * i] : ss.begin;
+		int64_t e = ss.n_ranges ? ss.ranges[2 * i + 1] : ss.end;
+		float *sl[8];
+
+		for (uint32_t k = 0; k < ss.n_slots && k < 8; k++)
+			sl[k] = ss.slots[k] + at;
+		st = write ? weft_optim_state_write(fd, path, 0, total, ss.n_slots,
+						    (const float *const *)sl, b, e) :
+			     weft_optim_state_read(fd, path, 0, total, ss.n_slots, sl, b, e);
+		at += e - b;
+	}
+	close(fd);
+	return st;
+}
+
+static weft_status job_save(h_job *j, const char *dir, int rank)
+{
+	weft_strategy_state ss = { .struct_size = sizeof(ss) };
+	char path[600];
+	weft_status st = j->sops->state(j->strat, &ss);
+
+	if (!st && rank == 0) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/optimizer.bin", dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || ftruncate(fd, weft_optim_state_bytes(ss.n_slots,
+					weft_params_numel(j->tr.main.ps, WEFT_F32))) != 0)
+			st = weft_error_set(WEFT_ERR_IO, "harness: cannot create %s", path);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (!st)
+		st = job_barrier(j);
+	if (!st)
+		st = job_optim_io(j, dir, 1);
+	if (!st)
+		st = job_gather(j, 1);
+	if (!st && rank == 0 && j->tr.main.m) {
+		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+		st = weft_model_save_safetensors(j->tr.main.m, path);
+	}
+	if (!st)
+		st = job_gather(j, 0);
+	if (!st)
+		st = job_barrier(j);
+	return st;
+}
+
+static weft_status job_load(h_job *j, const char *dir)
+{
+	char path[600];
+	weft_status st = job_gather(j, 1);
+
+	if (!st && j->tr.main.m) {
+		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+		st = weft_model_load_safetensors(j->tr.main.m, path);
+	}
+	if (!st)
+		st = job_gather(j, 0);
+	if (!st)
+		st = job_optim_io(j, dir, 0);
+	return st;
+}
+
 weft_status h_run(const h_config *c, h_result *out)
 {
 	h_job j;
 	weft_strategy_env env;
 	const void *vt;
 	const weft_cfg *section = NULL;
-	int rank = 0, world = 1;
+	int rank = 0, world = 1, data_rank = 0;
 	int64_t rows;
 	double t_steps = 0.0;
 	weft_status st;
@@ -486,6 +664,9 @@ weft_status h_run(const h_config *c, h_result *out)
 		.replica_forward_backward = cb_replica_forward_backward,
 		.replica_free = cb_replica_free,
 		.n_devices = c->devices > 0 ? c->devices : 1,
+		.stage_create = cb_stage_create,
+		.stage_forward = cb_stage_forward,
+		.stage_free = cb_stage_free,
 	};
 	if (c->env_world_size) {
 		env.world_size = c->env_world_size;
@@ -502,30 +683,36 @@ weft_status h_run(const h_config *c, h_result *out)
 		st = j.sops->setup(j.strat);
 	for (int m = 0; !st && m < c->n_micro; m++)
 		st = alloc_batch(c, rows, &j.x[m], &j.y[m]);
+	if (!st && c->load_dir)
+		st = job_load(&j, c->load_dir);
 	if (st)
 		goto out;
+	weft_mem_reset_peaks();
+	data_rank = c->data_ranks > 0 ?
+		    (rank / (c->data_stride > 0 ? c->data_stride : 1)) % c->data_ranks : rank;
 	out->rank = rank;
 	out->world = world;
 	out->tokens_per_step = c->batch * world * c->n_micro *
 			       (c->model == H_MODEL_GPT ? gpt_config(c).block_size : 1);
 	for (int s = 0; s < c->steps && s < H_MAX_STEPS; s++) {
 		weft_micro_batch mb[H_MAX_MICRO];
+		int gs = c->first_step + s; /* the global step: data and optimizer */
 		weft_step_input in = {
 			.struct_size = sizeof(in),
 			.micro = mb,
 			.n_micro = (size_t)c->n_micro,
-			.optim = { .struct_size = sizeof(weft_optim_step_info), .step = s + 1,
+			.optim = { .struct_size = sizeof(weft_optim_step_info), .step = gs + 1,
 				   .lr = c->lr, .grad_scale = 1.0 },
 		};
 		weft_step_report *rep = &out->rep[s];
 		double t0, c0;
 
 		for (int m = 0; m < c->n_micro; m++) {
-			fill_batch(c, s, m, (int64_t)rank * c->batch, j.x[m], j.y[m]);
+			fill_batch(c, gs, m, (int64_t)data_rank * c->batch, j.x[m], j.y[m]);
 			mb[m] = (weft_micro_batch){
 				.data = { .inputs = j.x[m], .targets = j.y[m] },
 				.rows = rows,
-				.row_offset = (int64_t)rank * c->batch,
+				.row_offset = (int64_t)data_rank * c->batch,
 			};
 		}
 		memset(rep, 0, sizeof(*rep));
@@ -542,6 +729,20 @@ weft_status h_run(const h_config *c, h_result *out)
 		out->steps = s + 1;
 	}
 	out->seconds = t_steps;
+	{
+		weft_mem_stats ms;
+
+		weft_mem_get_stats(&ms);
+		memcpy(out->mem_peak, ms.peak, sizeof(out->mem_peak));
+	}
+	if (c->save_dir) {
+		st = job_save(&j, c->save_dir, rank);
+		if (st)
+			goto out;
+	}
+	st = job_gather(&j, 1);
+	if (st)
+		goto out;
 	{
 		weft_tensor *flat;
 

@@ -60,6 +60,15 @@ typedef struct h_config {
 	int env_world_size;        /* nonzero: claim this world size, with no communicator */
 	int env_no_replicas;       /* 1: the env offers no replica_create */
 	int env_cuda;              /* 1: the env claims device cuda:0 (create-time checks) */
+	/* ---- appended (zero) ---- */
+	int first_step;            /* data and optimizer steps start at this 0-based step */
+	const char *save_dir;      /* after the steps: model.safetensors + optimizer.bin
+				    * (global flat coordinates) into this directory */
+	const char *load_dir;      /* after setup: weights and optimizer state from here */
+	/* ---- appended (pp) ---- Ranks that read distinct data (pipeline
+	 * ranks share theirs): rank r reads the rows of data rank
+	 * (r / data_stride) % data_ranks. 0: every rank reads its own. */
+	int data_ranks, data_stride;
 } h_config;
 
 typedef struct h_result {
@@ -73,6 +82,9 @@ typedef struct h_result {
 	double step_seconds[H_MAX_STEPS]; /* wall time of each train_step */
 	double step_cpu_seconds[H_MAX_STEPS]; /* CPU time of this process (all threads) in it */
 	int64_t tokens_per_step;   /* rows (x T for the GPT) of the global batch */
+	/* ---- appended (zero) ---- */
+	int64_t mem_peak[WEFT_MEM_NUM_CATEGORIES]; /* allocator peaks over the steps
+						      * (peaks reset after setup) */
 } h_result;
 
 /* Runs a whole training in this process (as a rank when WEFT_RANK is set,

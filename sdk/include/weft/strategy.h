@@ -75,6 +75,15 @@ typedef struct weft_step_report {
 				     * and row count); comm_bytes - metric_comm_bytes is
 				     * gradient (and parameter) traffic */
 	int64_t comm_calls;         /* collectives this rank issued in the step */
+	/* ---- appended (zero) ---- */
+	int64_t working_set_bytes;  /* bytes of the strategy's transient parameter and
+				     * gradient buffers (ZeRO-3's gathered weights, ZeRO-2/3
+				     * gradient buckets) held at the step's peak; 0 for
+				     * strategies that keep none */
+	/* ---- appended (pp) ---- */
+	double bubble_fraction;     /* pipeline strategies: the share of this rank's
+				     * pipeline time (first to last forward/backward of
+				     * the step) spent not computing; 0 otherwise */
 } weft_step_report;
 
 /* What eval_step returns: sums over this call's batch on ALL ranks. */
@@ -95,6 +104,16 @@ typedef struct weft_strategy_state {
 	uint32_t n_slots;
 	int64_t begin, end;
 	float *const *slots;
+	/* ---- appended (zero): a shard made of several ranges. A reader
+	 * checks struct_size (offsetof) first; absent or n_ranges == 0 means
+	 * the one range [begin, end). Otherwise this rank's state covers the
+	 * sorted, disjoint global ranges [ranges[2i], ranges[2i + 1]) for
+	 * i < n_ranges, stored one after another in each slot: element
+	 * ranges[2i] of slot k is slots[k][sum of the lengths of ranges
+	 * 0 .. i-1]; begin and end then span all of them. */
+	uint32_t n_ranges;
+	uint32_t reserved;
+	const int64_t *ranges;
 } weft_strategy_state;
 
 /* The trainer's side, given to create and valid until destroy. */
@@ -155,6 +174,39 @@ typedef struct weft_strategy_env {
 	void (*replica_free)(void *trainer, void *replica);
 	int32_t n_devices;              /* dp: devices to spread over (trainer.devices) */
 	int32_t reserved2;
+
+	/* ---- appended (pp): pipeline stages of a GPT (weft/module.h,
+	 * "Pipeline stages"). A trainer that cannot build stages leaves them
+	 * NULL (check struct_size with offsetof); pp then refuses to run. ----
+	 *
+	 * Builds one stage of the trainer's model: GPT blocks [layer_begin,
+	 * layer_end) and the parts `parts` names (WEFT_STAGE_BLOCKS always,
+	 * WEFT_STAGE_EMBED, WEFT_STAGE_HEAD), on env->device, with gradients. Parameter values
+	 * are unspecified: the strategy copies them from env->params by name.
+	 * *stage is an opaque handle for stage_forward and stage_free; *params
+	 * is borrowed until stage_free. Blocking. Errors: WEFT_ERR_UNSUPPORTED
+	 * when the model is not a GPT (naming its class); those of
+	 * weft_model_create_gpt; NOMEM. */
+	weft_status (*stage_create)(void *trainer, uint32_t parts, int64_t layer_begin,
+				    int64_t layer_end, void **stage, weft_params **params);
+	/* Runs micro-batch b through a stage on `ctx` (a context the strategy
+	 * made with host->ctx_create on env->device). x is the hidden state
+	 * (rows, T, n_embd) the previous stage sent, or NULL on the EMBED stage
+	 * (b's inputs are used). train = 1: grad and training mode on, the
+	 * dropout row offset b->row_offset; train = 0: both off. A stage
+	 * without HEAD gives its hidden state in *out. A HEAD stage gives in
+	 * *out its mean loss times loss_scale (recorded when training, so
+	 * backward from it trains), the unscaled loss in *loss, and when not
+	 * training adds the batch's results to *rep (as `evaluate` does; rep
+	 * may be NULL when training). *out is borrowed from ctx's arena until
+	 * its next step_begin. Errors: those of weft_model_forward and
+	 * weft_model_loss. */
+	weft_status (*stage_forward)(void *trainer, void *stage, weft_ctx *ctx,
+				     const weft_micro_batch *b, weft_tensor *x, int train,
+				     double loss_scale, weft_tensor **out, double *loss,
+				     weft_eval_report *rep);
+	/* Frees a stage from stage_create. NULL is ignored. */
+	void (*stage_free)(void *trainer, void *stage);
 } weft_strategy_env;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
@@ -193,6 +245,21 @@ typedef struct weft_strategy_ops {
 
 	/* Frees everything setup made, unregisters hooks. NULL ignored. */
 	void (*destroy)(void *s);
+
+	/* ---- appended (zero) ---- */
+
+	/* (optional) Makes the parameters whole or shards them again, for
+	 * callers that read or write every parameter through env->params
+	 * (saving or loading model.safetensors, copying weights out).
+	 * gather = 1: every rank's parameter tensors (and the F32 flat buffer)
+	 * hold the full current values, in memory the model owns until the
+	 * matching gather = 0. gather = 0: the strategy takes its shards from
+	 * the parameters' current values (so weights loaded while gathered
+	 * become the training state) and releases the full buffer. Calls pair
+	 * up and do not nest. Collective: every rank calls it. Errors: comm
+	 * errors, NOMEM. NULL member: parameters are always whole (replicated
+	 * strategies); callers then skip the calls. */
+	weft_status (*gather_params)(void *s, int gather);
 
 	/* ---- appended (tp) ---- */
 

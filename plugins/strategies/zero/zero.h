@@ -1,0 +1,150 @@
+/* The ZeRO strategies (stages 1, 2 and 3), shared between the files of
+ * this plugin.
+ *
+ * Layout. The F32 flat parameter buffer is cut into units: contiguous
+ * ranges of whole parameters (buckets of reduce_bucket_size elements for
+ * stages 1 and 2; for stage 3 one unit per module, i.e. per run of
+ * parameters sharing a dotted prefix, so a module's weights are gathered
+ * together). Unit k of L elements is split evenly over the N ranks, FSDP
+ * style: chunk c = ceil(L / N), rank r owns [lo + r c, min(lo + (r+1) c,
+ * hi)). A collective over a unit works on a padded buffer of N c elements
+ * (reduce-scatter in place, all-gather in place), so every rank moves
+ * (N - 1) c elements per collective: over all units (N - 1) / N of the
+ * model, as the ZeRO paper counts. This rank's shard is the concatenation
+ * of its pieces ("packed" arrays): optimizer slots (all stages), gradients
+ * (stages 2, 3), parameters (stage 3). */
+#ifndef WEFT_STRATEGY_ZERO_H
+#define WEFT_STRATEGY_ZERO_H
+
+#include <stdint.h>
+
+#include "weft/strategy.h"
+
+extern const weft_host *g_host;
+
+#define ZERO_MAX_SLOTS 8
+#define ZERO_MAX_DEPTH 64
+
+typedef struct zunit {
+	int64_t lo, hi;            /* global flat range [lo, hi), whole parameters */
+	int64_t chunk;             /* ceil((hi - lo) / N) */
+	int64_t mine_lo, mine_hi;  /* this rank's piece (may be empty) */
+	int64_t packed;            /* offset of the piece in the packed shard arrays */
+	size_t p_first, p_count;   /* parameters weft_params_at(p_first + i) */
+	int persist;               /* stage 3: small enough to stay whole */
+
+	/* per step */
+	float *pbuf;               /* stage 3: gathered parameters (N * chunk), or NULL */
+	float *gbuf;               /* stages 2, 3: gradient bucket (N * chunk), or NULL */
+	int ag;                    /* stage 3: 0 released, 1 all-gather in flight, 2 whole */
+	const void *owner;         /* stage 3: module it was gathered in (released at its end) */
+	int used;                  /* stage 3: a parameter of it was used since gathered */
+	size_t ready;              /* parameters whose gradient is final (this micro-batch) */
+	int rs_launched;
+} zunit;
+
+/* A buffer pool of equal slots (one unit's padded size), grown on demand
+ * and kept for the run: a step allocates nothing after the first. */
+typedef struct zpool {
+	weft_mem_category cat;
+	int64_t slot_elems;
+	float **free_list;
+	size_t n_free, n_total, cap;
+	size_t n_used, peak_used;
+} zpool;
+
+/* One collective in flight (FIFO, as the comm thread runs them). */
+typedef struct zwork {
+	weft_comm_work *work;
+	int kind;                  /* ZW_RS / ZW_AG */
+	size_t unit;
+	int64_t t_launch;
+} zwork;
+
+enum { ZW_RS = 1, ZW_AG = 2 };
+
+typedef struct zero {
+	const weft_strategy_env *env;
+	const weft_comm_ops *ops;
+	weft_comm *comm;
+	int stage, rank, world;
+	const char *label;         /* "zero_2" ... for messages */
+
+	/* options (DeepSpeed's names) */
+	int overlap_comm, contiguous_gradients;
+	int64_t reduce_bucket_size, allgather_bucket_size;
+	int64_t prefetch_bucket_size, persistence_threshold, max_live_parameters;
+
+	/* layout */
+	int64_t numel;             /* F32 elements */
+	size_t n_params;
+	zunit *units;
+	size_t n_units;
+	int32_t *unit_of;          /* per parameter index: its unit */
+	int64_t *param_off;        /* per parameter: flat element offset */
+	int64_t shard_numel;       /* sum of this rank's pieces */
+	int64_t max_chunk;
+	int64_t *ranges;           /* 2 per non-empty piece, for checkpoints */
+	size_t n_ranges;
+
+	/* memory */
+	weft_tensor *flat;         /* the model's flat F32 parameter tensor (borrowed) */
+	float *full_params;        /* the model's flat F32 parameters (stages 1, 2; stage 3
+				    * only while gathered by gather_params) */
+	float *full_grads;         /* the model's flat F32 gradients (stage 1) */
+	float *pshard;             /* stage 3: parameter shard (WEFT_MEM_PARAMS) */
+	float *gshard;             /* stages 2, 3: gradient shard (WEFT_MEM_GRADS) */
+	float *slot_mem;           /* optimizer slots, packed (WEFT_MEM_OPTIM) */
+	float *slots[ZERO_MAX_SLOTS];
+	size_t n_slots;
+	float *staging;            /* stages 1, 2: one padded unit (WEFT_MEM_COMM) */
+	zpool ppool, gpool;        /* stage 3 parameters; stages 2, 3 gradients */
+	int64_t persist_bytes;     /* stage 3: resident buffers of persistent units */
+	int gathered_whole;        /* gather_params(1) is in effect */
+
+	/* hooks */
+	int64_t hooks[6];
+	size_t n_hooks;
+	int reducing;              /* backward of a micro-batch that reduces */
+	size_t next_rs;            /* units reduce-scattered so far, from the last */
+	const void *mod_stack[ZERO_MAX_DEPTH];
+	int depth;
+	int64_t live_elems;        /* stage 3: gathered (non-persistent) elements */
+
+	/* collectives in flight */
+	zwork *q;
+	size_t q_head, q_tail, q_cap;
+
+	/* this step */
+	int64_t busy_ns, last_done_ns, exposed_ns, bytes, elements, calls;
+	int64_t gathers;
+} zero;
+
+/* ---- zero_layout.c: options, units, memory, checkpoints ---- */
+weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *env, int stage,
+			      void **out);
+weft_status zero_setup(void *p);
+void zero_destroy(void *p);
+weft_status zero_state(void *p, weft_strategy_state *out);
+weft_status zero_gather_params(void *p, int gather);
+float *zero_pool_get(zero *z, zpool *pool);
+void zero_pool_put(zpool *pool, float *buf);
+int64_t zero_now_ns(void);
+weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
+/* Points the unit's parameters (data) at buf, or NULL. */
+void zero_point_params(zero *z, const zunit *u, float *buf);
+/* Points the unit's parameters' gradients at buf, or NULL. */
+void zero_point_grads(zero *z, const zunit *u, float *buf);
+
+/* ---- zero_step.c: hooks, collectives, train and eval ---- */
+weft_status zero_hooks_add(zero *z);
+weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out);
+weft_status zero_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out);
+/* Waits for every collective in flight (and applies its result). */
+weft_status zero_drain(zero *z);
+/* Gathers unit k of stage 3 now (blocking). */
+weft_status zero_gather_unit(zero *z, size_t k);
+/* Releases every gathered non-persistent unit (stage 3). */
+void zero_release_all(zero *z);
+
+#endif
