@@ -257,6 +257,17 @@ static weft_status grad_bucket(zero *z, size_t k)
 
 	if (u->gbuf)
 		return WEFT_OK;
+	/* double buffering, as DeepSpeed's buckets: at most one reduce-scatter
+	 * in flight while the next bucket fills, so gradients held stay at the
+	 * open buckets plus one */
+	for (size_t i = z->q_tail; i-- > z->q_head;)
+		if (z->q[i].kind == ZW_RS) {
+			weft_status st = wait_through(z, i);
+
+			if (st)
+				return st;
+			break;
+		}
 	u->gbuf = zero_pool_get(z, &z->gpool);
 	if (!u->gbuf)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
