@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,47 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 	return st;
 }
 
+/* Reads or writes every range of this rank's optimizer state (one range,
+ * or a sharding strategy's several: weft_strategy_state.ranges), in global
+ * flat coordinates. */
+static weft_status optimizer_ranges_io(int fd, const char *path, int64_t total,
+				       const weft_strategy_state *ss, int write)
+{
+	int multi = ss->struct_size >= offsetof(weft_strategy_state, ranges) + sizeof(ss->ranges) &&
+		    ss->n_ranges > 0;
+	uint32_t n = multi ? ss->n_ranges : 1;
+	int64_t at = 0;
+	weft_status st = WEFT_OK;
+
+	if (ss->n_slots > 8)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "optimizer state of %s: %u slots per "
+				      "element, at most 8 are supported", path, ss->n_slots);
+	for (uint32_t i = 0; !st && i < n; i++) {
+		int64_t b = multi ? ss->ranges[2 * i] : ss->begin;
+		int64_t e = multi ? ss->ranges[2 * i + 1] : ss->end;
+		float *sl[8];
+
+		for (uint32_t k = 0; k < ss->n_slots; k++)
+			sl[k] = ss->slots[k] + at;
+		st = write ? weft_optim_state_write(fd, path, 0, total, ss->n_slots,
+						    (const float *const *)sl, b, e) :
+			     weft_optim_state_read(fd, path, 0, total, ss->n_slots, sl, b, e);
+		at += e - b;
+	}
+	return st;
+}
+
+/* The strategy's gather_params (weft/strategy.h), when it has one:
+ * parameters whole (1) or sharded again (0). Collective. */
+static weft_status strategy_gather(weft_trainer *t, int gather)
+{
+	const weft_strategy_ops *ops = t->strat_ops;
+
+	if (!WEFT_HAS_MEMBER(ops, weft_strategy_ops, gather_params) || !ops->gather_params)
+		return WEFT_OK;
+	return ops->gather_params(t->strat, gather);
+}
+
 /* Every rank writes its slice of the optimizer state into `path`. */
 static weft_status write_optimizer_slice(weft_trainer *t, const char *path,
 					 const weft_strategy_state *ss)
@@ -93,8 +135,7 @@ static weft_status write_optimizer_slice(weft_trainer *t, const char *path,
 
 	if (fd < 0)
 		return weft_error_set(WEFT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-	st = weft_optim_state_write(fd, path, 0, flat_numel(t), ss->n_slots,
-				    (const float *const *)ss->slots, ss->begin, ss->end);
+	st = optimizer_ranges_io(fd, path, flat_numel(t), ss, 1);
 	if (!st && fsync(fd) != 0)
 		st = weft_error_set(WEFT_ERR_IO, "cannot flush '%s': %s", path, strerror(errno));
 	close(fd);
@@ -216,11 +257,18 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	}
 	if (weft_trainer_barrier(t) != WEFT_OK && !st)
 		st = weft_error_last_status();
+	/* a sharding strategy (zero_3) makes the parameters whole for the save */
+	if (!st) {
+		st = strategy_gather(t, 1);
+		if (!st && t->rank == 0) {
+			snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
+			st = weft_model_save_safetensors(t->model, path);
+		}
+		if (strategy_gather(t, 0) != WEFT_OK && !st)
+			st = weft_error_last_status();
+	}
 	if (t->rank == 0 && !st) {
-		snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
-		st = weft_model_save_safetensors(t->model, path);
-		if (!st)
-			st = weft_atomic_dir_adopt_file(d, "model.safetensors");
+		st = weft_atomic_dir_adopt_file(d, "model.safetensors");
 		if (!st)
 			st = weft_atomic_dir_adopt_file(d, "optimizer.bin");
 		if (!st)
@@ -305,9 +353,17 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	if (st)
 		return weft_error_wrap(st, "checkpoint '%s'", dir);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	st = weft_model_load_safetensors(t->model, path);
+	/* a sharding strategy takes its shards from the loaded weights */
+	st = strategy_gather(t, 1);
+	if (!st) {
+		st = weft_model_load_safetensors(t->model, path);
+		if (st)
+			st = weft_error_wrap(st, "checkpoint '%s' does not fit this model", dir);
+		if (strategy_gather(t, 0) && !st)
+			st = weft_error_last_status();
+	}
 	if (st)
-		return weft_error_wrap(st, "checkpoint '%s' does not fit this model", dir);
+		return st;
 	if (weights_only)
 		return WEFT_OK;
 	snprintf(path, sizeof(path), "%s/trainer_state.json", dir);
@@ -373,7 +429,7 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	if (fd < 0)
 		return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s' lacks optimizer.bin: %s", dir,
 				      strerror(errno));
-	st = weft_optim_state_read(fd, path, 0, numel, ss.n_slots, ss.slots, ss.begin, ss.end);
+	st = optimizer_ranges_io(fd, path, numel, &ss, 0);
 	close(fd);
 	if (st)
 		return st;
