@@ -103,6 +103,8 @@ void weft_model_free(weft_model *m)
 {
 	if (!m)
 		return;
+	if (m->plugin_ops && m->plugin)
+		m->plugin_ops->destroy(m->plugin);
 	for (size_t i = 0; i < m->n_mods; i++)
 		free((char *)m->mods[i].name);
 	free(m->mods);
@@ -160,6 +162,8 @@ int64_t weft_model_num_params(const weft_model *m)
 
 int64_t weft_model_ignore_index(const weft_model *m)
 {
+	if (m->cls == WEFT_MODEL_PLUGIN)
+		return m->plugin_ops->ignore_index ? m->plugin_ops->ignore_index(m->plugin) : -100;
 	return m->cls == WEFT_MODEL_GPT ? -1 : -100;
 }
 
@@ -167,7 +171,7 @@ double weft_model_flops_per_token(const weft_model *m, int64_t T)
 {
 	double n = 0;
 
-	if (m->cls == WEFT_MODEL_MLP)
+	if (m->cls != WEFT_MODEL_GPT)
 		return 6.0 * (double)weft_model_num_params(m);
 	/* parameters a token passes through: every block, ln_f and the head
 	 * (wte used as the head's weight); wpe and wte lookups are not FLOPs */
@@ -276,6 +280,8 @@ weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 				      weft_device_str(weft_ctx_device(ctx), b, sizeof(b)));
 	if (m->cls == WEFT_MODEL_GPT)
 		return nn_gpt_forward(m, ctx, x, out);
+	if (m->cls == WEFT_MODEL_PLUGIN)
+		return nn_plugin_forward(m, ctx, x, out);
 	return nn_mlp_forward(m, ctx, x, out);
 }
 
@@ -292,6 +298,22 @@ weft_status weft_model_loss(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "model loss: this pipeline stage has no "
 				      "head (blocks %lld..%lld); only the last stage computes the "
 				      "loss", (long long)m->layer_begin, (long long)m->layer_end - 1);
+	if (m->cls == WEFT_MODEL_PLUGIN && m->plugin_ops->training_step &&
+	    weft_ctx_grad_enabled(ctx)) {
+		weft_tensor *x;
+
+		/* Lightning's training_step gives the loss itself (no logits);
+		 * evaluation takes the forward + cross-entropy path below */
+		if ((st = nn_stage_input(ctx, batch->inputs, "inputs", &x)) ||
+		    (st = nn_stage_input(ctx, batch->targets, "targets", &targets)))
+			return st;
+		st = m->plugin_ops->training_step(m->plugin, ctx, x, targets, &loss);
+		if (st)
+			return weft_error_wrap(st, "model '%s' training_step",
+					       m->plugin_ops->head.name);
+		out->loss = loss;
+		return WEFT_OK;
+	}
 	if ((st = weft_model_forward(m, ctx, batch->inputs, &logits)) ||
 	    (st = nn_stage_input(ctx, batch->targets, "targets", &targets)))
 		return st;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "nn/nn_impl.h"
+#include "plugin/registry.h"
 
 /* The node of `key` for messages: the value when given, else the section. */
 static const weft_cfg *at(const weft_cfg *sec, const char *key)
@@ -106,6 +107,41 @@ static weft_status mlp_from(const weft_cfg *sec, weft_mlp_config *c)
 	return WEFT_OK;
 }
 
+/* model.class: a built-in (gpt, mlp; *cls its index) or a model plugin
+ * found in the registry the run uses (*plugin). */
+static weft_status class_of(const weft_cfg *sec, const char *const *classes, int *cls,
+			    const weft_module_ops **plugin)
+{
+	const weft_cfg *node = weft_cfg_get(sec, "class");
+	weft_registry *reg = weft_registry_active();
+	const char *name = NULL;
+	char msg[2048];
+	weft_status st;
+
+	*plugin = NULL;
+	if (node && weft_cfg_kind_of(node) == WEFT_CFG_SCALAR &&
+	    weft_cfg_as_str(node, &name) == WEFT_OK && reg &&
+	    strcmp(name, "gpt") != 0 && strcmp(name, "mlp") != 0) {
+		st = weft_registry_find(reg, WEFT_PLUGIN_MODEL, name, (const void **)plugin, NULL);
+		if (st == WEFT_OK)
+			return WEFT_OK;
+		snprintf(msg, sizeof(msg), "%s", weft_error_last());
+		*plugin = NULL;
+		/* the built-in classes' message (with its did-you-mean), then
+		 * what the plugin search found */
+		st = weft_cfg_choice(sec, "class", classes, NULL, cls);
+		if (st) {
+			char base[2048];
+
+			snprintf(base, sizeof(base), "%s", weft_error_last());
+			return weft_error_set(WEFT_ERR_CONFIG, "%s; nor is it a model plugin: %s",
+					      base, msg);
+		}
+		return WEFT_OK;
+	}
+	return weft_cfg_choice(sec, "class", classes, NULL, cls);
+}
+
 weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options *opt,
 				   weft_model **out)
 {
@@ -113,6 +149,7 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	const char *init_from = NULL;
 	weft_gpt_config gpt = { 0 };
 	weft_mlp_config mlp = { 0 };
+	const weft_module_ops *plugin = NULL;
 	weft_model *m = NULL;
 	char where[512];
 	int cls;
@@ -125,14 +162,24 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	if (weft_cfg_kind_of(sec) != WEFT_CFG_MAP)
 		return weft_cfg_error(sec, "must be a mapping such as {class: mlp, hidden: [256, "
 				      "256]} or {class: gpt, n_layer: 6, n_head: 6, n_embd: 384}");
-	if ((st = weft_cfg_choice(sec, "class", classes, NULL, &cls)))
+	st = class_of(sec, classes, &cls, &plugin);
+	if (st)
 		return st;
+	if (plugin) {
+		st = weft_cfg_str(sec, "init_from", NULL, &init_from);
+		if (!st)
+			st = nn_plugin_model_create(plugin, sec, opt, &m);
+		if (st)
+			return st;
+		goto loaded;
+	}
 	st = cls == 0 ? gpt_from(sec, &gpt) : mlp_from(sec, &mlp);
 	if (st || (st = weft_cfg_str(sec, "init_from", NULL, &init_from)))
 		return st;
 	st = cls == 0 ? weft_model_create_gpt(&gpt, opt, &m) : weft_model_create_mlp(&mlp, opt, &m);
 	if (st)
 		return st;
+loaded:
 	if (init_from && (st = weft_model_load_safetensors(m, init_from))) {
 		weft_error_wrap(st, "%s: model.init_from",
 				weft_cfg_where(weft_cfg_get(sec, "init_from"), where, sizeof(where)));

@@ -5,6 +5,7 @@
 
 #include "weft/module.h"
 #include "weft/ops.h"
+#include "weft/trainer.h"
 
 #define NN_LN_EPS 1e-5f
 #define NN_MAX_SCOPE 16
@@ -43,7 +44,20 @@ struct weft_model {
 
 	/* GPT under tensor parallelism (gpt_tp.c); NULL for whole layers */
 	struct weft_tp_group *tp;
+
+	/* a model plugin (plugin_model.c) */
+	const weft_module_ops *plugin_ops;
+	void *plugin;
 };
+
+/* ---- model plugins (plugin_model.c) ---- */
+
+/* Builds the model plugin `ops` from the model section. */
+weft_status nn_plugin_model_create(const weft_module_ops *ops, const weft_cfg *sec,
+				   const weft_model_options *opt, weft_model **out);
+
+/* Its forward, bracketed by the root module's begin/end. */
+weft_status nn_plugin_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 
 /* ---- building (model.c) ---- */
 

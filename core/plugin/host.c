@@ -5,6 +5,14 @@
 #include "train/clip.h"
 #include "plugin/registry.h"
 #include "tp/tp.h"
+#include "nn/nn_impl.h"
+#include "weft/ops.h"
+
+static weft_status host_params_add(weft_params *ps, const char *name, int dtype, int32_t ndim,
+				   const int64_t *shape, weft_tensor **out)
+{
+	return weft_params_add(ps, name, (weft_dtype)dtype, ndim, shape, out);
+}
 
 /* Adapters where the table spells an enum as int (the table cannot name
  * the enums of headers that include plugin.h). */
@@ -103,6 +111,26 @@ static const weft_host host = {
 	.tp_param_split = weft_tp_host_param_split,
 	.tp_stats = weft_tp_host_stats,
 	.tp_gather_param = weft_tp_host_gather_param,
+	.params_add = host_params_add,
+	.param_init_normal = nn_init_normal,
+	.param_init_uniform = nn_init_uniform,
+	.module_begin = weft_module_begin,
+	.module_end = weft_module_end,
+	.op_matmul = weft_op_matmul,
+	.op_linear = weft_op_linear,
+	.op_add = weft_op_add,
+	.op_mul = weft_op_mul,
+	.op_scale = weft_op_scale,
+	.op_bias = weft_op_bias,
+	.op_relu = weft_op_relu,
+	.op_gelu = weft_op_gelu,
+	.op_softmax = weft_op_softmax,
+	.op_layernorm = weft_op_layernorm,
+	.op_embedding = weft_op_embedding,
+	.op_attention = weft_op_attention,
+	.op_dropout = weft_op_dropout,
+	.op_cross_entropy = weft_op_cross_entropy,
+	.op_reshape = weft_op_reshape,
 };
 
 const weft_host *weft_host_services(void)

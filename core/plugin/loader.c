@@ -23,6 +23,7 @@ size_t weft_plugin_min_struct_size(weft_plugin_kind kind)
 	case WEFT_PLUGIN_STRATEGY: return WEFT_STRATEGY_OPS_MIN_SIZE;
 	case WEFT_PLUGIN_OPTIM: return WEFT_OPTIM_OPS_MIN_SIZE;
 	case WEFT_PLUGIN_CALLBACK: return WEFT_CALLBACK_OPS_MIN_SIZE;
+	case WEFT_PLUGIN_MODEL: return WEFT_MODULE_OPS_MIN_SIZE;
 	}
 	return 0;
 }
@@ -52,11 +53,12 @@ static weft_status check_item(const char *path, size_t i, const weft_plugin_entr
 	if (!kind_known(item->kind))
 		return weft_error_set(WEFT_ERR_PLUGIN,
 				      "plugin file %s: item %zu has unknown kind %d; this weft knows "
-				      "comm (%d), strategy (%d), optim (%d) and callback (%d); if "
-				      "the plugin was built for a newer weft, use that weft or "
-				      "rebuild it",
+				      "comm (%d), strategy (%d), optim (%d), callback (%d) and model "
+				      "(%d); if the plugin was built for a newer weft, use that weft "
+				      "or rebuild it",
 				      path, i, (int)item->kind, WEFT_PLUGIN_COMM,
-				      WEFT_PLUGIN_STRATEGY, WEFT_PLUGIN_OPTIM, WEFT_PLUGIN_CALLBACK);
+				      WEFT_PLUGIN_STRATEGY, WEFT_PLUGIN_OPTIM, WEFT_PLUGIN_CALLBACK,
+				      WEFT_PLUGIN_MODEL);
 	if (!head)
 		return weft_error_set(WEFT_ERR_PLUGIN,
 				      "plugin file %s: item %zu (%s) has a NULL vtable; point it at "

@@ -162,7 +162,7 @@ static void test_refusals(void)
 		 "WEFT_PLUGIN_HEAD");
 	WT_FAILS(scan_file(FX("bad_kind/fx_badkind.so")), WEFT_ERR_PLUGIN,
 		 FX("bad_kind/fx_badkind.so"), "item 0 has unknown kind 7",
-		 "comm (1), strategy (2), optim (3) and callback (4)");
+		 "comm (1), strategy (2), optim (3), callback (4) and model (5)");
 	WT_FAILS(scan_file(FX("unloadable/fx_undef.so")), WEFT_ERR_PLUGIN,
 		 "cannot load plugin file " FX("unloadable/fx_undef.so"),
 		 "undefined symbol: weft_fixture_symbol_nobody_defines", "install it");

@@ -82,7 +82,8 @@ typedef struct weft_model weft_model; /* opaque */
 /* Model classes. Values are part of the ABI: only ever appended. */
 typedef enum weft_model_class {
 	WEFT_MODEL_GPT = 0,
-	WEFT_MODEL_MLP = 1
+	WEFT_MODEL_MLP = 1,
+	WEFT_MODEL_PLUGIN = 2  /* a model plugin (weft/trainer.h) named by model.class */
 } weft_model_class;
 
 /* Activations of the MLP classifier. */

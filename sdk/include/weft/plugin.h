@@ -64,7 +64,8 @@ typedef enum weft_plugin_kind {
 	WEFT_PLUGIN_COMM = 1,     /* vtable: weft_comm_ops (weft/comm.h) */
 	WEFT_PLUGIN_STRATEGY = 2, /* vtable: weft_strategy_ops (weft/strategy.h) */
 	WEFT_PLUGIN_OPTIM = 3,    /* vtable: weft_optim_ops (weft/optim.h) */
-	WEFT_PLUGIN_CALLBACK = 4  /* vtable: weft_callback_ops (weft/trainer.h) */
+	WEFT_PLUGIN_CALLBACK = 4, /* vtable: weft_callback_ops (weft/trainer.h) */
+	WEFT_PLUGIN_MODEL = 5     /* vtable: weft_module_ops (weft/trainer.h) */
 } weft_plugin_kind;
 
 /* "comm", "strategy", "optim"; "unknown" otherwise. */
@@ -75,6 +76,7 @@ static inline const char *weft_plugin_kind_name(weft_plugin_kind kind)
 	case WEFT_PLUGIN_STRATEGY: return "strategy";
 	case WEFT_PLUGIN_OPTIM: return "optim";
 	case WEFT_PLUGIN_CALLBACK: return "callback";
+	case WEFT_PLUGIN_MODEL: return "model";
 	}
 	return "unknown";
 }
@@ -250,6 +252,51 @@ typedef struct weft_host {
 	 * (tp_param_split's full_numel floats) on every rank. Blocking. */
 	weft_status (*tp_gather_param)(const struct weft_params *ps, size_t index, int grads,
 				       float *full);
+
+	/* ---- appended (model plugins, weft/trainer.h) ----
+	 * What a model written as a plugin needs to declare, initialise and run
+	 * its layers. Same contracts as weft_params_add (weft/tensor.h) and the
+	 * weft_op_* calls of the same names (weft/ops.h), weft_module_begin /
+	 * end (weft/autograd.h); `dtype` is a weft_dtype. param_init_normal /
+	 * _uniform fill a parameter from weft's counter-based RNG keyed by
+	 * (seed, the parameter's name, element index), so values do not depend
+	 * on devices or shards. Check WEFT_HAS_MEMBER(host, weft_host, op_reshape)
+	 * first. */
+	weft_status (*params_add)(struct weft_params *ps, const char *name, int dtype, int32_t ndim,
+				  const int64_t *shape, struct weft_tensor **out);
+	weft_status (*param_init_normal)(struct weft_tensor *t, uint64_t seed, float std);
+	weft_status (*param_init_uniform)(struct weft_tensor *t, uint64_t seed, float bound);
+	weft_status (*module_begin)(struct weft_ctx *ctx, const char *name, void *module_ptr);
+	weft_status (*module_end)(struct weft_ctx *ctx, const char *name, void *module_ptr);
+	weft_status (*op_matmul)(struct weft_ctx *ctx, struct weft_tensor *a, struct weft_tensor *b,
+				 struct weft_tensor **out);
+	weft_status (*op_linear)(struct weft_ctx *ctx, struct weft_tensor *x, struct weft_tensor *w,
+				 struct weft_tensor *b, struct weft_tensor **out);
+	weft_status (*op_add)(struct weft_ctx *ctx, struct weft_tensor *a, struct weft_tensor *b,
+			      struct weft_tensor **out);
+	weft_status (*op_mul)(struct weft_ctx *ctx, struct weft_tensor *a, struct weft_tensor *b,
+			      struct weft_tensor **out);
+	weft_status (*op_scale)(struct weft_ctx *ctx, struct weft_tensor *x, float alpha,
+				struct weft_tensor **out);
+	weft_status (*op_bias)(struct weft_ctx *ctx, struct weft_tensor *x, struct weft_tensor *b,
+			       struct weft_tensor **out);
+	weft_status (*op_relu)(struct weft_ctx *ctx, struct weft_tensor *x, struct weft_tensor **out);
+	weft_status (*op_gelu)(struct weft_ctx *ctx, struct weft_tensor *x, struct weft_tensor **out);
+	weft_status (*op_softmax)(struct weft_ctx *ctx, struct weft_tensor *x,
+				  struct weft_tensor **out);
+	weft_status (*op_layernorm)(struct weft_ctx *ctx, struct weft_tensor *x, struct weft_tensor *w,
+				    struct weft_tensor *b, float eps, struct weft_tensor **out);
+	weft_status (*op_embedding)(struct weft_ctx *ctx, struct weft_tensor *ids,
+				    struct weft_tensor *table, struct weft_tensor **out);
+	weft_status (*op_attention)(struct weft_ctx *ctx, struct weft_tensor *qkv, int64_t n_head,
+				    struct weft_tensor **out);
+	weft_status (*op_dropout)(struct weft_ctx *ctx, struct weft_tensor *x, float p,
+				  struct weft_tensor **out);
+	weft_status (*op_cross_entropy)(struct weft_ctx *ctx, struct weft_tensor *logits,
+					struct weft_tensor *targets, int64_t ignore_index,
+					struct weft_tensor **out);
+	weft_status (*op_reshape)(struct weft_ctx *ctx, struct weft_tensor *x, int32_t ndim,
+				  const int64_t *shape, struct weft_tensor **out);
 } weft_host;
 
 /* The entry symbol's name and type. */

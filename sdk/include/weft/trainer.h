@@ -91,6 +91,71 @@ typedef struct weft_callback_ops {
 	((uint32_t)(offsetof(weft_callback_ops, on_fit_end) + \
 		    sizeof(((weft_callback_ops *)0)->on_fit_end)))
 
+/* ---- models written as plugins (Lightning's LightningModule) ------------
+ *
+ * A model plugin (kind WEFT_PLUGIN_MODEL) is selected by `model.class`:
+ *
+ *     model: {class: my_net, width: 128}    # its own options
+ *
+ * It declares its parameters (host->params_add, named as PyTorch would
+ * name them: "layers.0.weight"), fills them in init, and runs forward
+ * with the host's op_* calls, which record the autograd tape. The core
+ * owns the parameters (one flat buffer, gradients beside it), so every
+ * strategy, checkpoint and optimizer works with the plugin unchanged. The
+ * built-in `gpt` and `mlp` classes are models of the same shape. */
+
+struct weft_params;
+struct weft_ctx;
+struct weft_tensor;
+
+/* What create is given. Borrowed for the duration of the call. */
+typedef struct weft_model_build {
+	uint32_t struct_size;
+	uint32_t reserved;
+	struct weft_params *params; /* declare every parameter here, in forward order */
+	uint64_t seed;              /* seed_everything */
+} weft_model_build;
+
+typedef struct weft_module_ops {
+	weft_plugin_head head; /* name: what model.class selects */
+
+	/* Reads the model's options from `section` (the whole `model:`
+	 * mapping; `class` and `init_from` are the host's) through the host's
+	 * cfg_* calls, and declares the parameters with
+	 * host->params_add(b->params, ...) keeping the returned tensors (their
+	 * data is set once the host has allocated the flat buffer, before
+	 * init). *out receives the model's state, freed with destroy.
+	 * Errors: WEFT_ERR_CONFIG via host->cfg_error; params_add's. */
+	weft_status (*create)(const weft_cfg *section, const weft_model_build *b, void **out);
+
+	/* Frees the state (not the parameters: the host owns them). */
+	void (*destroy)(void *m);
+
+	/* Fills the parameters' initial values (host->param_init_normal /
+	 * _uniform, or by hand in host memory). (optional: NULL leaves zeros) */
+	weft_status (*init)(void *m, uint64_t seed);
+
+	/* Runs forward on inputs x (as the data gives them: features (B, ...)
+	 * F32, or token ids (B, T) I32) and returns the logits (B, classes) or
+	 * (B, T, vocab) through the host's op_* calls on ctx. */
+	weft_status (*forward)(void *m, struct weft_ctx *ctx, struct weft_tensor *x,
+			       struct weft_tensor **logits);
+
+	/* The target value the loss and accuracy skip. (optional: NULL means
+	 * -100, PyTorch's default) */
+	int64_t (*ignore_index)(const void *m);
+
+	/* Lightning's training_step: the scalar loss of one batch, recorded
+	 * for backward. (optional: NULL means the mean cross-entropy of
+	 * forward's logits against the targets) */
+	weft_status (*training_step)(void *m, struct weft_ctx *ctx, struct weft_tensor *x,
+				     struct weft_tensor *targets, struct weft_tensor **loss);
+} weft_module_ops;
+
+/* struct_size of weft_module_ops at ABI 1.0. */
+#define WEFT_MODULE_OPS_MIN_SIZE \
+	((uint32_t)(offsetof(weft_module_ops, forward) + sizeof(((weft_module_ops *)0)->forward)))
+
 #ifdef __cplusplus
 }
 #endif
