@@ -37,23 +37,38 @@ static int too_big(int64_t T, int64_t C)
 
 /* Causal softmax of rows [r0, r1) of the T x T score matrix `a`, in place;
  * entries right of the diagonal become 0. */
+CPU_HOT
 static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
 {
 	for (int64_t i = r0; i < r1; i++) {
 		float *restrict row = a + i * T;
-		float mx = -INFINITY, sum = 0.0f, inv;
+		float mx = cpu_max(row, i + 1), inv;
 
 		for (int64_t j = 0; j <= i; j++)
-			mx = row[j] > mx ? row[j] : mx;
-		for (int64_t j = 0; j <= i; j++) {
 			row[j] = cpu_expf(row[j] - mx);
-			sum += row[j];
-		}
-		inv = 1.0f / sum;
+		inv = 1.0f / cpu_sum(row, i + 1);
 		for (int64_t j = 0; j <= i; j++)
 			row[j] *= inv;
 		for (int64_t j = i + 1; j < T; j++)
 			row[j] = 0.0f;
+	}
+}
+
+/* Rows [r0, r1) of dS = A * (dA - rowsum(A * dA)) * scale, in place in
+ * da (rows of T); entries right of the diagonal (up to r1) become 0. */
+CPU_HOT
+static void softmax_grad(const float *a, float *da, int64_t T, int64_t r0, int64_t r1,
+			 float scale)
+{
+	for (int64_t i = r0; i < r1; i++) {
+		const float *restrict ar = a + i * T;
+		float *restrict dr = da + i * T;
+		float dot = cpu_dot(ar, dr, i + 1);
+
+		for (int64_t jj = 0; jj <= i; jj++)
+			dr[jj] = ar[jj] * (dr[jj] - dot) * scale;
+		for (int64_t jj = i + 1; jj < r1; jj++)
+			dr[jj] = 0.0f;
 	}
 }
 
@@ -105,19 +120,7 @@ static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 			    go + r0 * C, (int)C, v, (int)C3, 0.0f, da + r0 * T, (int)T);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
 			    a + r0 * T, (int)T, go + r0 * C, (int)C, 1.0f, dv, (int)C3);
-		/* through the softmax, then the 1/sqrt(hs) scale */
-		for (int64_t i = r0; i < r1; i++) {
-			const float *restrict ar = a + i * T;
-			float *restrict dr = da + i * T;
-			float dot = 0.0f;
-
-			for (int64_t jj = 0; jj <= i; jj++)
-				dot += ar[jj] * dr[jj];
-			for (int64_t jj = 0; jj <= i; jj++)
-				dr[jj] = ar[jj] * (dr[jj] - dot) * scale;
-			for (int64_t jj = i + 1; jj < r1; jj++)
-				dr[jj] = 0.0f;
-		}
+		softmax_grad(a, da, T, r0, r1, scale);
 		/* dQ += dS K;  dK += dS^T Q */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hs, (int)r1, 1.0f,
 			    da + r0 * T, (int)T, k, (int)C3, 1.0f, dq + r0 * C3, (int)C3);

@@ -6,6 +6,7 @@
 #include "cpu_impl.h"
 #include "half.h"
 
+CPU_HOT
 weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 		    const void *b, void *out)
 {
@@ -29,6 +30,7 @@ weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_mul(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 		    const void *b, void *out)
 {
@@ -47,6 +49,7 @@ weft_status cpu_mul(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_mul_backward(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 			     const void *b, const void *dy, void *da, void *db)
 {
@@ -74,6 +77,7 @@ weft_status cpu_mul_backward(void *kctx, weft_dtype dt, int64_t n, const void *a
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_scale(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
 		      void *out)
 {
@@ -87,6 +91,7 @@ weft_status cpu_scale(void *kctx, weft_dtype dt, int64_t n, float alpha, const v
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_axpy(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x, void *y)
 {
 	const float *restrict X = x;
@@ -106,6 +111,7 @@ weft_status cpu_axpy(void *kctx, weft_dtype dt, int64_t n, float alpha, const vo
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *out)
 {
 	float *restrict O = out;
@@ -128,6 +134,7 @@ weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *sr
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_relu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out)
 {
 	const float *restrict X = x;
@@ -140,6 +147,7 @@ weft_status cpu_relu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			      const void *dy, void *dx)
 {
@@ -158,6 +166,7 @@ weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+CPU_HOT
 weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out)
 {
 	const float *restrict X = x;
@@ -174,6 +183,7 @@ weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			      const void *dy, void *dx)
 {
@@ -195,6 +205,7 @@ weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
 				int64_t first, const void *x, void *out)
 {
@@ -209,6 +220,7 @@ weft_status cpu_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, u
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_dropout_backward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
 				 int64_t first, const void *dy, void *dx)
 {

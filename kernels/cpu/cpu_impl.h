@@ -3,9 +3,26 @@
 #ifndef WEFT_CPU_IMPL_H
 #define WEFT_CPU_IMPL_H
 
+#include <math.h>
 #include <string.h>
 
 #include "weft/device.h"
+
+/* Hot loops are compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA
+ * (x86-64-v3) and baseline x86-64, and the loader picks the best the CPU
+ * runs (GCC/Clang function multiversioning through an ifunc), so the build
+ * stays portable (no -march) while the loops run 16 floats wide where they
+ * can. Elsewhere one portable version. The v3/v4 versions contract a*b+c
+ * into FMA, so their results may differ from the baseline one in the last
+ * bit; each machine always runs the same version. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CPU_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CPU_HOT
+#endif
+
+/* Lanes of the partial sums of cpu_sum: 16 floats, one AVX-512 register. */
+#define CPU_LANES 16
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
@@ -107,6 +124,63 @@ static inline float cpu_expf(float x)
 static inline float cpu_tanhf(float u)
 {
 	return 1.0f - 2.0f / (1.0f + cpu_expf(2.0f * u));
+}
+
+/* Sum of x[0..n) in a fixed order that vectorizes: CPU_LANES partial sums
+ * (lane l adds x[l], x[l + 16], ...), then the lanes added pairwise. The
+ * order is the same on every machine, whatever the vector width. */
+static inline float cpu_sum(const float *restrict x, int64_t n)
+{
+	float acc[CPU_LANES] = { 0 };
+	int64_t j = 0;
+
+	for (; j + CPU_LANES <= n; j += CPU_LANES)
+		for (int l = 0; l < CPU_LANES; l++)
+			acc[l] += x[j + l];
+	for (int l = 0; j + l < n; l++)
+		acc[l] += x[j + l];
+	for (int w = CPU_LANES / 2; w > 0; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	return acc[0];
+}
+
+/* Largest of x[0..n), in lanes as cpu_sum does; -inf when n is 0. */
+static inline float cpu_max(const float *restrict x, int64_t n)
+{
+	float acc[CPU_LANES];
+	int64_t j = 0;
+
+	if (n < 1)
+		return -INFINITY;
+	for (int l = 0; l < CPU_LANES; l++)
+		acc[l] = x[0];
+	for (; j + CPU_LANES <= n; j += CPU_LANES)
+		for (int l = 0; l < CPU_LANES; l++)
+			acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+	for (int l = 0; j + l < n; l++)
+		acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+	for (int w = CPU_LANES / 2; w > 0; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+	return acc[0];
+}
+
+/* Sum of a[j] * b[j], in lanes as cpu_sum does. */
+static inline float cpu_dot(const float *restrict a, const float *restrict b, int64_t n)
+{
+	float acc[CPU_LANES] = { 0 };
+	int64_t j = 0;
+
+	for (; j + CPU_LANES <= n; j += CPU_LANES)
+		for (int l = 0; l < CPU_LANES; l++)
+			acc[l] += a[j + l] * b[j + l];
+	for (int l = 0; j + l < n; l++)
+		acc[l] += a[j + l] * b[j + l];
+	for (int w = CPU_LANES / 2; w > 0; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	return acc[0];
 }
 
 /* Reads element i of an I32 or I64 index array. */

@@ -4,29 +4,27 @@
 
 #include "cpu_impl.h"
 
+CPU_HOT
 weft_status cpu_softmax_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
 				const void *x, void *y)
 {
 	(void)kctx;
 	(void)dt;
-	for (int64_t r = 0; r < rows; r++) {
+	for (int64_t r = 0; cols && r < rows; r++) {
 		const float *restrict xr = (const float *)x + r * cols;
 		float *restrict yr = (float *)y + r * cols;
-		float mx = -INFINITY, sum = 0.0f, inv;
+		float mx = cpu_max(xr, cols), inv;
 
 		for (int64_t j = 0; j < cols; j++)
-			mx = xr[j] > mx ? xr[j] : mx;
-		for (int64_t j = 0; j < cols; j++) {
 			yr[j] = cpu_expf(xr[j] - mx);
-			sum += yr[j];
-		}
-		inv = 1.0f / sum;
+		inv = 1.0f / cpu_sum(yr, cols);
 		for (int64_t j = 0; j < cols; j++)
 			yr[j] *= inv;
 	}
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
 				 const void *y, const void *dy, void *dx)
 {
@@ -38,16 +36,17 @@ weft_status cpu_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_
 		const float *restrict yr = (const float *)y + r * cols;
 		const float *restrict dyr = (const float *)dy + r * cols;
 		float *restrict dxr = (float *)dx + r * cols;
-		float dot = 0.0f;
+		float dot = cpu_dot(yr, dyr, cols);
 
-		for (int64_t j = 0; j < cols; j++)
-			dot += yr[j] * dyr[j];
 		for (int64_t j = 0; j < cols; j++)
 			dxr[j] += yr[j] * (dyr[j] - dot);
 	}
 	return WEFT_OK;
 }
 
+/* Mean and 1 / sqrt(variance + eps) of each row (two passes: the mean,
+ * then the squared deviations from it), then out = norm * w + b. */
+CPU_HOT
 weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
 				  float eps, const void *x, const void *w, const void *b,
 				  void *out, float *mean, float *rstd)
@@ -59,29 +58,32 @@ weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64
 	for (int64_t r = 0; r < rows; r++) {
 		const float *restrict xr = (const float *)x + r * cols;
 		float *restrict o = (float *)out + r * cols;
-		float m = 0.0f, v = 0.0f, s;
+		float acc[CPU_LANES] = { 0 };
+		float m = cpu_sum(xr, cols) / (float)cols, v, s;
+		int64_t j = 0;
 
-		for (int64_t j = 0; j < cols; j++)
-			m += xr[j];
-		m /= (float)cols;
-		for (int64_t j = 0; j < cols; j++) {
-			float d = xr[j] - m;
-
-			v += d * d;
-		}
-		v /= (float)cols;
+		for (; j + CPU_LANES <= cols; j += CPU_LANES)
+			for (int l = 0; l < CPU_LANES; l++)
+				acc[l] += (xr[j + l] - m) * (xr[j + l] - m);
+		for (int l = 0; j + l < cols; l++)
+			acc[l] += (xr[j + l] - m) * (xr[j + l] - m);
+		v = cpu_sum(acc, CPU_LANES) / (float)cols;
 		s = 1.0f / sqrtf(v + eps);
-		for (int64_t j = 0; j < cols; j++) {
-			float nrm = (xr[j] - m) * s;
-
-			o[j] = nrm * (W ? W[j] : 1.0f) + (Bv ? Bv[j] : 0.0f);
-		}
+		if (W && Bv)
+			for (j = 0; j < cols; j++)
+				o[j] = (xr[j] - m) * s * W[j] + Bv[j];
+		else
+			for (j = 0; j < cols; j++)
+				o[j] = (xr[j] - m) * s * (W ? W[j] : 1.0f) + (Bv ? Bv[j] : 0.0f);
 		mean[r] = m;
 		rstd[r] = s;
 	}
 	return WEFT_OK;
 }
 
+/* With n = (x - mean) * rstd and g = dy * w: dw += dy * n, db += dy,
+ * dx += (g - mean(g) - n * mean(g * n)) * rstd. */
+CPU_HOT
 weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
 				   const void *x, const void *w, const float *mean,
 				   const float *rstd, const void *dy, void *dx, void *dw,
@@ -96,26 +98,38 @@ weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int6
 		const float *restrict xr = (const float *)x + r * cols;
 		const float *restrict g = (const float *)dy + r * cols;
 		float m = mean[r], s = rstd[r];
-		float dmean = 0.0f, dnorm_mean = 0.0f;
+		float acc_d[CPU_LANES] = { 0 }, acc_n[CPU_LANES] = { 0 };
+		float dmean, dnorm_mean;
+		int64_t j = 0;
 
-		for (int64_t j = 0; j < cols; j++) {
-			float nrm = (xr[j] - m) * s;
-			float dn = g[j] * (W ? W[j] : 1.0f);
+		for (; j + CPU_LANES <= cols; j += CPU_LANES)
+			for (int l = 0; l < CPU_LANES; l++) {
+				float nrm = (xr[j + l] - m) * s;
+				float dn = g[j + l] * (W ? W[j + l] : 1.0f);
 
-			dmean += dn;
-			dnorm_mean += dn * nrm;
-			if (DW)
-				DW[j] += g[j] * nrm;
-			if (DB)
-				DB[j] += g[j];
+				acc_d[l] += dn;
+				acc_n[l] += dn * nrm;
+			}
+		for (int l = 0; j + l < cols; l++) {
+			float nrm = (xr[j + l] - m) * s;
+			float dn = g[j + l] * (W ? W[j + l] : 1.0f);
+
+			acc_d[l] += dn;
+			acc_n[l] += dn * nrm;
 		}
-		dmean /= (float)cols;
-		dnorm_mean /= (float)cols;
+		dmean = cpu_sum(acc_d, CPU_LANES) / (float)cols;
+		dnorm_mean = cpu_sum(acc_n, CPU_LANES) / (float)cols;
+		if (DW)
+			for (j = 0; j < cols; j++)
+				DW[j] += g[j] * ((xr[j] - m) * s);
+		if (DB)
+			for (j = 0; j < cols; j++)
+				DB[j] += g[j];
 		if (!dx)
 			continue;
 		float *restrict dxr = (float *)dx + r * cols;
 
-		for (int64_t j = 0; j < cols; j++) {
+		for (j = 0; j < cols; j++) {
 			float nrm = (xr[j] - m) * s;
 			float dn = g[j] * (W ? W[j] : 1.0f);
 
@@ -146,6 +160,7 @@ weft_status cpu_embedding_forward(void *kctx, weft_dtype dt, int64_t n, int64_t 
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
 				   weft_dtype idx_dt, const void *idx, const void *dy,
 				   void *dtable)
@@ -177,6 +192,7 @@ static weft_status check_targets(int64_t rows, int64_t vocab, weft_dtype idx_dt,
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 				      const void *logits, weft_dtype idx_dt, const void *targets,
 				      int64_t ignore_index, void *probs, float *loss,
@@ -192,14 +208,11 @@ weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, i
 		const float *restrict xr = (const float *)logits + r * vocab;
 		float *restrict pr = (float *)probs + r * vocab;
 		int64_t t = cpu_index(idx_dt, targets, r);
-		float mx = -INFINITY, sum = 0.0f, inv;
+		float mx = cpu_max(xr, vocab), sum, inv;
 
 		for (int64_t j = 0; j < vocab; j++)
-			mx = xr[j] > mx ? xr[j] : mx;
-		for (int64_t j = 0; j < vocab; j++) {
 			pr[j] = cpu_expf(xr[j] - mx);
-			sum += pr[j];
-		}
+		sum = cpu_sum(pr, vocab);
 		inv = 1.0f / sum;
 		for (int64_t j = 0; j < vocab; j++)
 			pr[j] *= inv;
@@ -215,6 +228,7 @@ weft_status cpu_cross_entropy_forward(void *kctx, weft_dtype dt, int64_t rows, i
 	return WEFT_OK;
 }
 
+CPU_HOT
 weft_status cpu_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 				       const void *probs, weft_dtype idx_dt, const void *targets,
 				       int64_t ignore_index, const float *dloss,
