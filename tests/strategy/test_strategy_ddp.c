@@ -269,6 +269,33 @@ static int unused(const char *self, int n)
 		for (int r = 0; r < n; r++)
 			h_result_free(&got[r]);
 	}
+	{
+		/* unused on every rank, find_unused_parameters: the same run as
+		 * one process (where the parameter's gradient is zero too) */
+		char *args[] = { "rank", "unused", "toy", ns, "-1", prefix, "find", NULL };
+		h_config c = base_config(H_MODEL_TOY, 1);
+		h_result ref;
+
+		c.strategy = "single";
+		c.toy_unused = 1;
+		c.batch *= n;
+		c.steps = 3;
+		WT_OK(h_run(&c, &ref));
+		spawn_ranks(self, n, args, &sp);
+		for (int r = 0; r < n; r++) {
+			WT_REQUIRE(h_spawn_ok(&sp, r));
+			snprintf(path, sizeof(path), "%s-rank%d.bin", prefix, r);
+			WT_REQUIRE(h_result_read(&got[r], path) == 0);
+			unlink(path);
+		}
+		WT_REQUIRE(got[0].numel == ref.numel);
+		for (int s = 0; s < 3; s++)
+			WT_CLOSE(got[0].loss[s], ref.loss[s], TOL, 0.0);
+		WT_CHECK(h_rel_l2(got[0].weights, ref.weights, ref.numel) <= 1e-4);
+		for (int r = 0; r < n; r++)
+			h_result_free(&got[r]);
+		h_result_free(&ref);
+	}
 	return wt_done("test_strategy_ddp unused");
 }
 
