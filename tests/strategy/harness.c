@@ -42,7 +42,7 @@ static weft_gpt_config gpt_config(const h_config *c)
 		.vocab_size = c->gpt_vocab ? c->gpt_vocab : 64,
 		.block_size = c->gpt_block ? c->gpt_block : 16,
 		.bias = 1,
-		.dropout = 0.0,
+		.dropout = c->dropout,
 	};
 }
 

@@ -69,6 +69,8 @@ typedef struct h_config {
 	 * ranks share theirs): rank r reads the rows of data rank
 	 * (r / data_stride) % data_ranks. 0: every rank reads its own. */
 	int data_ranks, data_stride;
+	/* ---- appended (ddp) ---- */
+	double dropout;            /* GPT dropout; masks depend only on (seed, step, global row) */
 } h_config;
 
 typedef struct h_result {

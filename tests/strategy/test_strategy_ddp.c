@@ -1,7 +1,7 @@
 /* ddp against the one-process run of the same global batch, on real ranks
  * over gloo.
  *
- *   test_strategy_ddp equiv MODEL NRANKS ACCUM [HOOK]
+ *   test_strategy_ddp equiv MODEL NRANKS ACCUM [HOOK | dropout]
  *       N ranks of ddp with B rows each against strategy single with B * N
  *       rows: every step's loss and every final weight, the bytes each step
  *       all-reduced (4 x parameters), and all ranks' weights bit-identical.
@@ -97,7 +97,9 @@ static int rank_main(int argc, char **argv)
 		c.n_micro = 1;
 		c.steps = 3;
 	} else {
-		c.strategy_yaml = ddp_yaml(argc > 7 ? argv[7] : NULL);
+		if (argc > 7 && !strcmp(argv[7], "dropout"))
+			c.dropout = 0.1;
+		c.strategy_yaml = ddp_yaml(c.dropout > 0 ? NULL : argc > 7 ? argv[7] : NULL);
 		c.sgd = argc > 8 && !strcmp(argv[8], "sgd");
 	}
 	st = h_run(&c, &r);
@@ -134,14 +136,29 @@ static int equiv_one(const char *self, const char *model, int n, int accum, cons
 	h_result ref, got[H_MAX_RANKS];
 	h_spawn_result sp;
 	char prefix[128], ns[8], as[8];
-	int half = hook && strcmp(hook, "none");
+	int half = hook && strcmp(hook, "none") && strcmp(hook, "dropout");
 	double loss_tol = half ? 2e-2 : TOL;
 
 	/* the reference: one process, the whole global batch */
 	c.strategy = "single";
 	c.batch *= n;
 	c.sgd = sgd;
+	/* "dropout": no hook, GPT dropout 0.1; each rank must draw the masks
+	 * the one-process run draws for its rows (row_offset) */
+	if (hook && !strcmp(hook, "dropout"))
+		c.dropout = 0.1;
 	WT_OK(h_run(&c, &ref));
+	if (c.dropout > 0) {
+		/* dropout is really on: the same run without it differs */
+		h_config c0 = c;
+		h_result plain;
+
+		c0.dropout = 0.0;
+		c0.steps = 1;
+		WT_OK(h_run(&c0, &plain));
+		WT_CHECK(fabs(plain.loss[0] - ref.loss[0]) > 1e-3 * fabs(ref.loss[0]));
+		h_result_free(&plain);
+	}
 
 	snprintf(prefix, sizeof(prefix), "ddp-%d-%s-%d-%d", (int)getpid(), model, n, accum);
 	snprintf(ns, sizeof(ns), "%d", n);
@@ -224,7 +241,7 @@ static int equiv_one(const char *self, const char *model, int n, int accum, cons
 static int equiv(const char *self, const char *model, int n, int accum, const char *hook)
 {
 	equiv_one(self, model, n, accum, hook, 1);
-	if (!hook || !strcmp(hook, "none"))
+	if (!hook || !strcmp(hook, "none") || !strcmp(hook, "dropout"))
 		equiv_one(self, model, n, accum, hook, 0);
 	return wt_done("test_strategy_ddp equiv");
 }
