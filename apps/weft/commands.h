@@ -27,6 +27,14 @@ int weft_cmd_launch(int argc, char **argv);
 /* `weft bench comm ...` (cmd_bench.c). */
 int weft_cmd_bench(int argc, char **argv);
 
+/* `weft plan --config FILE [--world-size N]`: bytes per rank per memory
+ * category and elements moved per step, before launch (cmd_plan.c,
+ * core/plan). */
+int weft_cmd_plan(int argc, char **argv);
+
+/* `weft ckpt inspect|export|reshard DIR ...` (cmd_ckpt.c). */
+int weft_cmd_ckpt(int argc, char **argv);
+
 /* Prints "weft: <status>: <last error>" to stderr and returns 1. */
 int weft_cli_fail(void);
 

@@ -13,6 +13,8 @@ static const weft_command commands[] = {
 	{ "plugins", weft_cmd_plugins, "list the plugins found and files that failed to load" },
 	{ "launch", weft_cmd_launch, "start ranks on this node like torchrun, restart on failure" },
 	{ "bench", weft_cmd_bench, "benchmarks: `weft bench comm` prints the nccl-tests table" },
+	{ "plan", weft_cmd_plan, "bytes per rank and communication per step, before launch" },
+	{ "ckpt", weft_cmd_ckpt, "inspect a checkpoint, export its weights, reshard it" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -41,6 +41,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "plan/plan.h"
+#include "weft/module.h"
 #include "weft_test.h"
 
 #define TOL 1e-5
@@ -66,6 +68,46 @@ static const char *zero_yaml(int stage, int persist)
 		 "{name: zero_%d, reduce_bucket_size: 4096, allgather_bucket_size: 8192, "
 		 "zero_optimization: {stage3_param_persistence_threshold: %d, "
 		 "stage3_prefetch_bucket_size: 6000, overlap_comm: true}}", stage, persist);
+	return yaml;
+}
+
+/* `weft plan`'s numbers for a model like the harness's and a zero section
+ * (parsed as the plugin reads it). */
+static void plan_for(const char *model, int64_t n_layer, int64_t n_embd, int64_t vocab,
+		     const char *section, int world, int accum, weft_plan *out)
+{
+	char text[768];
+	weft_config *cfg = NULL;
+	weft_model *m = NULL;
+	weft_model_options mo = { .device = WEFT_CPU, .seed = 1, .no_grads = 1 };
+	weft_plan_opts o;
+
+	snprintf(text, sizeof(text), "{trainer: {strategy: %s, accumulate_grad_batches: %d}}",
+		 section, accum);
+	WT_OK(weft_config_load_string("plan", text, strlen(text), &cfg));
+	WT_OK(weft_plan_opts_from_config(weft_config_root(cfg), world, &o));
+	o.n_slots = 2;
+	if (!strcmp(model, "gpt")) {
+		weft_gpt_config g = { .n_layer = n_layer, .n_head = 2, .n_embd = n_embd,
+				      .vocab_size = vocab, .block_size = 16, .bias = 1 };
+
+		WT_OK(weft_model_create_gpt(&g, &mo, &m));
+	} else {
+		weft_mlp_config mc = { .in_features = 784, .hidden = { 64 }, .n_hidden = 1,
+				       .out_features = 10, .activation = WEFT_ACT_RELU };
+
+		WT_OK(weft_model_create_mlp(&mc, &mo, &m));
+	}
+	WT_OK(weft_plan_compute(weft_model_params(m), &o, out));
+	weft_model_free(m);
+	weft_config_free(cfg);
+}
+
+static const char *memory_yaml(int stage)
+{
+	snprintf(yaml, sizeof(yaml), "{name: zero, stage: %d, reduce_bucket_size: 1100, "
+		 "allgather_bucket_size: 1100, stage3_param_persistence_threshold: 0, "
+		 "stage3_prefetch_bucket_size: 1100}", stage);
 	return yaml;
 }
 
@@ -149,10 +191,7 @@ static int rank_main(int argc, char **argv)
 		c.gpt_vocab = 32;
 		c.steps = 3;
 		c.strategy = stage == 1 ? "zero_1" : stage == 2 ? "zero_2" : "zero_3";
-		snprintf(yaml, sizeof(yaml), "{name: zero, stage: %d, reduce_bucket_size: 1100, "
-			 "allgather_bucket_size: 1100, stage3_param_persistence_threshold: 0, "
-			 "stage3_prefetch_bucket_size: 1100}", stage);
-		c.strategy_yaml = yaml;
+		c.strategy_yaml = memory_yaml(stage);
 		return run_and_write(&c, prefix, "mem");
 	}
 	if (!strcmp(mode, "reshard")) {
@@ -284,6 +323,15 @@ static int equiv_one(const char *self, int stage, const char *model, int n, int 
 		for (int s = 1; s < 20; s++)
 			WT_CHECK(param_elems(&z[0], n) == z[0].rep[s].comm_elements -
 				 z[0].rep[s].metric_comm_bytes / 8);
+		if (!strcmp(model, "mlp") || stage < 3) {
+			/* weft plan predicts the collectives exactly (the tied
+			 * head of the GPT under stage 3 excepted, below) */
+			weft_plan pl;
+
+			plan_for(model, 2, 32, 64, zero_yaml(stage, persist), n, accum, &pl);
+			WT_CHECK(pl.collective_elements == e);
+			WT_CHECK(pl.moved_elements == e * (n - 1) / n);
+		}
 		if (!strcmp(model, "mlp") && !persist) {
 			/* every unit moves exactly `mult` times: e / mult is the
 			 * padded model, at most N - 1 elements per unit over Psi */
@@ -330,10 +378,13 @@ static int memory(const char *self, int stage, int n)
 	char prefix[128], ss[8];
 	char *args[] = { "rank", "memory", ss, "gpt", "1", "0", "adamw", prefix, NULL };
 
+	weft_plan pl;
+
 	snprintf(prefix, sizeof(prefix), "zero-mem-%d-%d-%d", (int)getpid(), stage, n);
 	snprintf(ss, sizeof(ss), "%d", stage);
 	spawn(self, n, args, &sp);
 	read_all(&sp, n, prefix, "mem", got);
+	plan_for("gpt", 16, 16, 32, memory_yaml(stage), n, 1, &pl);
 	for (int r = 0; r < n; r++) {
 		const h_result *g = &got[r];
 		double psi = (double)g->numel;
@@ -355,6 +406,20 @@ static int memory(const char *self, int stage, int n)
 			fprintf(stderr, "zero_3 x%d rank %d: gathered working set %.0f bytes "
 				"(%.1f%% of the model's 4 Psi)\n", n, r, ws, 100.0 * ws / (4 * psi));
 		WT_CHECK(fabs(model_part - formula) <= MEM_TOL * formula);
+		{
+			/* weft plan against the measurement: its resident part
+			 * (plus, for stage 2, its bucket estimate, which the
+			 * formula counts in) */
+			double planned = (double)(pl.bytes[WEFT_MEM_PARAMS] + pl.bytes[WEFT_MEM_GRADS] +
+						  pl.bytes[WEFT_MEM_OPTIM]) +
+					 (stage == 2 ? (double)pl.working_grads : 0.0);
+
+			fprintf(stderr, "zero_%d x%d rank %d: weft plan %.0f bytes (%+.2f%% of the "
+				"measurement)\n", stage, n, r, planned,
+				100.0 * (planned - model_part) / model_part);
+			if (r == 0)
+				WT_CHECK(fabs(planned - model_part) <= MEM_TOL * model_part);
+		}
 		if (stage == 3)
 			WT_CHECK(ws > 0 && ws < 4 * psi);
 		h_result_free(&got[r]);
