@@ -3,17 +3,21 @@
  *
  *   test_strategy_dp equiv MODEL DEVICES ACCUM
  *   test_strategy_dp errors
+ *   test_strategy_dp logonce      the "ddp is recommended" line, once per process
  *
  * Tolerances as in test_strategy_ddp.c (same reasons: dp sums each
  * gradient as per-replica partial sums, then device 0 adds them): loss of
  * every step within 1e-5 relative; with SGD every weight within 1e-5
  * relative to max(|w|, 1e-2); with AdamW the weight vector within 1e-4
  * relative L2 (Adam's sign-like first step on rounding-level gradients). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "plugin/registry.h"
 #include "weft_test.h"
 
 static h_config base(const char *model, int accum)
@@ -94,8 +98,86 @@ static void fails_with(const char *strategy, const char *yaml, const char *want1
 	fails_env(strategy, yaml, 0, 0, WEFT_ERR_CONFIG, want1, want2);
 }
 
+static weft_status no_replica(void *tr, int32_t index, weft_device dev, void **replica,
+			      weft_params **params, weft_ctx **ctx)
+{
+	(void)tr; (void)index; (void)dev; (void)replica; (void)params; (void)ctx;
+	return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status no_forward(void *tr, void *replica, const weft_micro_batch *b, double scale,
+			      double *loss)
+{
+	(void)tr; (void)replica; (void)b; (void)scale; (void)loss;
+	return WEFT_ERR_UNSUPPORTED;
+}
+
+static void no_free(void *tr, void *replica)
+{
+	(void)tr; (void)replica;
+}
+
+/* Two dp strategies made from one loaded plugin (as a trainer does for
+ * every fit of one process): the advice to use ddp is logged once. */
+static int log_once(void)
+{
+	char path[64], text[8192];
+	weft_registry *reg;
+	const weft_strategy_ops *ops;
+	const void *vt;
+	weft_strategy_env env = {
+		.struct_size = sizeof(env),
+		.world_size = 1,
+		.local_world_size = 1,
+		.device = WEFT_CPU,
+		.replica_create = no_replica,
+		.replica_forward_backward = no_forward,
+		.replica_free = no_free,
+		.n_devices = 2,
+	};
+	void *a = NULL, *b = NULL;
+	int saved, fd, count = 0;
+	ssize_t n;
+
+	WT_OK(weft_registry_create(&reg));
+	WT_OK(weft_registry_add_default_paths(reg));
+	WT_OK(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "dp", &vt, NULL));
+	ops = vt;
+	snprintf(path, sizeof(path), "dp-log-%d.txt", (int)getpid());
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	WT_REQUIRE(saved >= 0 && fd >= 0);
+	dup2(fd, 2);
+	close(fd);
+	WT_OK(ops->create(NULL, &env, &a));
+	WT_OK(ops->create(NULL, &env, &b));
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ops->destroy(a);
+	ops->destroy(b);
+	weft_registry_free(reg);
+	fd = open(path, O_RDONLY);
+	WT_REQUIRE(fd >= 0);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	unlink(path);
+	text[n > 0 ? n : 0] = '\0';
+	for (const char *p = text; (p = strstr(p, "ddp (one process per device) is the "
+					    "recommended choice")); p++)
+		count++;
+	if (count != 1)
+		fprintf(stderr, "log was: %s\n", text);
+	WT_CHECK(count == 1);
+	WT_CHECK(strstr(text, "as PyTorch's documentation says") != NULL);
+	return wt_done("test_strategy_dp logonce");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "logonce"))
+		return log_once();
 	if (argc >= 5 && !strcmp(argv[1], "equiv")) {
 		equiv_one(argv[2], atoi(argv[3]), atoi(argv[4]), 1);
 		equiv_one(argv[2], atoi(argv[3]), atoi(argv[4]), 0);
@@ -125,6 +207,6 @@ int main(int argc, char **argv)
 			  "use strategy: ddp");
 		return wt_done("test_strategy_dp errors");
 	}
-	fprintf(stderr, "usage: test_strategy_dp equiv MODEL DEVICES ACCUM | errors\n");
+	fprintf(stderr, "usage: test_strategy_dp equiv MODEL DEVICES ACCUM | errors | logonce\n");
 	return 2;
 }

@@ -7,7 +7,8 @@
  * thread sums one slice of the flat buffer), step the optimizer on replica
  * 0, broadcast its parameters back to every replica. As PyTorch's
  * documentation says, ddp (one process per device) is the recommended
- * choice; dp logs that once. */
+ * choice; dp logs that once (per load of the plugin, i.e. once per
+ * process for a trainer, which keeps its plugins loaded). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
