@@ -321,6 +321,17 @@ static weft_status run(const run_cfg *c, run_out *out)
 	}
 	if (weft_tp_group_find(weft_model_params(j.model)))
 		weft_tp_group_stats(weft_tp_group_find(weft_model_params(j.model)), &out->stats);
+	if (c->sp) {
+		/* sequence parallelism splits positions: 15 of them do not split */
+		int64_t odd[2] = { 1, 15 };
+		weft_tensor *ids = NULL, *logits = NULL;
+
+		weft_ctx_step_begin(j.ctx);
+		if ((st = weft_ctx_tensor(j.ctx, "ids", WEFT_I64, 2, odd, &ids)))
+			goto out;
+		WT_FAILS(weft_model_forward(j.model, j.ctx, ids, &logits), WEFT_ERR_SHAPE,
+			 "sequence length (dim 1) 15", "tensor-parallel size");
+	}
 	{
 		int64_t row0 = (int64_t)(c->tp > 1 ? rank / c->tp : rank) * c->batch;
 		weft_micro_batch mb = { .data = { .inputs = j.x, .targets = j.y }, .rows = c->batch,
@@ -671,6 +682,49 @@ static weft_status try_create(const weft_strategy_ops *ops, const char *yaml, in
 	return st;
 }
 
+/* A communicator that only answers size and rank, for bind's checks. */
+static int32_t fake_size(const weft_comm *c)
+{
+	(void)c;
+	return 4;
+}
+
+static int32_t fake_rank(const weft_comm *c)
+{
+	(void)c;
+	return 1;
+}
+
+/* A tp model used without a bound communicator, or bound to one of the
+ * wrong size or rank, says so. */
+static void group_errors(void)
+{
+	weft_gpt_config gc = gpt();
+	weft_model_options mo = { .seed = 1, .tp_size = 2, .tp_rank = 1 };
+	weft_comm_ops fake = { .size = fake_size, .rank = fake_rank };
+	int64_t shape[2] = { 1, SEQ };
+	weft_model *m;
+	weft_ctx *ctx;
+	weft_ctx_options co = { .seed = 1 };
+	weft_tensor *ids, *out = NULL;
+	weft_tp_group *g;
+
+	WT_OK(weft_model_create_gpt(&gc, &mo, &m));
+	WT_OK(weft_ctx_create(&co, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_ctx_tensor(ctx, "ids", WEFT_I64, 2, shape, &ids));
+	WT_FAILS(weft_model_forward(m, ctx, ids, &out), WEFT_ERR_INVALID_ARG,
+		 "no communicator is bound", "strategy tp");
+	g = weft_tp_group_find(weft_model_params(m));
+	WT_REQUIRE(g);
+	WT_FAILS(weft_tp_group_bind(g, &fake, (weft_comm *)&fake), WEFT_ERR_INVALID_ARG,
+		 "built for 2 tensor-parallel ranks", "communicator has 4");
+	WT_FAILS(weft_model_save_safetensors(m, "unused.safetensors"), WEFT_ERR_INVALID_ARG,
+		 "tensor-parallel shards");
+	weft_ctx_free(ctx);
+	weft_model_free(m);
+}
+
 static int strategy_errors(void)
 {
 	weft_gpt_config gc = gpt();
@@ -714,6 +768,10 @@ static int errors_main(void)
 	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_CONFIG, "n_embd 30",
 		 "tensor-parallel size 4");
 	WT_CHECK(m == NULL);
+	gc = gpt();
+	mo.tp_rank = 4;
+	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_INVALID_ARG, "tp_rank 4");
+	group_errors();
 	return strategy_errors();
 }
 
