@@ -19,12 +19,10 @@ weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out)
 		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
 	weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
 	st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(t), 64, &data);
-	if (!st && weft_tensor_nbytes(t))
-		st = ctx->k->zero(ctx->kctx, data, weft_tensor_nbytes(t));
 	if (st)
 		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
 	g->data = g->base = data;
-	g->flags = WEFT_TENSOR_IN_ARENA;
+	g->flags = WEFT_TENSOR_IN_ARENA | TENSOR_GRAD_UNWRITTEN;
 	g->name = "grad";
 	t->grad = g;
 	t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
@@ -53,6 +51,47 @@ static weft_status fire_grad_final(weft_ctx *ctx, weft_tensor *p)
 	return hooks_fire(ctx, &ev);
 }
 
+/* Zeroes t's gradient if nothing has written it yet this step. */
+static weft_status grad_settle(weft_ctx *ctx, weft_tensor *t)
+{
+	weft_tensor *g = t->grad;
+	weft_status st = WEFT_OK;
+
+	if (!g || !(g->flags & TENSOR_GRAD_UNWRITTEN))
+		return WEFT_OK;
+	if (weft_tensor_nbytes(g))
+		st = ctx->k->zero(ctx->kctx, g->data, weft_tensor_nbytes(g));
+	g->flags &= ~TENSOR_GRAD_UNWRITTEN;
+	return st;
+}
+
+/* Which inputs of n the backward must write rather than accumulate into:
+ * those with an unwritten gradient that the op can write, each used once by
+ * n (a tensor passed twice gets one zero fill and two additions). The other
+ * unwritten gradients are zeroed here. */
+static weft_status plan_writes(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_status st;
+
+	n->fresh = 0;
+	for (int32_t i = 0; i < n->n_in; i++) {
+		weft_tensor *t = n->in[i];
+		int repeated = 0;
+
+		if (!bw_wants(n, i) || !(t->grad->flags & TENSOR_GRAD_UNWRITTEN))
+			continue;
+		for (int32_t j = 0; j < n->n_in; j++)
+			repeated |= j != i && n->in[j] == t;
+		if (!repeated && ((n->overwrites >> i) & 1u)) {
+			n->fresh |= 1u << i;
+			continue;
+		}
+		if ((st = grad_settle(ctx, t)))
+			return st;
+	}
+	return WEFT_OK;
+}
+
 static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack, int depth)
 {
 	weft_tensor *t;
@@ -77,7 +116,13 @@ static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack
 		if (st)
 			return st;
 	}
-	st = n->backward(ctx, n);
+	st = plan_writes(ctx, n);
+	if (!st)
+		st = n->backward(ctx, n);
+	for (int32_t i = 0; i < n->n_in; i++)
+		if (bw_first(n, i))
+			n->in[i]->grad->flags &= ~TENSOR_GRAD_UNWRITTEN;
+	n->fresh = 0;
 	if (st)
 		return weft_error_wrap(st, "backward of %s", n->op);
 	n->done = 1;
@@ -157,7 +202,14 @@ static weft_status start(weft_ctx *ctx, weft_tensor *root, const void *seed)
 
 	if (st)
 		return st;
-	st = ctx->k->axpy(ctx->kctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f, seed, g);
+	if (root->grad->flags & TENSOR_GRAD_UNWRITTEN) {
+		root->grad->flags &= ~TENSOR_GRAD_UNWRITTEN;
+		st = ctx->k->copy(ctx->kctx, g, seed, weft_tensor_nbytes(root),
+				  WEFT_COPY_DEVICE_TO_DEVICE);
+	} else {
+		st = ctx->k->axpy(ctx->kctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f,
+				  seed, g);
+	}
 	if (st)
 		return st;
 	ctx->pass++;

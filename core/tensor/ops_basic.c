@@ -23,20 +23,24 @@ static weft_status matmul_backward(weft_ctx *ctx, weft_tape_node *n)
 	void *da = bw_grad(n, 0), *db = bw_grad(n, 1);
 	weft_status st = WEFT_OK;
 
+	float beta_a = bw_first(n, 0) ? 0.0f : 1.0f, beta_b = bw_first(n, 1) ? 0.0f : 1.0f;
+
 	if (da && b_shared)
 		st = k->gemm(ctx->kctx, DT(a), 0, 1, batch * M, K, N, 1.0f, dy, N, 0, b->data, N, 0,
-			     1.0f, da, K, 0, 1);
+			     beta_a, da, K, 0, 1);
 	else if (da)
 		st = k->gemm(ctx->kctx, DT(a), 0, 1, M, K, N, 1.0f, dy, N, M * N, b->data, N, K * N,
-			     1.0f, da, K, M * K, batch);
+			     beta_a, da, K, M * K, batch);
 	if (st)
 		return st;
+	/* a shared b sums over the batch in one GEMM; a batched one writes each
+	 * slice of db once */
 	if (db && b_shared)
 		st = k->gemm(ctx->kctx, DT(a), 1, 0, K, N, batch * M, 1.0f, a->data, K, 0, dy, N, 0,
-			     1.0f, db, N, 0, 1);
+			     beta_b, db, N, 0, 1);
 	else if (db)
 		st = k->gemm(ctx->kctx, DT(a), 1, 0, K, N, M, 1.0f, a->data, K, M * K, dy, N, M * N,
-			     1.0f, db, N, K * N, batch);
+			     beta_b, db, N, K * N, batch);
 	return st;
 }
 
@@ -95,6 +99,7 @@ weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_t
 		node->i[1] = K;
 		node->i[2] = N;
 		node->i[3] = batch;
+		node->overwrites = 1u << 0 | 1u << 1; /* GEMMs with beta 0 */
 	}
 	*out = y;
 	return WEFT_OK;
@@ -113,12 +118,25 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 
 	if (dx)
 		st = k->gemm(ctx->kctx, DT(x), 0, 0, rows, in_f, out_f, 1.0f, dy, out_f, 0, w->data,
-			     in_f, 0, 1.0f, dx, in_f, 0, 1);
+			     in_f, 0, bw_first(n, 0) ? 0.0f : 1.0f, dx, in_f, 0, 1);
 	if (!st && dw)
 		st = k->gemm(ctx->kctx, DT(x), 1, 0, out_f, in_f, rows, 1.0f, dy, out_f, 0, x->data,
-			     in_f, 0, 1.0f, dw, in_f, 0, 1);
+			     in_f, 0, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f, 0, 1);
 	if (!st && db)
 		st = k->sum_rows(ctx->kctx, DT(x), rows, out_f, dy, db);
+	return st;
+}
+
+/* Copies the bias (row_bytes) into each of the rows of y, on the CPU
+ * (host memory: one memmove a row, the bias staying in L1). */
+static weft_status bias_rows(weft_ctx *ctx, void *y, const void *bias, int64_t rows,
+			     size_t row_bytes)
+{
+	weft_status st = WEFT_OK;
+
+	for (int64_t r = 0; r < rows && !st; r++)
+		st = ctx->k->copy(ctx->kctx, (char *)y + (size_t)r * row_bytes, bias, row_bytes,
+				  WEFT_COPY_DEVICE_TO_DEVICE);
 	return st;
 }
 
@@ -165,16 +183,27 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(x), x->ndim, shape, &y)))
 		return st;
-	st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data, in_f, 0,
-			  w->data, in_f, 0, 0.0f, y->data, out_f, 0, 1);
-	if (!st && b)
-		st = ctx->k->add(ctx->kctx, DT(x), rows * out_f, y->data, out_f, b->data, y->data);
+	if (b && ctx->dev.type == WEFT_DEVICE_CPU) {
+		/* y = bias in every row, then y += x w^T: the GEMM adds (beta 1)
+		 * where it would have cleared, and no pass adds the bias after */
+		st = bias_rows(ctx, y->data, b->data, rows, (size_t)out_f * weft_dtype_size(DT(x)));
+		if (!st)
+			st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data,
+					  in_f, 0, w->data, in_f, 0, 1.0f, y->data, out_f, 0, 1);
+	} else {
+		st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data, in_f,
+				  0, w->data, in_f, 0, 0.0f, y->data, out_f, 0, 1);
+		if (!st && b)
+			st = ctx->k->add(ctx->kctx, DT(x), rows * out_f, y->data, out_f, b->data,
+					 y->data);
+	}
 	if (st || (st = op_record(ctx, op, linear_backward, y, 3, in, &node)))
 		return st;
 	if (node) {
 		node->i[0] = rows;
 		node->i[1] = in_f;
 		node->i[2] = out_f;
+		node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: GEMMs with beta 0 */
 	}
 	*out = y;
 	return WEFT_OK;
@@ -189,9 +218,15 @@ static weft_status add_backward(weft_ctx *ctx, weft_tape_node *n)
 	void *da = bw_grad(n, 0), *db = bw_grad(n, 1);
 	weft_status st = WEFT_OK;
 
-	if (da)
+	if (da && bw_first(n, 0))
+		st = ctx->k->copy(ctx->kctx, da, dy, weft_tensor_nbytes(n->out),
+				  WEFT_COPY_DEVICE_TO_DEVICE);
+	else if (da)
 		st = ctx->k->axpy(ctx->kctx, DT(n->out), nn, 1.0f, dy, da);
-	if (!st && db && nb)
+	if (!st && db && bw_first(n, 1)) /* only when b has out's shape */
+		st = ctx->k->copy(ctx->kctx, db, dy, weft_tensor_nbytes(n->out),
+				  WEFT_COPY_DEVICE_TO_DEVICE);
+	else if (!st && db && nb)
 		st = ctx->k->sum_rows(ctx->kctx, DT(n->out), nn / nb, nb, dy, db);
 	return st;
 }
@@ -241,6 +276,11 @@ static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_te
 							  y->data);
 	if (st || (st = op_record(ctx, op, is_mul ? mul_backward : add_backward, y, 2, in, &node)))
 		return st;
+	/* add's gradients are copies of dy: a's always, b's when b is not
+	 * broadcast (a broadcast b sums rows) */
+	if (node && !is_mul)
+		node->overwrites = 1u << 0 |
+				   (weft_tensor_numel(b) == weft_tensor_numel(a) ? 1u << 1 : 0u);
 	*out = y;
 	return WEFT_OK;
 }
@@ -272,6 +312,9 @@ weft_status weft_op_bias(weft_ctx *ctx, weft_tensor *x, weft_tensor *b, weft_ten
 
 static weft_status scale_backward(weft_ctx *ctx, weft_tape_node *n)
 {
+	if (bw_first(n, 0))
+		return ctx->k->scale(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), n->f[0],
+				     n->out->grad->data, bw_grad(n, 0));
 	return ctx->k->axpy(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), n->f[0],
 			    n->out->grad->data, bw_grad(n, 0));
 }
@@ -294,8 +337,10 @@ weft_status weft_op_scale(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tenso
 		st = ctx->k->scale(ctx->kctx, DT(x), weft_tensor_numel(x), alpha, x->data, y->data);
 	if (st || (st = op_record(ctx, op, scale_backward, y, 1, &x, &node)))
 		return st;
-	if (node)
+	if (node) {
 		node->f[0] = alpha;
+		node->overwrites = 1u << 0;
+	}
 	*out = y;
 	return WEFT_OK;
 }
@@ -374,6 +419,9 @@ weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 
 static weft_status reshape_backward(weft_ctx *ctx, weft_tape_node *n)
 {
+	if (bw_first(n, 0))
+		return ctx->k->copy(ctx->kctx, bw_grad(n, 0), n->out->grad->data,
+				    weft_tensor_nbytes(n->out), WEFT_COPY_DEVICE_TO_DEVICE);
 	return ctx->k->axpy(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), 1.0f,
 			    n->out->grad->data, bw_grad(n, 0));
 }
@@ -413,6 +461,8 @@ weft_status weft_op_reshape(weft_ctx *ctx, weft_tensor *x, int32_t ndim, const i
 	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
 	    (st = op_record(ctx, op, reshape_backward, y, 1, &x, &node)))
 		return st;
+	if (node)
+		node->overwrites = 1u << 0;
 	*out = y;
 	return WEFT_OK;
 }

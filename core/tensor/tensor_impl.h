@@ -36,7 +36,18 @@ typedef struct weft_tape_node {
 	uint64_t u[1];
 	uint64_t visit;                  /* pass id that reached it */
 	int done;                        /* its backward has run */
+	uint32_t overwrites;             /* bit i: the backward can write input i's
+					  * gradient instead of adding to it (set
+					  * by the op when it records) */
+	uint32_t fresh;                  /* bit i: it must write it (run_node) */
 } weft_tape_node;
+
+/* Private flag of an arena gradient made by grad_of whose data has not been
+ * written in this step yet (a bit above the public WEFT_TENSOR_* ones): the
+ * first backward that contributes writes it (GEMM with beta 0, a copy)
+ * instead of adding to a zero fill, when it can (weft_tape_node.overwrites);
+ * otherwise run_node zeroes it first. */
+#define TENSOR_GRAD_UNWRITTEN (1u << 31)
 
 typedef struct hook_entry {
 	weft_hook_kind kind;
@@ -105,8 +116,9 @@ weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_t
 /* Fires every hook of ev->kind. */
 weft_status hooks_fire(weft_ctx *ctx, const weft_hook_event *ev);
 
-/* The gradient buffer of t for the current step: allocated zeroed in the
- * arena on first need. */
+/* The gradient buffer of t for the current step: allocated in the arena on
+ * first need, marked TENSOR_GRAD_UNWRITTEN (run_node zeroes it unless the
+ * first backward writes it whole). */
 weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out);
 
 /* Whether a backward should compute the gradient of input i. */
@@ -118,6 +130,13 @@ static inline int bw_wants(const weft_tape_node *n, int32_t i)
 static inline void *bw_grad(const weft_tape_node *n, int32_t i)
 {
 	return bw_wants(n, i) ? n->in[i]->grad->data : NULL;
+}
+
+/* Whether the backward of n must write input i's gradient (every element)
+ * rather than add to it: only for inputs the op declared in overwrites. */
+static inline int bw_first(const weft_tape_node *n, int32_t i)
+{
+	return (int)((n->fresh >> i) & 1u);
 }
 
 #endif /* WEFT_TENSOR_IMPL_H */

@@ -95,6 +95,21 @@ static weft_status f_chain(weft_ctx *c, weft_tensor **in, weft_tensor **out)
 	return weft_op_cross_entropy(c, logits, in[4], -1, out);
 }
 
+/* One tensor passed twice to one op, and one tensor reaching ops that
+ * write a fresh gradient (linear, scale, add copy it or use GEMMs with beta
+ * 0) and ops that add to it: x + x, a @ a, then linear(x) + 2 x + x @ w. */
+static weft_status f_twice(weft_ctx *c, weft_tensor **in, weft_tensor **out)
+{
+	weft_tensor *s, *m, *l, *k, *t;
+	weft_status st;
+
+	if ((st = weft_op_add(c, in[0], in[0], &s)) || (st = weft_op_matmul(c, s, s, &m)) ||
+	    (st = weft_op_linear(c, m, in[1], NULL, &l)) || (st = weft_op_scale(c, m, 2.0f, &k)) ||
+	    (st = weft_op_add(c, l, k, &t)) || (st = weft_op_matmul(c, m, in[1], &l)))
+		return st;
+	return weft_op_add(c, t, l, out);
+}
+
 static void leaf(weft_tensor *t)
 {
 	weft_tensor_requires_grad(t, 1);
@@ -232,6 +247,11 @@ int main(void)
 				       tu_rand("w1", 2, sw1, -1, 1, 0), tu_rand("w2", 2, sw2, -1, 1, 0),
 				       ids_tensor(WEFT_I64, 1, st, t) };
 		check("chain", ctx, f_chain, in, 5, 1000);
+	}
+	{ /* inputs used twice, fresh gradients written then added to */
+		int64_t sx[2] = { 4, 4 };
+		weft_tensor *in[2] = { tu_rand("x", 2, sx, -1, 1, 0), tu_rand("w", 2, sx, -1, 1, 0) };
+		check("used twice", ctx, f_twice, in, 2, 1000);
 	}
 	weft_ctx_free(ctx);
 	return wt_done("test_tensor_gradcheck");
