@@ -37,20 +37,34 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 	return WEFT_OK;
 }
 
+typedef struct sum_args {
+	int64_t rows, cols;
+	const float *x;
+	float *y;
+} sum_args;
+
+/* y[c0..c1) += the rows of x there (each part owns its columns). */
 CPU_HOT
+static void sum_cols(void *p, int64_t c0, int64_t c1)
+{
+	const sum_args *a = p;
+	float *restrict Y = a->y;
+
+	for (int64_t i = 0; i < a->rows; i++) {
+		const float *restrict xi = a->x + i * a->cols;
+
+		for (int64_t j = c0; j < c1; j++)
+			Y[j] += xi[j];
+	}
+}
+
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
 			 void *y)
 {
-	const float *restrict X = x;
-	float *restrict Y = y;
+	sum_args a = { .rows = rows, .cols = cols, .x = x, .y = y };
 
 	(void)kctx;
 	(void)dt;
-	for (int64_t i = 0; i < rows; i++) {
-		const float *restrict xi = X + i * cols;
-
-		for (int64_t j = 0; j < cols; j++)
-			Y[j] += xi[j];
-	}
+	cpu_parallel_for(cols, CPU_GRAIN / (rows + 1) + 1, sum_cols, &a);
 	return WEFT_OK;
 }

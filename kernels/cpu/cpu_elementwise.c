@@ -1,32 +1,52 @@
 /* Elementwise kernels: add, mul, scale, axpy, fill, convert, relu, gelu,
- * dropout. Loops are written to vectorize (restrict, unit stride). */
+ * dropout. Loops are written to vectorize (restrict, unit stride); the
+ * large ones split over the CPU threads (cpu_parallel_for). */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_impl.h"
 #include "half.h"
 
+/* Operands of a split elementwise kernel. */
+typedef struct ew_args {
+	const float *x, *y;
+	float *out;
+	int64_t nb;
+	float alpha;
+} ew_args;
+
 CPU_HOT
+static void add_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	const float *A = e->x, *restrict B = e->y;
+	float *O = e->out; /* may alias A */
+
+	if (e->nb == 0) { /* same shapes: i counts elements */
+		for (int64_t i = i0; i < i1; i++)
+			O[i] = A[i] + B[i];
+		return;
+	}
+	for (int64_t r = i0; r < i1; r++) { /* b broadcast: i counts rows */
+		const float *ar = A + r * e->nb;
+		float *orow = O + r * e->nb;
+
+		for (int64_t j = 0; j < e->nb; j++)
+			orow[j] = ar[j] + B[j];
+	}
+}
+
 weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 		    const void *b, void *out)
 {
-	const float *A = a, *restrict B = b;
-	float *O = out; /* may alias A */
+	ew_args e = { .x = a, .y = b, .out = out, .nb = nb == n ? 0 : nb };
 
 	(void)kctx;
 	(void)dt;
-	if (nb == n) {
-		for (int64_t i = 0; i < n; i++)
-			O[i] = A[i] + B[i];
-		return WEFT_OK;
-	}
-	for (int64_t r = 0; nb && r < n / nb; r++) {
-		const float *ar = A + r * nb;
-		float *orow = O + r * nb;
-
-		for (int64_t j = 0; j < nb; j++)
-			orow[j] = ar[j] + B[j];
-	}
+	if (nb == n)
+		cpu_parallel_for(n, CPU_GRAIN, add_range, &e);
+	else if (nb > 0)
+		cpu_parallel_for(n / nb, CPU_GRAIN / nb + 1, add_range, &e);
 	return WEFT_OK;
 }
 
@@ -78,48 +98,71 @@ weft_status cpu_mul_backward(void *kctx, weft_dtype dt, int64_t n, const void *a
 }
 
 CPU_HOT
+static void scale_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	const float *X = e->x;
+	float *O = e->out; /* may alias X */
+
+	for (int64_t i = i0; i < i1; i++)
+		O[i] = e->alpha * X[i];
+}
+
 weft_status cpu_scale(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x,
 		      void *out)
 {
-	const float *X = x;
-	float *O = out;
+	ew_args e = { .x = x, .out = out, .alpha = alpha };
 
 	(void)kctx;
 	(void)dt;
-	for (int64_t i = 0; i < n; i++)
-		O[i] = alpha * X[i];
+	cpu_parallel_for(n, CPU_GRAIN, scale_range, &e);
 	return WEFT_OK;
 }
 
 CPU_HOT
+static void axpy_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	const float *restrict X = e->x;
+	float *restrict Y = e->out;
+
+	if (e->alpha == 1.0f) {
+		for (int64_t i = i0; i < i1; i++)
+			Y[i] += X[i];
+		return;
+	}
+	for (int64_t i = i0; i < i1; i++)
+		Y[i] += e->alpha * X[i];
+}
+
 weft_status cpu_axpy(void *kctx, weft_dtype dt, int64_t n, float alpha, const void *x, void *y)
 {
-	const float *restrict X = x;
-	float *restrict Y = y;
+	ew_args e = { .x = x, .out = y, .alpha = alpha };
 
 	(void)kctx;
 	(void)dt;
-	if (!Y)
-		return WEFT_OK;
-	if (alpha == 1.0f) {
-		for (int64_t i = 0; i < n; i++)
-			Y[i] += X[i];
-		return WEFT_OK;
-	}
-	for (int64_t i = 0; i < n; i++)
-		Y[i] += alpha * X[i];
+	if (y)
+		cpu_parallel_for(n, CPU_GRAIN, axpy_range, &e);
 	return WEFT_OK;
 }
 
 CPU_HOT
+static void fill_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	float *restrict O = e->out;
+
+	for (int64_t i = i0; i < i1; i++)
+		O[i] = e->alpha;
+}
+
 weft_status cpu_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *out)
 {
-	float *restrict O = out;
+	ew_args e = { .out = out, .alpha = value };
 
 	(void)kctx;
 	(void)dt;
-	for (int64_t i = 0; i < n; i++)
-		O[i] = value;
+	cpu_parallel_for(n, CPU_GRAIN, fill_range, &e);
 	return WEFT_OK;
 }
 
@@ -167,34 +210,38 @@ weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 #define GELU_C 0.044715f
 
 CPU_HOT
-weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out)
+static void gelu_fwd_range(void *p, int64_t i0, int64_t i1)
 {
-	const float *restrict X = x;
-	float *restrict O = out;
+	const ew_args *e = p;
+	const float *restrict X = e->x;
+	float *restrict O = e->out;
 
-	(void)kctx;
-	(void)dt;
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = i0; i < i1; i++) {
 		float v = X[i];
 		float u = GELU_S * (v + GELU_C * v * v * v);
 
 		O[i] = 0.5f * v * (1.0f + cpu_tanhf(u));
 	}
+}
+
+weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out)
+{
+	ew_args e = { .x = x, .out = out };
+
+	(void)kctx;
+	(void)dt;
+	cpu_parallel_for(n, CPU_GRAIN / 4, gelu_fwd_range, &e);
 	return WEFT_OK;
 }
 
 CPU_HOT
-weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
-			      const void *dy, void *dx)
+static void gelu_bwd_range(void *p, int64_t i0, int64_t i1)
 {
-	const float *restrict X = x, *restrict DY = dy;
-	float *restrict DX = dx;
+	const ew_args *e = p;
+	const float *restrict X = e->x, *restrict DY = e->y;
+	float *restrict DX = e->out;
 
-	(void)kctx;
-	(void)dt;
-	if (!DX)
-		return WEFT_OK;
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = i0; i < i1; i++) {
 		float v = X[i];
 		float u = GELU_S * (v + GELU_C * v * v * v);
 		float t = cpu_tanhf(u);
@@ -202,6 +249,17 @@ weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 
 		DX[i] += DY[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
 	}
+}
+
+weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			      const void *dy, void *dx)
+{
+	ew_args e = { .x = x, .y = dy, .out = dx };
+
+	(void)kctx;
+	(void)dt;
+	if (dx)
+		cpu_parallel_for(n, CPU_GRAIN / 4, gelu_bwd_range, &e);
 	return WEFT_OK;
 }
 

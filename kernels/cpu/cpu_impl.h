@@ -24,6 +24,20 @@
 /* Lanes of the partial sums of cpu_sum: 16 floats, one AVX-512 register. */
 #define CPU_LANES 16
 
+/* A kernel's work on items [begin, end) of its range. */
+typedef void (*cpu_range_fn)(void *arg, int64_t begin, int64_t end);
+
+/* Runs fn over [0, n) in contiguous parts (boundaries on multiples of 16
+ * items), one part per CPU thread (weft_kernels_cpu_get_threads) with at
+ * least `grain` items each, this thread taking the first; fewer parts when
+ * n is small, and just fn(arg, 0, n) at 1 thread. Blocks until all parts
+ * are done. A thread that cannot be started leaves its part to this one. */
+void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *arg);
+
+/* Items per thread below which splitting costs more than it saves (a
+ * thread start is some 20 us; 64 Ki floats take about that to stream). */
+#define CPU_GRAIN (1 << 16)
+
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
 		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,

@@ -44,20 +44,26 @@ weft_status cpu_softmax_backward(void *kctx, weft_dtype dt, int64_t rows, int64_
 	return WEFT_OK;
 }
 
+/* Operands of the split row kernels. */
+typedef struct ln_args {
+	int64_t rows, cols;
+	float eps;
+	const float *x, *w, *b, *dy, *mean, *rstd;
+	float *out, *mean_out, *rstd_out, *dx, *dw, *db;
+} ln_args;
+
 /* Mean and 1 / sqrt(variance + eps) of each row (two passes: the mean,
  * then the squared deviations from it), then out = norm * w + b. */
 CPU_HOT
-weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
-				  float eps, const void *x, const void *w, const void *b,
-				  void *out, float *mean, float *rstd)
+static void ln_fwd_rows(void *p, int64_t r0, int64_t r1)
 {
-	const float *restrict W = w, *restrict Bv = b;
+	const ln_args *a = p;
+	const float *restrict W = a->w, *restrict Bv = a->b;
+	int64_t cols = a->cols;
 
-	(void)kctx;
-	(void)dt;
-	for (int64_t r = 0; r < rows; r++) {
-		const float *restrict xr = (const float *)x + r * cols;
-		float *restrict o = (float *)out + r * cols;
+	for (int64_t r = r0; r < r1; r++) {
+		const float *restrict xr = a->x + r * cols;
+		float *restrict o = a->out + r * cols;
 		float acc[CPU_LANES] = { 0 };
 		float m = cpu_sum(xr, cols) / (float)cols, v, s;
 		int64_t j = 0;
@@ -68,36 +74,45 @@ weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64
 		for (int l = 0; j + l < cols; l++)
 			acc[l] += (xr[j + l] - m) * (xr[j + l] - m);
 		v = cpu_sum(acc, CPU_LANES) / (float)cols;
-		s = 1.0f / sqrtf(v + eps);
+		s = 1.0f / sqrtf(v + a->eps);
 		if (W && Bv)
 			for (j = 0; j < cols; j++)
 				o[j] = (xr[j] - m) * s * W[j] + Bv[j];
 		else
 			for (j = 0; j < cols; j++)
 				o[j] = (xr[j] - m) * s * (W ? W[j] : 1.0f) + (Bv ? Bv[j] : 0.0f);
-		mean[r] = m;
-		rstd[r] = s;
+		a->mean_out[r] = m;
+		a->rstd_out[r] = s;
 	}
-	return WEFT_OK;
 }
 
-/* With n = (x - mean) * rstd and g = dy * w: dw += dy * n, db += dy,
- * dx += (g - mean(g) - n * mean(g * n)) * rstd. */
-CPU_HOT
-weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
-				   const void *x, const void *w, const float *mean,
-				   const float *rstd, const void *dy, void *dx, void *dw,
-				   void *db)
+weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  float eps, const void *x, const void *w, const void *b,
+				  void *out, float *mean, float *rstd)
 {
-	const float *restrict W = w;
-	float *restrict DW = dw, *restrict DB = db;
+	ln_args a = { .rows = rows, .cols = cols, .eps = eps, .x = x, .w = w, .b = b,
+		      .out = out, .mean_out = mean, .rstd_out = rstd };
 
 	(void)kctx;
 	(void)dt;
-	for (int64_t r = 0; r < rows; r++) {
-		const float *restrict xr = (const float *)x + r * cols;
-		const float *restrict g = (const float *)dy + r * cols;
-		float m = mean[r], s = rstd[r];
+	cpu_parallel_for(rows, CPU_GRAIN / (cols + 1) + 1, ln_fwd_rows, &a);
+	return WEFT_OK;
+}
+
+/* With n = (x - mean) * rstd and g = dy * w:
+ * dx += (g - mean(g) - n * mean(g * n)) * rstd, row by row. */
+CPU_HOT
+static void ln_bwd_rows(void *p, int64_t r0, int64_t r1)
+{
+	const ln_args *a = p;
+	const float *restrict W = a->w;
+	int64_t cols = a->cols;
+
+	for (int64_t r = r0; r < r1; r++) {
+		const float *restrict xr = a->x + r * cols;
+		const float *restrict g = a->dy + r * cols;
+		float *restrict dxr = a->dx + r * cols;
+		float m = a->mean[r], s = a->rstd[r];
 		float acc_d[CPU_LANES] = { 0 }, acc_n[CPU_LANES] = { 0 };
 		float dmean, dnorm_mean;
 		int64_t j = 0;
@@ -119,16 +134,6 @@ weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int6
 		}
 		dmean = cpu_sum(acc_d, CPU_LANES) / (float)cols;
 		dnorm_mean = cpu_sum(acc_n, CPU_LANES) / (float)cols;
-		if (DW)
-			for (j = 0; j < cols; j++)
-				DW[j] += g[j] * ((xr[j] - m) * s);
-		if (DB)
-			for (j = 0; j < cols; j++)
-				DB[j] += g[j];
-		if (!dx)
-			continue;
-		float *restrict dxr = (float *)dx + r * cols;
-
 		for (j = 0; j < cols; j++) {
 			float nrm = (xr[j] - m) * s;
 			float dn = g[j] * (W ? W[j] : 1.0f);
@@ -136,6 +141,44 @@ weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int6
 			dxr[j] += (dn - dmean - nrm * dnorm_mean) * s;
 		}
 	}
+}
+
+/* dw += sum over rows of dy * n, db += sum over rows of dy, for columns
+ * [c0, c1) (each part owns its columns, so no two parts add to one). */
+CPU_HOT
+static void ln_bwd_cols(void *p, int64_t c0, int64_t c1)
+{
+	const ln_args *a = p;
+	float *restrict DW = a->dw, *restrict DB = a->db;
+
+	for (int64_t r = 0; r < a->rows; r++) {
+		const float *restrict xr = a->x + r * a->cols;
+		const float *restrict g = a->dy + r * a->cols;
+		float m = a->mean[r], s = a->rstd[r];
+
+		if (DW)
+			for (int64_t j = c0; j < c1; j++)
+				DW[j] += g[j] * ((xr[j] - m) * s);
+		if (DB)
+			for (int64_t j = c0; j < c1; j++)
+				DB[j] += g[j];
+	}
+}
+
+weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				   const void *x, const void *w, const float *mean,
+				   const float *rstd, const void *dy, void *dx, void *dw,
+				   void *db)
+{
+	ln_args a = { .rows = rows, .cols = cols, .x = x, .w = w, .dy = dy, .mean = mean,
+		      .rstd = rstd, .dx = dx, .dw = dw, .db = db };
+
+	(void)kctx;
+	(void)dt;
+	if (dw || db)
+		cpu_parallel_for(cols, CPU_GRAIN / (rows + 1) + 1, ln_bwd_cols, &a);
+	if (dx)
+		cpu_parallel_for(rows, CPU_GRAIN / (cols + 1) + 1, ln_bwd_rows, &a);
 	return WEFT_OK;
 }
 
