@@ -92,7 +92,8 @@ static weft_status tr_evaluate(void *p, const weft_micro_batch *b, weft_eval_rep
 		return st;
 	rep->loss_sum += r.loss * (double)r.counted;
 	rep->rows += r.counted;
-	if (weft_model_get_class(t->model) == WEFT_MODEL_MLP) {
+	/* accuracy for classifiers: every model but the language model */
+	if (weft_model_get_class(t->model) != WEFT_MODEL_GPT) {
 		rep->correct += r.correct;
 		rep->counted += r.counted;
 	}
@@ -439,7 +440,8 @@ static void print_start(weft_trainer *t)
 			if (m->depth == 1)
 				rows[k++] = rows[i];
 		}
-		weft_print_model_summary(stderr, rows, k, params, 0, params * 4);
+		/* a model with no children (a model plugin): its root */
+		weft_print_model_summary(stderr, rows, k ? k : 1, params, 0, params * 4);
 	}
 	free(rows);
 	fprintf(stderr, "run directory: %s\n", t->run_dir);
@@ -590,7 +592,7 @@ static weft_status run(weft_trainer *t, int *exit_code)
 			const char *pre = t->opts.mode == WEFT_RUN_TEST ? "test" : "val";
 
 			printf("%s_loss %.6f\n", pre, loss);
-			if (weft_model_get_class(t->model) == WEFT_MODEL_MLP)
+			if (weft_model_get_class(t->model) != WEFT_MODEL_GPT)
 				printf("%s_acc %.6f\n", pre, acc);
 		}
 		return WEFT_OK;
