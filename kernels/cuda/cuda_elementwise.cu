@@ -248,17 +248,36 @@ extern "C" weft_status cuda_axpy(void *kctx, weft_dtype dt, int64_t n, float alp
 	return cuda_launched(c, "axpy", SIZES_N);
 }
 
+/* fill also takes kctx == NULL (weft/device.h): then it runs on the legacy
+ * default stream of the device that holds `out` and returns when done. */
 extern "C" weft_status cuda_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *out)
 {
 	cuda_ctx *c = (cuda_ctx *)kctx;
-	weft_status ret = cuda_need_ctx(c, "fill");
+	struct cudaPointerAttributes pa;
+	cudaError_t err;
+	weft_status ret;
 
-	if (ret)
-		return ret;
 	if (n <= 0)
 		return WEFT_OK;
-	k_fill<<<grid_for(n, THREADS), THREADS, 0, c->stream>>>(n, dt, value, out);
-	return cuda_launched(c, "fill", SIZES_N);
+	if (c) {
+		if ((ret = cuda_need_ctx(c, "fill")))
+			return ret;
+		k_fill<<<grid_for(n, THREADS), THREADS, 0, c->stream>>>(n, dt, value, out);
+		return cuda_launched(c, "fill", SIZES_N);
+	}
+	err = cudaPointerGetAttributes(&pa, out);
+	if (err == cudaSuccess && pa.type == cudaMemoryTypeDevice)
+		err = cudaSetDevice(pa.device);
+	else if (err == cudaSuccess)
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda kernel fill: %p is not "
+					    "device memory", out);
+	if (err == cudaSuccess) {
+		k_fill<<<grid_for(n, THREADS), THREADS, 0, cudaStreamLegacy>>>(n, dt, value, out);
+		err = cudaGetLastError();
+	}
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(cudaStreamLegacy);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail("fill", -1, err, SIZES_N);
 }
 
 extern "C" weft_status cuda_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,

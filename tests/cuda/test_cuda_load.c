@@ -107,9 +107,20 @@ static void test_memory(void)
 	weft_mem_get_stats(&after);
 	WT_CHECK(after.current[WEFT_MEM_PARAMS] == before.current[WEFT_MEM_PARAMS]);
 
-	/* compute members need the context */
-	WT_FAILS(t->fill(NULL, WEFT_F32, 4, 1.0f, back), WEFT_ERR_INVALID_ARG,
-		 "cuda kernel fill was called without a context", "ctx_create");
+	/* fill and zero without a context run on the default stream and wait */
+	WT_OK(t->mem_alloc(0, WEFT_MEM_GRADS, sizeof(host), &p));
+	WT_OK(t->fill(NULL, WEFT_F32, 256, 1.5f, p));
+	WT_OK(t->copy(NULL, back, p, sizeof(back), WEFT_COPY_DEVICE_TO_HOST));
+	WT_CHECK(back[0] == 1.5f && back[255] == 1.5f);
+	WT_OK(t->zero(NULL, p, sizeof(host)));
+	WT_OK(t->copy(NULL, back, p, sizeof(back), WEFT_COPY_DEVICE_TO_HOST));
+	WT_CHECK(back[0] == 0.0f && back[255] == 0.0f);
+	/* fill of host memory without a context is refused */
+	WT_FAILS(t->fill(NULL, WEFT_F32, 4, 1.0f, back), WEFT_ERR_INVALID_ARG, "is not device memory");
+	t->mem_free(0, WEFT_MEM_GRADS, p, sizeof(host));
+	/* other compute members need the context */
+	WT_FAILS(t->gelu_forward(NULL, WEFT_F32, 4, back, back), WEFT_ERR_INVALID_ARG,
+		 "cuda kernel gelu_forward was called without a context", "ctx_create");
 	/* a GEMM beyond cuBLAS's 32-bit sizes is refused before touching memory */
 	WT_FAILS(t->gemm(kctx, WEFT_F32, 0, 0, (int64_t)1 << 31, 4, 4, 1.0f, NULL, 4, 0, NULL, 4, 0,
 			 0.0f, NULL, 4, 0, 1),
