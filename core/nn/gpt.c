@@ -54,7 +54,7 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 
 static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
 {
-	int64_t C = m->gpt.n_embd, tp = nn_tp_size(&m->opt);
+	int64_t C = m->gpt.n_embd, ta = b->tp_attn, tm = b->tp_mlp;
 	int32_t hi = (int32_t)(h - m->mods), bi, ai, mi;
 	char p[64], n[96];
 	weft_status st;
@@ -69,10 +69,10 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	ai = (int32_t)(b->attn - m->mods);
 	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C / tp, C, &b->c_attn)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C / ta, C, &b->c_attn)))
 		return st;
 	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / tp, &b->attn_proj)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / ta, &b->attn_proj)))
 		return st;
 	nn_module_close(m, b->attn);
 	snprintf(n, sizeof(n), "%s.ln_2", p);
@@ -81,10 +81,10 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	mi = (int32_t)(b->mlp - m->mods);
 	snprintf(n, sizeof(n), "%s.mlp.c_fc", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C / tp, C, &b->c_fc)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C / tm, C, &b->c_fc)))
 		return st;
 	snprintf(n, sizeof(n), "%s.mlp.c_proj", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C / tp, &b->mlp_proj)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C / tm, &b->mlp_proj)))
 		return st;
 	nn_module_close(m, b->mlp);
 	nn_module_close(m, b->mod);
@@ -208,7 +208,8 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 	}
 	for (int64_t i = 0; i < cfg->block_size; i++)
 		m->positions[i] = (int32_t)i;
-	if ((st = declare(m)) || (st = nn_model_finalize(m)) || (st = nn_gpt_tp_setup(m)) ||
+	if ((st = nn_gpt_tp_plan(m)) || (st = declare(m)) || (st = nn_model_finalize(m)) ||
+	    (st = nn_gpt_tp_setup(m)) ||
 	    (st = init_weights(m)))
 		goto out_free;
 	*out = m;

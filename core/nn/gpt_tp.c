@@ -2,6 +2,8 @@
  * the checks, the split bookkeeping and shard initialisation, and the
  * block forward with the f / g (or sequence-parallel) communication ops.
  * Shapes are declared by gpt.c's declare_block (divided by tp_size). */
+#include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,9 +59,115 @@ static weft_status mark(weft_model *m, const weft_tensor *p, weft_tp_split split
 	return p ? weft_tp_group_set_split(m->tp, index_of(p), split, ndim, shape) : WEFT_OK;
 }
 
+/* ---- the plan ---- */
+
+enum { STYLE_REPLICATE = 0, STYLE_COLWISE = 1, STYLE_ROWWISE = 2 };
+
+static const char *const style_names[] = { "replicate", "colwise", "rowwise" };
+
+/* The style the plan gives module `name` (STYLE_REPLICATE when no line
+ * matches); counts the lines that matched in used[]. */
+static int plan_style(const char *plan, const char *name, int *used, int *line_out)
+{
+	const char *p = plan;
+	int line = 0;
+
+	while (p && *p) {
+		const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		char pat[256], style[32];
+
+		if (eq && (size_t)(eq - p) < len && (size_t)(eq - p) < sizeof(pat)) {
+			snprintf(pat, sizeof(pat), "%.*s", (int)(eq - p), p);
+			snprintf(style, sizeof(style), "%.*s", (int)(len - (size_t)(eq - p) - 1),
+				 eq + 1);
+			if (fnmatch(pat, name, 0) == 0) {
+				if (line < 64)
+					used[line] = 1;
+				*line_out = line;
+				for (int s = 0; s < 3; s++)
+					if (!strcmp(style, style_names[s]))
+						return s;
+				return -1;
+			}
+		}
+		line++;
+		p = nl ? nl + 1 : NULL;
+	}
+	*line_out = -1;
+	return STYLE_REPLICATE;
+}
+
+/* One attention or MLP: (first, second) must be colwise + rowwise or
+ * both replicate; *split gets T or 1. */
+static weft_status plan_pair(const weft_model *m, const char *first, const char *second,
+			     int *used, int32_t *split)
+{
+	int l1, l2, a = plan_style(m->opt.tp_plan, first, used, &l1);
+	int b = plan_style(m->opt.tp_plan, second, used, &l2);
+
+	if (a < 0 || b < 0)
+		return weft_error_set(WEFT_ERR_CONFIG, "tp plan: %s: the style must be colwise, "
+				      "rowwise or replicate", a < 0 ? first : second);
+	if (a == STYLE_COLWISE && b == STYLE_ROWWISE) {
+		*split = m->opt.tp_size;
+		return WEFT_OK;
+	}
+	if (a == STYLE_REPLICATE && b == STYLE_REPLICATE) {
+		*split = 1;
+		return WEFT_OK;
+	}
+	return weft_error_set(WEFT_ERR_CONFIG, "tp plan: %s is %s but %s is %s; the first "
+			      "Linear's split output feeds the second, so make them colwise and "
+			      "rowwise, or both replicate", first, style_names[a], second,
+			      style_names[b]);
+}
+
+weft_status nn_gpt_tp_plan(weft_model *m)
+{
+	int used[64] = { 0 };
+	char a[96], b[96];
+	int32_t T = nn_tp_size(&m->opt);
+	weft_status st = WEFT_OK;
+
+	for (int64_t i = m->layer_begin; i < m->layer_end; i++) {
+		gpt_block *blk = &m->blocks[i - m->layer_begin];
+
+		blk->tp_attn = blk->tp_mlp = T;
+		if (T == 1 || !m->opt.tp_plan)
+			continue;
+		snprintf(a, sizeof(a), "transformer.h.%lld.attn.c_attn", (long long)i);
+		snprintf(b, sizeof(b), "transformer.h.%lld.attn.c_proj", (long long)i);
+		if ((st = plan_pair(m, a, b, used, &blk->tp_attn)))
+			return st;
+		snprintf(a, sizeof(a), "transformer.h.%lld.mlp.c_fc", (long long)i);
+		snprintf(b, sizeof(b), "transformer.h.%lld.mlp.c_proj", (long long)i);
+		if ((st = plan_pair(m, a, b, used, &blk->tp_mlp)))
+			return st;
+	}
+	if (T > 1 && m->opt.tp_plan) {
+		const char *p = m->opt.tp_plan;
+
+		for (int line = 0; p && *p; line++) {
+			const char *nl = strchr(p, '\n');
+			int len = nl ? (int)(nl - p) : (int)strlen(p);
+
+			if (line < 64 && !used[line])
+				return weft_error_set(WEFT_ERR_CONFIG, "tp plan: '%.*s' matches no "
+						      "Linear that can be split; the GPT's are the "
+						      "blocks' attn.c_attn, attn.c_proj, mlp.c_fc and "
+						      "mlp.c_proj (transformer.h.0.attn.c_attn ...)",
+						      len, p);
+			p = nl ? nl + 1 : NULL;
+		}
+	}
+	return WEFT_OK;
+}
+
 weft_status nn_gpt_tp_setup(weft_model *m)
 {
 	int64_t C = m->gpt.n_embd;
+	int sp = m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL;
 	weft_status st;
 
 	if (nn_tp_size(&m->opt) == 1)
@@ -69,16 +177,21 @@ weft_status nn_gpt_tp_setup(weft_model *m)
 	for (int64_t i = 0; !st && i < m->layer_end - m->layer_begin; i++) {
 		const gpt_block *b = &m->blocks[i];
 
-		if ((st = mark(m, b->c_attn.w, WEFT_TP_ROWS3, 2, 3 * C, C)) ||
-		    (st = mark(m, b->c_attn.b, WEFT_TP_ROWS3, 1, 3 * C, 0)) ||
-		    (st = mark(m, b->attn_proj.w, WEFT_TP_COLS, 2, C, C)) ||
-		    (st = mark(m, b->c_fc.w, WEFT_TP_ROWS, 2, 4 * C, C)) ||
-		    (st = mark(m, b->c_fc.b, WEFT_TP_ROWS, 1, 4 * C, 0)))
+		if (b->tp_attn > 1 &&
+		    ((st = mark(m, b->c_attn.w, WEFT_TP_ROWS3, 2, 3 * C, C)) ||
+		     (st = mark(m, b->c_attn.b, WEFT_TP_ROWS3, 1, 3 * C, 0)) ||
+		     (st = mark(m, b->attn_proj.w, WEFT_TP_COLS, 2, C, C))))
 			break;
-		st = mark(m, b->mlp_proj.w, WEFT_TP_COLS, 2, C, 4 * C);
-		if (!st && (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL)) {
+		if (b->tp_mlp > 1 &&
+		    ((st = mark(m, b->c_fc.w, WEFT_TP_ROWS, 2, 4 * C, C)) ||
+		     (st = mark(m, b->c_fc.b, WEFT_TP_ROWS, 1, 4 * C, 0)) ||
+		     (st = mark(m, b->mlp_proj.w, WEFT_TP_COLS, 2, C, 4 * C))))
+			break;
+		if (sp) {
+			/* row-parallel biases are added on this rank's positions */
 			const weft_tensor *seq[] = { b->ln_1.w, b->ln_1.b, b->ln_2.w, b->ln_2.b,
-						     b->attn_proj.b, b->mlp_proj.b };
+						     b->tp_attn > 1 ? b->attn_proj.b : NULL,
+						     b->tp_mlp > 1 ? b->mlp_proj.b : NULL };
 
 			for (size_t k = 0; k < sizeof(seq) / sizeof(seq[0]) && !st; k++)
 				if (seq[k])
@@ -86,9 +199,9 @@ weft_status nn_gpt_tp_setup(weft_model *m)
 		}
 	}
 	/* ln_f runs on this rank's positions too */
-	if (!st && (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL) && m->ln_f.w)
+	if (!st && sp && m->ln_f.w)
 		st = weft_tp_group_set_partial(m->tp, index_of(m->ln_f.w));
-	if (!st && (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL) && m->ln_f.b)
+	if (!st && sp && m->ln_f.b)
 		st = weft_tp_group_set_partial(m->tp, index_of(m->ln_f.b));
 	return st;
 }
@@ -156,27 +269,80 @@ static weft_status col_input(weft_model *m, weft_ctx *ctx, weft_tensor *h, weft_
 	return weft_tp_copy(ctx, m->tp, h, out);
 }
 
+/* A sub-layer the plan keeps whole: every rank computes all of it; under
+ * sequence parallelism on all positions (gathered, the gradient being
+ * whole on every rank, then this rank's positions kept). */
+static weft_status whole_in(weft_model *m, weft_ctx *ctx, weft_tensor *h, weft_tensor **out)
+{
+	if (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL)
+		return weft_tp_seq_gather(ctx, m->tp, h, WEFT_TP_BW_SPLIT, out);
+	*out = h;
+	return WEFT_OK;
+}
+
+static weft_status whole_out(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	if (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL)
+		return weft_tp_seq_split(ctx, m->tp, y, out);
+	*out = y;
+	return WEFT_OK;
+}
+
+static weft_status attn_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *h,
+				weft_tensor **out)
+{
+	weft_ctx *ctx = s->ctx;
+	weft_tensor *y;
+	weft_status st;
+
+	if (b->tp_attn == 1) {
+		if ((st = whole_in(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
+		    (st = weft_op_attention(ctx, y, m->gpt.n_head, &y)) ||
+		    (st = nn_linear(s, &b->attn_proj, y, &y)))
+			return st;
+		return whole_out(m, ctx, y, out);
+	}
+	if ((st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
+	    (st = weft_op_attention(ctx, y, m->gpt.n_head / b->tp_attn, &y)))
+		return st;
+	return row_linear(m, s, &b->attn_proj, y, out);
+}
+
+static weft_status mlp_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *h,
+			       weft_tensor **out)
+{
+	weft_ctx *ctx = s->ctx;
+	weft_tensor *y;
+	weft_status st;
+
+	if (b->tp_mlp == 1) {
+		if ((st = whole_in(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_fc, h, &y)) ||
+		    (st = weft_op_gelu(ctx, y, &y)) || (st = nn_linear(s, &b->mlp_proj, y, &y)))
+			return st;
+		return whole_out(m, ctx, y, out);
+	}
+	if ((st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_fc, h, &y)) ||
+	    (st = weft_op_gelu(ctx, y, &y)))
+		return st;
+	return row_linear(m, s, &b->mlp_proj, y, out);
+}
+
 weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				    weft_tensor **out)
 {
 	weft_ctx *ctx = s->ctx;
 	float p = (float)m->gpt.dropout;
-	int64_t heads = m->gpt.n_head / m->opt.tp_size;
 	weft_tensor *h, *y;
 	weft_status st;
 
 	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
-	    (st = nn_enter(s, b->attn)) || (st = col_input(m, ctx, h, &h)) ||
-	    (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = weft_op_attention(ctx, y, heads, &y)) ||
-	    (st = row_linear(m, s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
-	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
+	    (st = nn_enter(s, b->attn)) || (st = attn_forward(m, s, b, h, &y)) ||
+	    (st = weft_op_dropout(ctx, y, p, &y)) || (st = nn_leave(s)) ||
+	    (st = weft_op_add(ctx, x, y, &x)))
 		return st;
 	if ((st = nn_layernorm(s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_fc, h, &y)) ||
-	    (st = weft_op_gelu(ctx, y, &y)) || (st = row_linear(m, s, &b->mlp_proj, y, &y)) ||
-	    (st = weft_op_dropout(ctx, y, p, &y)) || (st = nn_leave(s)) ||
-	    (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
+	    (st = mlp_forward(m, s, b, h, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
+	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
 	*out = x;
 	return WEFT_OK;

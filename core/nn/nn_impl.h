@@ -19,6 +19,8 @@ typedef struct nn_affine {
 typedef struct gpt_block {
 	weft_module *mod, *attn, *mlp;
 	nn_affine ln_1, c_attn, attn_proj, ln_2, c_fc, mlp_proj;
+	int32_t tp_attn, tp_mlp; /* tensor parallelism: ranks the attention / MLP is
+				  * split over (1: whole), from the plan (gpt_tp.c) */
 } gpt_block;
 
 struct weft_model {
@@ -125,6 +127,8 @@ weft_status nn_mlp_check(const weft_mlp_config *c);
 int32_t nn_tp_size(const weft_model_options *opt);
 /* The tp checks (n_head / n_embd divisible, rank in range, no stages). */
 weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *opt);
+/* Before declaring: each block's tp_attn / tp_mlp from opt.tp_plan. */
+weft_status nn_gpt_tp_plan(weft_model *m);
 /* After finalize: creates m->tp and records every split parameter. */
 weft_status nn_gpt_tp_setup(weft_model *m);
 /* N(0, std) of the whole parameter, this rank's shard kept. */

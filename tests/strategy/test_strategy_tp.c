@@ -1,8 +1,9 @@
 /* Tensor parallelism (strategy tp, core/tp) against the one-process run of
  * the same global batch, on real ranks over gloo.
  *
- *   test_strategy_tp equiv TP DP SP [CLIP]   TP x DP ranks (SP 1: sequence
- *       parallel; CLIP: gradient_clip_val) against strategy single: every
+ *   test_strategy_tp equiv TP DP SP [CLIP [PLAN]]   TP x DP ranks (SP 1:
+ *       sequence parallel; CLIP: gradient_clip_val; PLAN 1: a plan keeping
+ *       some sub-layers whole) against strategy single: every
  *       step's loss (and global grad norm when clipping), every final
  *       weight (shards gathered into full nanoGPT tensors), all ranks'
  *       gathered weights bit-identical, eval_step's loss, the step's tp
@@ -70,7 +71,16 @@ typedef struct run_cfg {
 	int64_t batch;          /* rows of this rank */
 	const char *save;       /* tp > 1: rank 0 writes the whole model here */
 	double clip;            /* gradient_clip_val; 0: off */
+	int plan;               /* 1: PLAN_YAML (block 0's attention, block 1's MLP whole) */
 } run_cfg;
+
+/* A plan that keeps block 0's attention and block 1's MLP whole: first
+ * match wins, so the specific lines come first. */
+#define PLAN_YAML "{\"transformer.h.0.attn.*\": replicate, \"transformer.h.1.mlp.*\": " \
+		  "replicate, \"*.c_attn\": colwise, \"*.c_fc\": colwise, \"*.c_proj\": rowwise}"
+#define PLAN_TEXT "transformer.h.0.attn.*=replicate\ntransformer.h.1.mlp.*=replicate\n" \
+		  "*.c_attn=colwise\n*.c_fc=colwise\n*.c_proj=rowwise"
+#define PLAN_SPLIT 2 /* sub-layers (of 2 * N_LAYER) the plan splits */
 
 typedef struct run_out {
 	double loss[STEPS];
@@ -240,7 +250,7 @@ static weft_status run(const run_cfg *c, run_out *out)
 	weft_ctx_options co = { .seed = 1 };
 	weft_strategy_env env;
 	const void *vt;
-	char yaml[128];
+	char yaml[512];
 	int rank = 0, world = 1;
 	int64_t shape[2] = { c->batch, SEQ };
 	weft_status st;
@@ -266,14 +276,16 @@ static weft_status run(const run_cfg *c, run_out *out)
 		mo.tp_size = c->tp;
 		mo.tp_rank = rank % c->tp;
 		mo.tp_flags = c->sp ? WEFT_TP_SEQUENCE_PARALLEL : 0;
+		mo.tp_plan = c->plan ? PLAN_TEXT : NULL;
 	}
 	if ((st = weft_model_create_gpt(&gc, &mo, &j.model)) || (st = weft_ctx_create(&co, &j.ctx)) ||
 	    (st = job_optim(&j)) ||
 	    (st = weft_registry_find(j.reg, WEFT_PLUGIN_STRATEGY, c->strategy, &vt, NULL)))
 		goto out;
 	j.sops = vt;
-	snprintf(yaml, sizeof(yaml), "{name: %s, size: %d, sequence_parallel: %s}", c->strategy,
-		 c->tp, c->sp ? "true" : "false");
+	snprintf(yaml, sizeof(yaml), "{name: %s, size: %d, sequence_parallel: %s%s%s}",
+		 c->strategy, c->tp, c->sp ? "true" : "false", c->plan ? ", plan: " : "",
+		 c->plan ? PLAN_YAML : "");
 	if (!strcmp(c->strategy, "tp") &&
 	    (st = weft_config_load_string("strategy", yaml, strlen(yaml), &j.scfg)))
 		goto out;
@@ -392,7 +404,8 @@ static int read_out(run_out *r, const char *path)
 static int rank_main(char **argv)
 {
 	run_cfg c = { .strategy = "tp", .tp = atoi(argv[2]), .dp = atoi(argv[3]),
-		      .sp = atoi(argv[4]), .batch = ROWS, .clip = atof(argv[6]) };
+		      .sp = atoi(argv[4]), .batch = ROWS, .clip = atof(argv[6]),
+		      .plan = atoi(argv[7]) };
 	run_out r;
 	char path[600], save[600];
 	const char *env_rank = getenv("WEFT_RANK");
@@ -413,16 +426,21 @@ static int rank_main(char **argv)
 
 /* ---- equivalence ---- */
 
-static void check_comm(const run_out *r, int tp, int sp)
+/* split: the sub-layers (attention or MLP) the plan splits, of 2 per
+ * block; a whole one runs no collective without sequence parallelism and,
+ * with it, one all-gather per pass (its input gathered in forward, its
+ * output's gradient in backward) in place of the split one's all-gather
+ * and reduce-scatter. */
+static void check_comm(const run_out *r, int tp, int sp, int split)
 {
 	int64_t bsh = (int64_t)ROWS * SEQ * N_EMBD;
 	const weft_tp_stats *s = &r->stats;
 
 	if (!sp) {
 		for (int pass = 0; pass < 2; pass++) {
-			WT_CHECK(s->calls[pass][WEFT_TP_ALL_REDUCE] == 2 * N_LAYER);
-			WT_CHECK(s->elements[pass][WEFT_TP_ALL_REDUCE] == 2 * N_LAYER * bsh);
-			WT_CHECK(s->bytes[pass][WEFT_TP_ALL_REDUCE] == 2 * N_LAYER * bsh * 4);
+			WT_CHECK(s->calls[pass][WEFT_TP_ALL_REDUCE] == split);
+			WT_CHECK(s->elements[pass][WEFT_TP_ALL_REDUCE] == split * bsh);
+			WT_CHECK(s->bytes[pass][WEFT_TP_ALL_REDUCE] == split * bsh * 4);
 			WT_CHECK(s->calls[pass][WEFT_TP_ALL_GATHER] == 0);
 			WT_CHECK(s->calls[pass][WEFT_TP_REDUCE_SCATTER] == 0);
 		}
@@ -435,9 +453,9 @@ static void check_comm(const run_out *r, int tp, int sp)
 		WT_CHECK(s->calls[pass][WEFT_TP_ALL_GATHER] == 2 * N_LAYER + 1);
 		WT_CHECK(s->elements[pass][WEFT_TP_ALL_GATHER] == (2 * N_LAYER + 1) * bsh);
 		WT_CHECK(s->bytes[pass][WEFT_TP_ALL_GATHER] == (2 * N_LAYER + 1) * bsh / tp * 4);
-		WT_CHECK(s->calls[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER);
-		WT_CHECK(s->elements[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER * bsh);
-		WT_CHECK(s->bytes[pass][WEFT_TP_REDUCE_SCATTER] == 2 * N_LAYER * bsh / tp * 4);
+		WT_CHECK(s->calls[pass][WEFT_TP_REDUCE_SCATTER] == split);
+		WT_CHECK(s->elements[pass][WEFT_TP_REDUCE_SCATTER] == split * bsh);
+		WT_CHECK(s->bytes[pass][WEFT_TP_REDUCE_SCATTER] == split * bsh / tp * 4);
 	}
 }
 
@@ -484,14 +502,15 @@ static void check_checkpoint(const char *path, const float *want, int64_t numel)
 	}
 }
 
-static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip)
+static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip,
+		      const char *plan)
 {
 	run_cfg ref_cfg = { .strategy = "single", .tp = 1, .dp = 1, .batch = (int64_t)ROWS * dp,
 			    .clip = atof(clip) };
 	run_out ref, r[H_MAX_RANKS];
 	h_spawn_result res;
 	char prefix[256], path[600], a_tp[8], a_dp[8], a_sp[8];
-	char *argv[8];
+	char *argv[9];
 	int n = tp * dp;
 	int64_t where;
 
@@ -506,7 +525,8 @@ static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip
 	argv[4] = a_sp;
 	argv[5] = prefix;
 	argv[6] = (char *)clip;
-	argv[7] = NULL;
+	argv[7] = (char *)plan;
+	argv[8] = NULL;
 	WT_REQUIRE(h_spawn(n, argv, 90.0, &res) == 0);
 	WT_REQUIRE(!res.hung);
 	for (int k = 0; k < n; k++)
@@ -528,8 +548,9 @@ static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip
 	WT_CLOSE(r[0].eval_loss, ref.eval_loss, TOL, 0.0);
 	fprintf(stderr, "  clip %s: grad norm %.4f (ref %.4f); eval loss %.6f (ref %.6f)\n", clip,
 		r[0].rep[0].grad_norm, ref.rep[0].grad_norm, r[0].eval_loss, ref.eval_loss);
-	fprintf(stderr, "tp %d dp %d sp %d: loss %.6f -> %.6f (ref %.6f -> %.6f)\n", tp, dp, sp,
-		r[0].loss[0], r[0].loss[STEPS - 1], ref.loss[0], ref.loss[STEPS - 1]);
+	fprintf(stderr, "tp %d dp %d sp %d plan %s: loss %.6f -> %.6f (ref %.6f -> %.6f)\n", tp,
+		dp, sp, plan, r[0].loss[0], r[0].loss[STEPS - 1], ref.loss[0],
+		ref.loss[STEPS - 1]);
 	WT_REQUIRE(r[0].numel == ref.numel);
 	{
 		double worst = h_max_rel(r[0].weights, ref.weights, ref.numel, WEIGHT_FLOOR, &where);
@@ -559,7 +580,7 @@ static int equiv_main(const char *self, int tp, int dp, int sp, const char *clip
 			WT_CHECK(r[k].loss[s] == r[0].loss[s]);
 	}
 	for (int k = 0; k < n; k++)
-		check_comm(&r[k], tp, sp);
+		check_comm(&r[k], tp, sp, atoi(plan) ? PLAN_SPLIT : 2 * N_LAYER);
 	snprintf(path, sizeof(path), "%s-whole.safetensors", prefix);
 	check_checkpoint(path, r[0].weights, r[0].numel);
 	unlink(path);
@@ -746,6 +767,10 @@ static int strategy_errors(void)
 		 WEFT_ERR_CONFIG, "sequence_parallel is true", "without");
 	WT_FAILS(try_create(vt, "{name: tp, size: 2, sizes: 1}", 2, m2), WEFT_ERR_CONFIG,
 		 "sizes");
+	WT_FAILS(try_create(vt, "{name: tp, size: 2, plan: {\"*.c_attn\": sideways}}", 2, m2),
+		 WEFT_ERR_CONFIG, "strategy:1:", "'sideways' for '*.c_attn' is not a style");
+	WT_FAILS(try_create(vt, "{name: tp, size: 2, plan: [colwise]}", 2, m2), WEFT_ERR_CONFIG,
+		 "plan must be a mapping");
 	WT_OK(try_create(vt, "{name: tp, size: 2}", 2, m2));
 	weft_model_free(m2);
 	weft_model_free(m);
@@ -771,21 +796,36 @@ static int errors_main(void)
 	gc = gpt();
 	mo.tp_rank = 4;
 	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_INVALID_ARG, "tp_rank 4");
+	/* plans the model cannot follow */
+	mo.tp_rank = 0;
+	mo.tp_plan = "*.c_attn=colwise";
+	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_CONFIG,
+		 "transformer.h.0.attn.c_attn is colwise", "attn.c_proj is replicate",
+		 "colwise and rowwise, or both replicate");
+	mo.tp_plan = "*.c_attn=rowwise\n*.c_proj=colwise";
+	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_CONFIG, "c_attn is rowwise");
+	mo.tp_plan = "*.c_attn=colwise\n*.c_fc=colwise\n*.c_proj=rowwise\nlm_head=colwise";
+	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_CONFIG,
+		 "'lm_head=colwise' matches no Linear");
+	mo.tp_plan = "*.c_attn=sideways";
+	WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_CONFIG,
+		 "must be colwise, rowwise or replicate");
+	mo.tp_plan = NULL;
 	group_errors();
 	return strategy_errors();
 }
 
 int main(int argc, char **argv)
 {
-	if (argc >= 7 && !strcmp(argv[1], "rank"))
+	if (argc >= 8 && !strcmp(argv[1], "rank"))
 		return rank_main(argv);
 	if (argc >= 5 && !strcmp(argv[1], "equiv"))
 		return equiv_main(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]),
-				  argc >= 6 ? argv[5] : "0");
+				  argc >= 6 ? argv[5] : "0", argc >= 7 ? argv[6] : "0");
 	if (argc >= 2 && !strcmp(argv[1], "bytes"))
 		return bytes_main();
 	if (argc >= 2 && !strcmp(argv[1], "errors"))
 		return errors_main();
-	fprintf(stderr, "usage: %s equiv TP DP SP [CLIP] | bytes | errors\n", argv[0]);
+	fprintf(stderr, "usage: %s equiv TP DP SP [CLIP [PLAN]] | bytes | errors\n", argv[0]);
 	return 2;
 }

@@ -1,7 +1,8 @@
 /* strategy "tp": Megatron-style tensor parallelism, composed with data
  * parallelism on a dp x tp mesh.
  *
- *   strategy: {name: tp, size: T, sequence_parallel: false}
+ *   strategy: {name: tp, size: T, sequence_parallel: false,
+ *              plan: {"*.c_attn": colwise, "*.c_fc": colwise, "*.c_proj": rowwise}}
  *
  * World rank r sits at (dp, tp) = (r / T, r % T): the T ranks of a tensor-
  * parallel group are consecutive (on one node, where the fast links are),
@@ -61,19 +62,66 @@ static weft_comm_buf buf(void *data, int64_t n, weft_comm_dtype dt)
 
 /* ---- options and checks ---- */
 
-/* Reads size and sequence_parallel; *where gets the place to name. */
+/* The plan as the model builder takes it (weft_model_options.tp_plan):
+ * "PATTERN=STYLE" lines. One strategy section per process: static. */
+static char g_plan[8192];
+
+/* Reads `plan` (a mapping of module-name patterns to colwise / rowwise /
+ * replicate, in order) into g_plan; *has 0 when there is none. */
+static weft_status parse_plan(const weft_cfg *section, int *has)
+{
+	const weft_cfg *plan = g_host->cfg_get(section, "plan");
+	size_t n, used = 0;
+
+	*has = 0;
+	g_plan[0] = '\0';
+	if (!plan)
+		return WEFT_OK;
+	if (g_host->cfg_kind_of(plan) != WEFT_CFG_MAP)
+		return g_host->cfg_error(plan, "strategy tp: plan must be a mapping of module-name "
+					 "patterns to colwise, rowwise or replicate, e.g. "
+					 "{\"*.c_attn\": colwise, \"*.c_proj\": rowwise}");
+	n = g_host->cfg_size(plan);
+	for (size_t i = 0; i < n; i++) {
+		const char *pat = g_host->cfg_key_at(plan, i), *style = NULL;
+		const weft_cfg *v = g_host->cfg_at(plan, i);
+		weft_status st = g_host->cfg_as_str(v, &style);
+		int w;
+
+		if (st)
+			return st;
+		if (strcmp(style, "colwise") && strcmp(style, "rowwise") && strcmp(style, "replicate"))
+			return g_host->cfg_error(v, "strategy tp: plan: '%s' for '%s' is not a style; "
+						 "use colwise, rowwise or replicate", style, pat);
+		if (strchr(pat, '=') || strchr(pat, '\n'))
+			return g_host->cfg_error(v, "strategy tp: plan: the pattern '%s' may not "
+						 "contain '=' or a line break", pat);
+		w = snprintf(g_plan + used, sizeof(g_plan) - used, "%s%s=%s", used ? "\n" : "",
+			     pat, style);
+		if (w < 0 || (size_t)w >= sizeof(g_plan) - used)
+			return g_host->cfg_error(plan, "strategy tp: the plan is longer than %zu "
+						 "bytes", sizeof(g_plan) - 1);
+		used += (size_t)w;
+	}
+	*has = n > 0;
+	return WEFT_OK;
+}
+
+/* Reads size, sequence_parallel and plan; *where gets the place to name. */
 static weft_status parse_options(const weft_cfg *section, int32_t world, int64_t *size, int *sp,
-				 char *where, size_t len)
+				 int *has_plan, char *where, size_t len)
 {
 	weft_status st;
 
 	*size = world;
 	*sp = 0;
+	*has_plan = 0;
 	snprintf(where, len, "trainer.strategy");
 	if (section) {
 		g_host->cfg_get(section, "name");
 		if ((st = g_host->cfg_int(section, "size", world, size)) ||
-		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, sp)))
+		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, sp)) ||
+		    (st = parse_plan(section, has_plan)))
 			return st;
 		if (g_host->cfg_get(section, "size"))
 			g_host->cfg_where(g_host->cfg_get(section, "size"), where, len);
@@ -92,9 +140,9 @@ static weft_status tp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
 	int64_t size;
-	int sp;
+	int sp, has_plan;
 	char where[160];
-	weft_status st = parse_options(section, world, &size, &sp, where, sizeof(where));
+	weft_status st = parse_options(section, world, &size, &sp, &has_plan, where, sizeof(where));
 
 	if (st)
 		return st;
@@ -102,6 +150,7 @@ static weft_status tp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 		mo->tp_size = (int32_t)size;
 		mo->tp_rank = rank % (int32_t)size;
 		mo->tp_flags = sp ? 1u : 0u;
+		mo->tp_plan = has_plan ? g_plan : NULL;
 	}
 	*data_rank = rank / (int32_t)size;
 	*data_world = world / (int32_t)size;
@@ -112,7 +161,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 {
 	tp_strategy *s;
 	int64_t size;
-	int sp;
+	int sp, has_plan;
 	int32_t msize = 1, mrank = 0;
 	uint32_t mflags = 0;
 	char where[160];
@@ -122,7 +171,8 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");
-	if ((st = parse_options(section, env->world_size, &size, &sp, where, sizeof(where))))
+	if ((st = parse_options(section, env->world_size, &size, &sp, &has_plan, where,
+				sizeof(where))))
 		return st;
 	if (size > 1 && !env->comm_ops)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: size %lld needs %lld "

@@ -149,6 +149,16 @@ typedef struct weft_model_options {
 	int32_t tp_rank;
 	uint32_t tp_flags;
 	uint32_t tp_reserved;
+	/* The tensor-parallel plan, or NULL for Megatron's (every block's
+	 * attention and MLP split): lines "PATTERN=STYLE", PATTERN a glob
+	 * (fnmatch) over module names, STYLE colwise, rowwise or replicate;
+	 * the first matching line gives a Linear's style, unmatched ones are
+	 * replicated. Only the blocks' c_attn, c_fc (colwise) and c_proj
+	 * (rowwise) can be split, pairwise: each attention and each MLP is
+	 * colwise + rowwise or wholly replicated. Borrowed during creation.
+	 * Errors (WEFT_ERR_CONFIG): a pattern matching no Linear, a style a
+	 * layer cannot take, a pair that does not fit, naming them. */
+	const char *tp_plan;
 } weft_model_options;
 
 /* One module of the tree. Owned by the model; valid for its life. */
