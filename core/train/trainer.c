@@ -48,24 +48,25 @@ weft_status weft_trainer_barrier(weft_trainer *t)
 
 /* ---- callbacks the strategy drives ------------------------------------ */
 
-static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, double loss_scale,
-				       double *loss)
+/* Forward, loss scaling and backward of one micro-batch on (model, ctx);
+ * `micro` is the micro-batch's index in the optimizer step. */
+static weft_status run_forward_backward(weft_trainer *t, weft_model *model, weft_ctx *ctx,
+					int64_t micro, const weft_micro_batch *b,
+					double loss_scale, double *loss)
 {
-	weft_trainer *t = p;
 	weft_model_output out;
 	weft_tensor *scaled;
 	float value = 0.0f;
 	weft_status st;
 
-	weft_ctx_set_grad_enabled(t->ctx, 1);
-	weft_ctx_set_training(t->ctx, 1);
-	weft_ctx_set_rng(t->ctx, t->tc.seed, b->row_offset);
+	weft_ctx_set_grad_enabled(ctx, 1);
+	weft_ctx_set_training(ctx, 1);
+	weft_ctx_set_rng(ctx, t->tc.seed, b->row_offset);
 	/* The dropout keys come from (global step, micro-batch), never from
 	 * how many steps this process's context has seen (validation steps
 	 * count there too, and a resumed run starts a new context at 0). */
-	weft_ctx_set_step(t->ctx, (uint64_t)(t->global_step * t->tc.accumulate +
-					     t->micro_in_step++) + 1);
-	st = weft_model_loss(t->model, t->ctx, &b->data, &out);
+	weft_ctx_set_step(ctx, (uint64_t)(t->global_step * t->tc.accumulate + micro) + 1);
+	st = weft_model_loss(model, ctx, &b->data, &out);
 	if (st)
 		return st;
 	st = weft_tensor_copy_to_host(out.loss, &value, sizeof(value));
@@ -74,11 +75,91 @@ static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, doubl
 	*loss = value;
 	scaled = out.loss;
 	if (loss_scale != 1.0) {
-		st = weft_op_scale(t->ctx, out.loss, (float)loss_scale, &scaled);
+		st = weft_op_scale(ctx, out.loss, (float)loss_scale, &scaled);
 		if (st)
 			return st;
 	}
-	return weft_backward(t->ctx, scaled);
+	return weft_backward(ctx, scaled);
+}
+
+static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, double loss_scale,
+				       double *loss)
+{
+	weft_trainer *t = p;
+
+	return run_forward_backward(t, t->model, t->ctx, t->micro_in_step++, b, loss_scale, loss);
+}
+
+/* Model replicas for one-process, several-device strategies (dp): each
+ * replica is a model built from the same config and seed, with its own
+ * context, driven by one thread of the strategy. */
+typedef struct tr_replica {
+	weft_model *model;
+	weft_ctx *ctx;
+	int64_t step;   /* the optimizer step `micro` counts within */
+	int64_t micro;  /* micro-batches this replica ran in that step */
+} tr_replica;
+
+static weft_status tr_replica_create(void *p, int32_t index, weft_device dev, void **replica,
+				     weft_params **params, weft_ctx **ctx)
+{
+	weft_trainer *t = p;
+	weft_model_options mo = { .device = dev, .seed = t->tc.seed };
+	weft_ctx_options co = { .device = dev, .seed = t->tc.seed };
+	tr_replica *r = calloc(1, sizeof(*r));
+	weft_status st;
+
+	(void)index;
+	if (!r)
+		return weft_error_set(WEFT_ERR_NOMEM, "out of memory making a model replica");
+	r->step = -1;
+	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &r->model);
+	if (!st)
+		st = weft_ctx_create(&co, &r->ctx);
+	if (st) {
+		weft_model_free(r->model);
+		free(r);
+		return st;
+	}
+	*replica = r;
+	*params = weft_model_params(r->model);
+	*ctx = r->ctx;
+	return WEFT_OK;
+}
+
+static weft_status tr_replica_forward_backward(void *p, void *replica, const weft_micro_batch *b,
+					       double loss_scale, double *loss)
+{
+	weft_trainer *t = p;
+	tr_replica *r = replica;
+
+	if (!r)
+		return tr_forward_backward(p, b, loss_scale, loss);
+	/* every replica sees each micro-batch of a step once, in order: the
+	 * same (step, micro) dropout key as the whole batch would get */
+	if (r->step != t->global_step) {
+		r->step = t->global_step;
+		r->micro = 0;
+	}
+	return run_forward_backward(t, r->model, r->ctx, r->micro++, b, loss_scale, loss);
+}
+
+static void tr_replica_free(void *p, void *replica)
+{
+	tr_replica *r = replica;
+
+	(void)p;
+	if (!r)
+		return;
+	weft_ctx_free(r->ctx);
+	weft_model_free(r->model);
+	free(r);
+}
+
+/* strategy dp: one process drives trainer.devices devices itself */
+static int one_process_strategy(const weft_trainer *t)
+{
+	return strcmp(t->tc.strategy_name, "dp") == 0;
 }
 
 static weft_status tr_evaluate(void *p, const weft_micro_batch *b, weft_eval_report *rep)
@@ -153,7 +234,7 @@ static weft_status relaunch(weft_trainer *t, int *exit_code)
 
 static weft_status setup_dist(weft_trainer *t)
 {
-	int64_t want = t->tc.devices * t->tc.num_nodes;
+	int64_t want = one_process_strategy(t) ? 1 : t->tc.devices * t->tc.num_nodes;
 	const char *host;
 	weft_status st;
 
@@ -310,6 +391,10 @@ static weft_status setup_strategy(weft_trainer *t)
 		.forward_backward = tr_forward_backward,
 		.evaluate = tr_evaluate,
 		.trainer = t,
+		.replica_create = tr_replica_create,
+		.replica_forward_backward = tr_replica_forward_backward,
+		.replica_free = tr_replica_free,
+		.n_devices = one_process_strategy(t) ? (int32_t)t->tc.devices : 1,
 	};
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }
@@ -510,7 +595,8 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = weft_dist_env_detect(&t->denv);
 	if (st)
 		return st;
-	if (t->tc.devices * t->tc.num_nodes > 1 && t->denv.source == WEFT_DIST_SINGLE)
+	if (t->tc.devices * t->tc.num_nodes > 1 && t->denv.source == WEFT_DIST_SINGLE &&
+	    !one_process_strategy(t))
 		return relaunch(t, exit_code);
 	if (strcmp(t->tc.precision, "32-true") != 0)
 		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"),
