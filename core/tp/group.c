@@ -307,6 +307,23 @@ int64_t weft_tp_full_numel(const weft_tp_group *g, size_t index)
 	return g->p[index].shape[0] * inner_of(g->p[index].shape, g->p[index].ndim);
 }
 
+int64_t weft_tp_whole_numel(const weft_params *ps)
+{
+	const weft_tp_group *g = weft_tp_group_find(ps);
+	size_t n = weft_params_count(ps);
+	int64_t total = 0;
+
+	if (!g)
+		return weft_params_numel(ps, WEFT_F32);
+	for (size_t i = 0; i < n; i++) {
+		const weft_tensor *p = weft_params_at(ps, i);
+
+		if (p && p->dtype == WEFT_F32)
+			total += weft_tp_full_numel(g, i);
+	}
+	return total;
+}
+
 weft_status weft_tp_gather_param(weft_tp_group *g, const weft_params *ps, size_t index,
 				 int grads, float *full)
 {

@@ -173,6 +173,12 @@ void weft_tp_put_shard(weft_tp_split split, const int64_t *full_shape, int32_t s
 /* Elements of parameter `index` when whole. */
 int64_t weft_tp_full_numel(const weft_tp_group *g, size_t index);
 
+/* Elements of the F32 flat buffer of the whole model whose shards `ps`
+ * holds (the sum of every F32 parameter's whole numel): the coordinates of
+ * a checkpoint's optimizer.bin. weft_params_numel(ps, WEFT_F32) when ps
+ * has no tp group. Thread-safe. */
+int64_t weft_tp_whole_numel(const weft_params *ps);
+
 /* Collective over the bound communicator: assembles parameter `index`
  * (its data, or with `grads` its gradient) whole into `full` (host,
  * weft_tp_full_numel floats) on every rank. Replicated parameters are

@@ -21,15 +21,18 @@
 #include "runlog/atomic_dir.h"
 #include "runlog/json.h"
 #include "runlog/rundir.h"
+#include "tp/tp.h"
 #include "train/optim_state.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 
 #define STATE_FORMAT "weft-trainer-state"
 
+/* The whole model's flat F32 elements: optimizer.bin's coordinates (a
+ * tensor-parallel model holds shards of a larger whole). */
 static int64_t flat_numel(const weft_trainer *t)
 {
-	return weft_params_numel(weft_model_params(t->model), WEFT_F32);
+	return weft_tp_whole_numel(weft_model_params(t->model));
 }
 
 static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
@@ -257,13 +260,20 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	}
 	if (weft_trainer_barrier(t) != WEFT_OK && !st)
 		st = weft_error_last_status();
-	/* a sharding strategy (zero_3) makes the parameters whole for the save */
+	/* a sharding strategy (zero_3) makes the parameters whole for the save;
+	 * a tensor-parallel model is assembled whole (collective over each tp
+	 * group; NULL for a whole model) */
 	if (!st) {
+		weft_model *whole = NULL;
+
 		st = strategy_gather(t, 1);
+		if (!st)
+			st = weft_model_gather_whole(t->model, &whole);
 		if (!st && t->rank == 0) {
 			snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
-			st = weft_model_save_safetensors(t->model, path);
+			st = weft_model_save_safetensors(whole ? whole : t->model, path);
 		}
+		weft_model_free(whole);
 		if (strategy_gather(t, 0) != WEFT_OK && !st)
 			st = weft_error_last_status();
 	}

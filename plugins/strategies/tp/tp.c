@@ -45,6 +45,9 @@ typedef struct tp_strategy {
 	float *partial_buf;         /* their gradients packed, WEFT_MEM_COMM */
 	int64_t partial_numel;
 	int *split;                 /* per parameter: split over tp (not whole) */
+	int64_t *ranges;            /* this rank's flat buffer in the whole model's
+				     * flat coordinates: sorted [begin, end) pairs */
+	uint32_t n_ranges;
 } tp_strategy;
 
 static int64_t now_ns(void)
@@ -300,13 +303,92 @@ static weft_status setup_params(tp_strategy *s)
 	return WEFT_OK;
 }
 
+/* Split kinds of host->tp_param_split (weft/plugin.h). */
+enum { SPLIT_WHOLE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2, SPLIT_ROWS3 = 3 };
+
+/* Appends global range [b, e) to s->ranges, merging it with the last one
+ * when they touch. */
+static void add_range(tp_strategy *s, int64_t b, int64_t e)
+{
+	if (s->n_ranges && s->ranges[2 * s->n_ranges - 1] == b) {
+		s->ranges[2 * s->n_ranges - 1] = e;
+		return;
+	}
+	s->ranges[2 * s->n_ranges] = b;
+	s->ranges[2 * s->n_ranges + 1] = e;
+	s->n_ranges++;
+}
+
+/* Where this rank's flat buffer lies in the whole model's flat buffer (the
+ * coordinates of optimizer.bin). Parameters keep their order in both, and
+ * within one parameter a shard's elements keep theirs, so walking the
+ * shards in buffer order gives sorted, disjoint global runs: one per whole
+ * parameter, one per row-split parameter (rank r's block of rows), three
+ * per packed q|k|v parameter, and one per row of a column-split matrix.
+ * The optimizer slots are therefore already stored range after range, as
+ * weft_strategy_state.ranges wants: no copy, no gather. */
+static weft_status setup_ranges(tp_strategy *s)
+{
+	weft_params *ps = s->env->params;
+	size_t n = g_host->params_count(ps);
+	int64_t cap = 0, g = 0, covered = 0;
+	int32_t T = s->size, r = s->tp_rank;
+
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(ps, i);
+		int partial;
+		int64_t full;
+		int split = g_host->tp_param_split(ps, i, &partial, &full);
+
+		cap += split == SPLIT_COLS ? t->shape[0] : split == SPLIT_ROWS3 ? 3 : 1;
+	}
+	s->ranges = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(2 * (cap ? cap : 1)) * sizeof(int64_t));
+	if (!s->ranges)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for %lld "
+					 "optimizer-state ranges", (long long)cap);
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(ps, i);
+		int64_t local = g_host->tensor_numel(t), full, inner, part;
+		int partial;
+		int split = g_host->tp_param_split(ps, i, &partial, &full);
+
+		inner = t->ndim > 1 ? local / t->shape[0] : 1;
+		switch (split) {
+		case SPLIT_ROWS:
+			add_range(s, g + r * local, g + (r + 1) * local);
+			break;
+		case SPLIT_ROWS3:
+			part = local / 3; /* this rank's block of q, of k, of v */
+			for (int64_t k = 0; k < 3; k++)
+				add_range(s, g + k * part * T + r * part, g + k * part * T + (r + 1) * part);
+			break;
+		case SPLIT_COLS:
+			for (int64_t row = 0; row < t->shape[0]; row++)
+				add_range(s, g + row * inner * T + r * inner,
+					  g + row * inner * T + (r + 1) * inner);
+			break;
+		default:
+			add_range(s, g, g + full);
+			break;
+		}
+		covered += split == SPLIT_WHOLE ? full : local;
+		g += full;
+	}
+	if (covered != s->numel)
+		return g_host->error_set(WEFT_ERR_INVALID_ARG, "strategy tp: the shards cover %lld "
+					 "elements but the flat buffer holds %lld; the model's split "
+					 "bookkeeping is inconsistent", (long long)covered,
+					 (long long)s->numel);
+	return WEFT_OK;
+}
+
 static weft_status tp_setup(void *p)
 {
 	tp_strategy *s = p;
 	weft_status st;
 
 	print_layout(s);
-	if ((st = setup_comms(s)) || (st = setup_params(s)))
+	if ((st = setup_comms(s)) || (st = setup_params(s)) || (st = setup_ranges(s)))
 		return st;
 	/* the replicas of one shard start from dp rank 0's values */
 	if (s->dp_comm) {
@@ -489,26 +571,27 @@ static weft_status tp_eval_step(void *p, const weft_micro_batch *b, weft_eval_re
 	return WEFT_OK;
 }
 
-/* This rank's optimizer state covers its own flat parameters: the whole
- * model at tp size 1. Split parameters' state is in shard coordinates,
- * which the checkpoint format (global flat coordinates, one range per
- * rank) cannot hold yet: refused, rather than written wrong. */
+/* This rank's optimizer state in the whole model's flat coordinates
+ * (checkpoints, weft/strategy.h): its slots hold its flat buffer, which
+ * setup_ranges maps onto sorted global runs. Whole parameters are held -
+ * and written, with the same values - by every rank, as DDP's replicas
+ * are; a split parameter's elements by its one owner per dp replica. */
 static weft_status tp_state(void *p, weft_strategy_state *out)
 {
 	tp_strategy *s = p;
 
-	if (s->size > 1)
-		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: the optimizer state "
-					 "of tp size %d lives in shard coordinates, which checkpoints "
-					 "cannot hold yet; set trainer.enable_checkpointing: false "
-					 "(weights: weft_model_gather_whole gives the whole model)",
-					 (int)s->size);
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)s->n_slots;
 	out->begin = 0;
 	out->end = s->numel;
 	out->slots = s->slots;
+	if (s->size > 1) {
+		out->n_ranges = s->n_ranges;
+		out->ranges = s->ranges;
+		out->begin = s->ranges[0];
+		out->end = s->ranges[2 * s->n_ranges - 1];
+	}
 	return WEFT_OK;
 }
 
@@ -526,6 +609,7 @@ static void tp_destroy(void *p)
 	g_host->mem_free(s->partial_buf);
 	g_host->mem_free(s->partial);
 	g_host->mem_free(s->split);
+	g_host->mem_free(s->ranges);
 	free(s);
 }
 
