@@ -150,6 +150,8 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 	weft_json_string(&w, s->throughput_unit);
 	weft_json_end_object(&w);
 	metrics_object(&w, "step_time_s", s->step_time, s->n_step_time);
+	if (s->n_totals)
+		metrics_object(&w, "totals", s->totals, s->n_totals);
 	if (s->memory) {
 		weft_json_key(&w, "peak_bytes");
 		weft_json_begin_object(&w);

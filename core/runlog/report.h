@@ -78,6 +78,8 @@ typedef struct weft_run_summary {
 	const weft_metric *step_time;      /* mean seconds per step by phase */
 	size_t n_step_time;
 	const weft_mem_stats *memory;      /* peaks per category; NULL: omitted */
+	const weft_metric *totals;         /* whole-run sums ("comm_bytes", ...); may be empty */
+	size_t n_totals;
 } weft_run_summary;
 
 /* Writes `path` (through path.tmp and a rename) as a JSON object:

@@ -389,8 +389,8 @@ out:
 
 weft_status weft_trainer_write_summary(weft_trainer *t)
 {
-	weft_metric fin[4], tm[4];
-	size_t nf = 0, nt = 0;
+	weft_metric fin[4], tm[4], tot[8];
+	size_t nf = 0, nt = 0, ntot = 0;
 	weft_mem_stats mem;
 	weft_run_summary s;
 	char path[WEFT_TRAINER_PATH + 32];
@@ -410,6 +410,14 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	tm[nt++] = (weft_metric){ "compute", (double)t->compute_ns * 1e-9 / steps };
 	tm[nt++] = (weft_metric){ "comm", (double)t->comm_ns * 1e-9 / steps };
 	tm[nt++] = (weft_metric){ "exposed_comm", (double)t->exposed_ns * 1e-9 / steps };
+	tot[ntot++] = (weft_metric){ "train_seconds", t->train_seconds };
+	tot[ntot++] = (weft_metric){ "compute_seconds", (double)t->compute_ns * 1e-9 };
+	tot[ntot++] = (weft_metric){ "comm_seconds", (double)t->comm_ns * 1e-9 };
+	tot[ntot++] = (weft_metric){ "exposed_comm_seconds", (double)t->exposed_ns * 1e-9 };
+	tot[ntot++] = (weft_metric){ "comm_bytes", (double)t->comm_bytes };
+	tot[ntot++] = (weft_metric){ "data_wait_seconds", t->data_wait_s };
+	tot[ntot++] = (weft_metric){ lm ? "tokens" : "samples",
+				     lm ? (double)t->tokens_seen : (double)t->samples_seen };
 	weft_mem_get_stats(&mem);
 	s = (weft_run_summary){
 		.strategy = t->tc.strategy_name,
@@ -426,6 +434,8 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.step_time = tm,
 		.n_step_time = nt,
 		.memory = &mem,
+		.totals = tot,
+		.n_totals = ntot,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
 	return weft_run_summary_write(path, &s);
