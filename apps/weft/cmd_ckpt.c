@@ -26,7 +26,7 @@
 
 #include "commands.h"
 #include "runlog/atomic_dir.h"
-#include "runlog/json.h"
+#include "base/json.h"
 #include "weft/weft.h"
 
 #define PIECE (1u << 20)

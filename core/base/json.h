@@ -1,16 +1,19 @@
-/* runlog/json.h - a small JSON writer and reader.
+/* base/json.h - a small JSON writer and reader, the one every part of
+ * weft uses (summary.json, checkpoint manifests, safetensors headers).
  *
- * The writer makes summary.json and checkpoint manifests: it places the
+ * The writer places the
  * commas, escapes strings as RFC 8259 asks (quote, backslash, control
  * characters as \uXXXX or their short forms), writes non-finite numbers as
  * null (JSON has no NaN), and keeps the first error so callers check once,
  * at weft_json_finish.
  *
- * The reader parses a whole document into a tree (for manifests and tests);
- * errors name the document, the line and the column.
+ * The reader parses a whole document into a tree in time linear in its
+ * length; errors name the document, the line and the column. Every value
+ * keeps the byte offset where it starts, so a caller checking a schema can
+ * point at the offending value.
  */
-#ifndef WEFT_RUNLOG_JSON_H
-#define WEFT_RUNLOG_JSON_H
+#ifndef WEFT_BASE_JSON_H
+#define WEFT_BASE_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -79,14 +82,30 @@ typedef struct weft_json_value {
 	char *string;          /* STRING: UTF-8, NUL-terminated */
 	size_t count;          /* ARRAY / OBJECT entries */
 	struct weft_json_value *items;
-	char **keys;           /* OBJECT: count keys, items[i] belongs to keys[i] */
+	char **keys;           /* OBJECT: count keys, items[i] belongs to keys[i];
+				* duplicate keys are kept, in document order */
+	size_t at;             /* byte offset of the value's first character */
 } weft_json_value;
+
+/* Where and why a parse failed (weft_json_parse_ex). */
+typedef struct weft_json_error {
+	size_t at;             /* byte offset of the error in the text */
+	int line, col;         /* 1-based */
+	const char *what;      /* the reason alone, e.g. "expected ',' or '}'"
+				* (static storage) */
+} weft_json_error;
 
 /* Parses `len` bytes of `text` into a new tree; free with weft_json_free.
  * `name` stands for the document in messages. Errors: WEFT_ERR_PARSE with
  * "name:line:col: what was expected"; WEFT_ERR_NOMEM. */
 weft_status weft_json_parse(const char *name, const char *text, size_t len,
 			    weft_json_value **out);
+
+/* As weft_json_parse; on WEFT_ERR_PARSE, *err (optional) also gets the
+ * position and the bare reason, for callers that word the message in their
+ * own terms (a file format embedding JSON at some offset). */
+weft_status weft_json_parse_ex(const char *name, const char *text, size_t len,
+			       weft_json_value **out, weft_json_error *err);
 
 /* Reads and parses a file. Errors as weft_json_parse, plus
  * WEFT_ERR_NOT_FOUND / WEFT_ERR_IO naming the path. */
@@ -99,4 +118,4 @@ void weft_json_free(weft_json_value *v);
  * Borrowed from the tree. */
 const weft_json_value *weft_json_get(const weft_json_value *v, const char *key);
 
-#endif /* WEFT_RUNLOG_JSON_H */
+#endif /* WEFT_BASE_JSON_H */

@@ -5,18 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 
 typedef struct parser {
 	const char *name;
 	const char *p, *start, *end;
+	weft_json_error *err;  /* optional: the failure's position and reason */
 } parser;
 
+/* Counts lines only here, on the one failure, so parsing stays linear. */
 static weft_status fail(parser *ps, const char *what)
 {
+	const char *at = ps->p < ps->end ? ps->p : ps->end;
 	int line = 1, col = 1;
 
-	for (const char *q = ps->start; q < ps->p && q < ps->end; q++) {
+	for (const char *q = ps->start; q < at; q++) {
 		if (*q == '\n') {
 			line++;
 			col = 1;
@@ -24,6 +27,9 @@ static weft_status fail(parser *ps, const char *what)
 			col++;
 		}
 	}
+	if (ps->err)
+		*ps->err = (weft_json_error){ .at = (size_t)(at - ps->start), .line = line,
+					      .col = col, .what = what };
 	return weft_error_set(WEFT_ERR_PARSE, "%s:%d:%d: %s", ps->name, line, col, what);
 }
 
@@ -306,6 +312,7 @@ static weft_status parse_value(parser *ps, weft_json_value *v, int depth)
 	skip_ws(ps);
 	if (ps->p >= ps->end)
 		return fail(ps, "unexpected end of document, expected a value");
+	v->at = (size_t)(ps->p - ps->start);
 	switch (*ps->p) {
 	case '{': return parse_container(ps, v, depth, 1);
 	case '[': return parse_container(ps, v, depth, 0);
@@ -353,7 +360,14 @@ void weft_json_free(weft_json_value *v)
 
 weft_status weft_json_parse(const char *name, const char *text, size_t len, weft_json_value **out)
 {
-	parser ps = { .name = name ? name : "<json>", .p = text, .start = text, .end = text + len };
+	return weft_json_parse_ex(name, text, len, out, NULL);
+}
+
+weft_status weft_json_parse_ex(const char *name, const char *text, size_t len,
+			       weft_json_value **out, weft_json_error *err)
+{
+	parser ps = { .name = name ? name : "<json>", .p = text, .start = text, .end = text + len,
+		      .err = err };
 	weft_json_value *v = calloc(1, sizeof(*v));
 	weft_status st;
 

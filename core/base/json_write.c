@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 
 static void init(weft_json_writer *w, FILE *out, int pretty)
 {

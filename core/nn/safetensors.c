@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "nn/safetensors.h"
 
 /* ---- reading the header ---- */
 
-typedef struct parser {
-	const char *path;
-	const char *start, *p, *end;
-} parser;
+/* The header is parsed by the shared JSON reader (base/json.h) into a tree;
+ * this part checks the tree against the format. Positions in messages are
+ * byte offsets into the file (the header starts at byte 8). */
 
-static weft_status corrupt(const parser *ps, const char *fmt, ...) WEFT_PRINTF(2, 3);
+static weft_status corrupt(const char *path, size_t at, const char *fmt, ...) WEFT_PRINTF(3, 4);
 
-static weft_status corrupt(const parser *ps, const char *fmt, ...)
+static weft_status corrupt(const char *path, size_t at, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -25,341 +25,196 @@ static weft_status corrupt(const parser *ps, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	return weft_error_set(WEFT_ERR_CORRUPT, "%s: bad safetensors header at byte %zu: %s; the "
-			      "file is damaged or not safetensors", ps->path,
-			      (size_t)(ps->p - ps->start) + 8, msg);
+			      "file is damaged or not safetensors", path, at + 8, msg);
 }
 
-static void skip_ws(parser *ps)
+/* A non-negative integer written without fraction or exponent, exactly. */
+static weft_status header_uint(const char *path, const weft_json_value *v, uint64_t *out)
 {
-	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
-				   *ps->p == '\r'))
-		ps->p++;
-}
-
-static weft_status expect(parser *ps, char c)
-{
-	skip_ws(ps);
-	if (ps->p >= ps->end)
-		return corrupt(ps, "expected '%c', found the end of the header", c);
-	if (*ps->p != c)
-		return corrupt(ps, "expected '%c', found '%c'", c, *ps->p);
-	ps->p++;
+	if (v->kind != WEFT_JSON_NUMBER || (v->is_integer && v->integer < 0) ||
+	    (!v->is_integer && v->number < 0))
+		return corrupt(path, v->at, "expected a non-negative integer");
+	if (!v->is_integer)
+		return corrupt(path, v->at, v->number >= 0x1p63 ? "an integer too large" :
+			       "expected an integer, found a fraction or exponent");
+	*out = (uint64_t)v->integer;
 	return WEFT_OK;
 }
 
-static int hexval(char c)
+/* An array of at most `max` such integers into vals; *n the count. */
+static weft_status header_uint_list(const char *path, const char *name, const char *what,
+				    const weft_json_value *v, uint64_t *vals, int max, int *n)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
-static weft_status read_hex4(parser *ps, unsigned *out)
-{
-	unsigned v = 0;
-
-	if (ps->end - ps->p < 4)
-		return corrupt(ps, "a \\u escape needs 4 hex digits");
-	for (int i = 0; i < 4; i++) {
-		int h = hexval(ps->p[i]);
-
-		if (h < 0)
-			return corrupt(ps, "a \\u escape needs 4 hex digits");
-		v = v * 16 + (unsigned)h;
-	}
-	ps->p += 4;
-	*out = v;
-	return WEFT_OK;
-}
-
-/* A JSON string into a new malloc'd, NUL-terminated buffer. */
-static weft_status parse_string(parser *ps, char **out)
-{
-	const char *q;
-	char *s, *o;
 	weft_status st;
 
-	*out = NULL;
-	if ((st = expect(ps, '"')))
-		return st;
-	for (q = ps->p; q < ps->end && *q != '"'; q++)
-		if (*q == '\\')
-			q++;
-	if (q >= ps->end)
-		return corrupt(ps, "a string is not closed");
-	/* escapes never make the text longer than its source */
-	s = malloc((size_t)(q - ps->p) + 1);
-	if (!s)
-		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header",
-				      ps->path);
-	o = s;
-	while (*ps->p != '"') {
-		unsigned char c = (unsigned char)*ps->p++;
-		unsigned cp, lo;
+	if (v->kind != WEFT_JSON_ARRAY)
+		return corrupt(path, v->at, "tensor '%s': %s must be an array of integers", name,
+			       what);
+	if (v->count > (size_t)max)
+		return corrupt(path, v->at, "%s has more than %d entries", what, max);
+	for (size_t i = 0; i < v->count; i++)
+		if ((st = header_uint(path, &v->items[i], &vals[i])))
+			return st;
+	*n = (int)v->count;
+	return WEFT_OK;
+}
 
-		if (c < 0x20) {
-			ps->p--;
-			free(s);
-			return corrupt(ps, "a control character inside a string");
-		}
-		if (c != '\\') {
-			*o++ = (char)c;
-			continue;
-		}
-		c = (unsigned char)*ps->p++;
-		switch (c) {
-		case '"': case '\\': case '/':
-			*o++ = (char)c;
-			break;
-		case 'b': *o++ = '\b'; break;
-		case 'f': *o++ = '\f'; break;
-		case 'n': *o++ = '\n'; break;
-		case 'r': *o++ = '\r'; break;
-		case 't': *o++ = '\t'; break;
-		case 'u':
-			if ((st = read_hex4(ps, &cp)))
-				goto out_free;
-			if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
-			    ps->p[1] == 'u') {
-				ps->p += 2;
-				if ((st = read_hex4(ps, &lo)))
-					goto out_free;
-				if (lo < 0xDC00 || lo > 0xDFFF) {
-					st = corrupt(ps, "a broken UTF-16 surrogate pair");
-					goto out_free;
-				}
-				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+/* One tensor's entry {"dtype", "shape", "data_offsets"} into t. */
+static weft_status header_tensor(const char *path, const weft_json_value *v, weft_st_tensor *t)
+{
+	uint64_t vals[WEFT_MAX_DIMS];
+	int have_dtype = 0, have_shape = 0, have_offsets = 0, n;
+	weft_status st;
+
+	if (v->kind != WEFT_JSON_OBJECT)
+		return corrupt(path, v->at, "tensor '%s' must be an object of dtype, shape and "
+			       "data_offsets", t->name);
+	for (size_t i = 0; i < v->count; i++) {
+		const char *key = v->keys[i];
+		const weft_json_value *x = &v->items[i];
+
+		if (!strcmp(key, "dtype")) {
+			if (x->kind != WEFT_JSON_STRING)
+				return corrupt(path, x->at, "tensor '%s': dtype must be a string",
+					       t->name);
+			if (weft_dtype_parse(x->string, &t->dtype))
+				return corrupt(path, x->at, "tensor '%s' has dtype '%s', which weft "
+					       "does not read (known: F32, F16, BF16, I32, I64, U8, "
+					       "U16)", t->name, x->string);
+			have_dtype = 1;
+		} else if (!strcmp(key, "shape")) {
+			if ((st = header_uint_list(path, t->name, "a shape", x, vals, WEFT_MAX_DIMS,
+						   &n)))
+				return st;
+			t->ndim = n;
+			for (int d = 0; d < n; d++) {
+				if (vals[d] > (uint64_t)INT64_MAX / 2)
+					return corrupt(path, x->items[d].at, "tensor '%s' has a dim "
+						       "too large", t->name);
+				t->shape[d] = (int64_t)vals[d];
 			}
-			o += put_utf8(o, cp);
-			break;
-		default:
-			ps->p--;
-			st = corrupt(ps, "an unknown escape '\\%c'", c);
-			goto out_free;
+			have_shape = 1;
+		} else if (!strcmp(key, "data_offsets")) {
+			if ((st = header_uint_list(path, t->name, "data_offsets", x, vals, 2, &n)))
+				return st;
+			if (n != 2)
+				return corrupt(path, x->at, "tensor '%s': data_offsets must be "
+					       "[begin, end]", t->name);
+			t->begin = vals[0];
+			t->end = vals[1];
+			have_offsets = 1;
+		} else {
+			return corrupt(path, x->at, "tensor '%s' has an unknown field '%s' "
+				       "(expected dtype, shape, data_offsets)", t->name, key);
 		}
 	}
-	ps->p++;
-	*o = '\0';
-	*out = s;
+	if (!have_dtype || !have_shape || !have_offsets)
+		return corrupt(path, v->at, "tensor '%s' lacks %s", t->name,
+			       !have_dtype ? "its dtype" : !have_shape ? "its shape" :
+			       "its data_offsets");
 	return WEFT_OK;
-out_free:
-	free(s);
+}
+
+/* The first "format" of "__metadata__" goes to f->format (taken from the
+ * tree); every value must be a string. */
+static weft_status header_metadata(weft_st_file *f, weft_json_value *v)
+{
+	if (v->kind != WEFT_JSON_OBJECT)
+		return corrupt(f->path, v->at, "__metadata__ must be an object of strings");
+	for (size_t i = 0; i < v->count; i++) {
+		weft_json_value *x = &v->items[i];
+
+		if (x->kind != WEFT_JSON_STRING)
+			return corrupt(f->path, x->at, "__metadata__ values must be strings ('%s' "
+				       "is not)", v->keys[i]);
+		if (!strcmp(v->keys[i], "format") && !f->format) {
+			f->format = x->string;
+			x->string = NULL;
+		}
+	}
+	return WEFT_OK;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	char *const *x = *(char *const *const *)a, *const *y = *(char *const *const *)b;
+	int c = strcmp(*x, *y);
+
+	/* equal names in document order, so the later one is reported */
+	return c ? c : (x > y) - (x < y);
+}
+
+/* Tensor names appear once: sorted, in O(n log n) for headers of up to
+ * WEFT_ST_MAX_HEADER bytes (a linear search per name would be quadratic). */
+static weft_status header_unique(const char *path, const weft_json_value *root)
+{
+	char ***order;
+	size_t n = 0;
+	weft_status st = WEFT_OK;
+
+	order = malloc((root->count ? root->count : 1) * sizeof(*order));
+	if (!order)
+		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header", path);
+	for (size_t i = 0; i < root->count; i++)
+		if (strcmp(root->keys[i], "__metadata__"))
+			order[n++] = &root->keys[i];
+	qsort(order, n, sizeof(*order), by_key);
+	for (size_t i = 1; i < n && !st; i++)
+		if (!strcmp(*order[i - 1], *order[i]))
+			st = corrupt(path, root->items[order[i] - root->keys].at,
+				     "tensor '%s' appears twice", *order[i]);
+	free(order);
 	return st;
 }
 
-static weft_status parse_uint(parser *ps, uint64_t *out)
+/* The header's n bytes of JSON at text into f->tensors and f->format. */
+static weft_status header_parse(weft_st_file *f, const char *text, size_t n)
 {
-	uint64_t v = 0;
-
-	skip_ws(ps);
-	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-		return corrupt(ps, "expected a non-negative integer");
-	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
-		unsigned d = (unsigned)(*ps->p - '0');
-
-		if (v > (UINT64_MAX - d) / 10)
-			return corrupt(ps, "an integer too large");
-		v = v * 10 + d;
-		ps->p++;
-	}
-	if (ps->p < ps->end && (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E'))
-		return corrupt(ps, "expected an integer, found a fraction or exponent");
-	*out = v;
-	return WEFT_OK;
-}
-
-/* '[' uint, ... ']' into vals (at most max); *n the count. */
-static weft_status parse_uint_list(parser *ps, const char *what, uint64_t *vals, int max, int *n)
-{
+	weft_json_value *root = NULL;
+	weft_json_error jerr = { 0 };
+	size_t lead = 0;
 	weft_status st;
 
-	*n = 0;
-	if ((st = expect(ps, '[')))
+	while (lead < n && (text[lead] == ' ' || text[lead] == '\t' || text[lead] == '\n' ||
+			    text[lead] == '\r'))
+		lead++;
+	if (lead == n || text[lead] != '{')
+		return corrupt(f->path, lead, "the header must be a JSON object");
+	st = weft_json_parse_ex(f->path, text, n, &root, &jerr);
+	if (st == WEFT_ERR_PARSE)
+		return corrupt(f->path, jerr.at, "%s", jerr.what);
+	if (st)
 		return st;
-	skip_ws(ps);
-	if (ps->p < ps->end && *ps->p == ']') {
-		ps->p++;
-		return WEFT_OK;
+	if ((st = header_unique(f->path, root)))
+		goto out_free;
+	f->tensors = calloc(root->count ? root->count : 1, sizeof(*f->tensors));
+	if (!f->tensors) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header",
+				    f->path);
+		goto out_free;
 	}
-	for (;;) {
-		if (*n == max)
-			return corrupt(ps, "%s has more than %d entries", what, max);
-		if ((st = parse_uint(ps, &vals[(*n)++])))
-			return st;
-		skip_ws(ps);
-		if (ps->p < ps->end && *ps->p == ',') {
-			ps->p++;
+	for (size_t i = 0; i < root->count; i++) {
+		weft_st_tensor *t = &f->tensors[f->count];
+
+		if (!strcmp(root->keys[i], "__metadata__")) {
+			if ((st = header_metadata(f, &root->items[i])))
+				goto out_free;
 			continue;
 		}
-		return expect(ps, ']');
-	}
-}
-
-/* Calls fn for each "key": value of an object, the parser left at the
- * value; fn consumes it. */
-typedef weft_status (*member_fn)(parser *ps, const char *key, void *user);
-
-static weft_status parse_object(parser *ps, member_fn fn, void *user)
-{
-	weft_status st;
-
-	if ((st = expect(ps, '{')))
-		return st;
-	skip_ws(ps);
-	if (ps->p < ps->end && *ps->p == '}') {
-		ps->p++;
-		return WEFT_OK;
-	}
-	for (;;) {
-		char *key;
-
-		skip_ws(ps);
-		if ((st = parse_string(ps, &key)))
-			return st;
-		st = expect(ps, ':');
-		if (!st)
-			st = fn(ps, key, user);
-		free(key);
-		if (st)
-			return st;
-		skip_ws(ps);
-		if (ps->p < ps->end && *ps->p == ',') {
-			ps->p++;
-			continue;
+		if (!root->keys[i][0]) {
+			st = corrupt(f->path, root->items[i].at, "a tensor has an empty name");
+			goto out_free;
 		}
-		return expect(ps, '}');
+		/* the name is taken from the tree, which frees what is left */
+		t->name = root->keys[i];
+		root->keys[i] = NULL;
+		f->count++;
+		if ((st = header_tensor(f->path, &root->items[i], t)))
+			goto out_free;
 	}
-}
-
-typedef struct tensor_seen {
-	weft_st_tensor *t;
-	int dtype, shape, offsets;
-} tensor_seen;
-
-static weft_status tensor_member(parser *ps, const char *key, void *user)
-{
-	tensor_seen *s = user;
-	weft_st_tensor *t = s->t;
-	uint64_t vals[WEFT_MAX_DIMS + 1];
-	char *text;
-	int n;
-	weft_status st;
-
-	if (!strcmp(key, "dtype")) {
-		if ((st = parse_string(ps, &text)))
-			return st;
-		st = weft_dtype_parse(text, &t->dtype);
-		if (st)
-			st = corrupt(ps, "tensor '%s' has dtype '%s', which weft does not read "
-				     "(known: F32, F16, BF16, I32, I64, U8, U16)", t->name, text);
-		free(text);
-		s->dtype = 1;
-		return st;
-	}
-	if (!strcmp(key, "shape")) {
-		if ((st = parse_uint_list(ps, "a shape", vals, WEFT_MAX_DIMS, &n)))
-			return st;
-		t->ndim = n;
-		for (int i = 0; i < n; i++) {
-			if (vals[i] > (uint64_t)INT64_MAX / 2)
-				return corrupt(ps, "tensor '%s' has a dim too large", t->name);
-			t->shape[i] = (int64_t)vals[i];
-		}
-		s->shape = 1;
-		return WEFT_OK;
-	}
-	if (!strcmp(key, "data_offsets")) {
-		if ((st = parse_uint_list(ps, "data_offsets", vals, 2, &n)))
-			return st;
-		if (n != 2)
-			return corrupt(ps, "tensor '%s': data_offsets must be [begin, end]", t->name);
-		t->begin = vals[0];
-		t->end = vals[1];
-		s->offsets = 1;
-		return WEFT_OK;
-	}
-	return corrupt(ps, "tensor '%s' has an unknown field '%s' (expected dtype, shape, "
-		       "data_offsets)", t->name, key);
-}
-
-static weft_status metadata_member(parser *ps, const char *key, void *user)
-{
-	weft_st_file *f = user;
-	char *val;
-	weft_status st;
-
-	skip_ws(ps);
-	if ((st = parse_string(ps, &val)))
-		return corrupt(ps, "__metadata__ values must be strings ('%s' is not)", key);
-	if (!strcmp(key, "format") && !f->format) {
-		f->format = val;
-		return WEFT_OK;
-	}
-	free(val);
-	return WEFT_OK;
-}
-
-static weft_status top_member(parser *ps, const char *key, void *user)
-{
-	weft_st_file *f = user;
-	tensor_seen seen = { 0 };
-	weft_st_tensor *t, *grown;
-	weft_status st;
-
-	if (!strcmp(key, "__metadata__"))
-		return parse_object(ps, metadata_member, f);
-	if (!key[0])
-		return corrupt(ps, "a tensor has an empty name");
-	if (weft_st_find(f, key))
-		return corrupt(ps, "tensor '%s' appears twice", key);
-	grown = realloc(f->tensors, (f->count + 1) * sizeof(*grown));
-	if (!grown)
-		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header",
-				      ps->path);
-	f->tensors = grown;
-	t = &f->tensors[f->count];
-	memset(t, 0, sizeof(*t));
-	t->name = strdup(key);
-	if (!t->name)
-		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header",
-				      ps->path);
-	f->count++;
-	seen.t = t;
-	if ((st = parse_object(ps, tensor_member, &seen)))
-		return st;
-	if (!seen.dtype || !seen.shape || !seen.offsets)
-		return corrupt(ps, "tensor '%s' lacks %s", key,
-			       !seen.dtype ? "its dtype" : !seen.shape ? "its shape" :
-			       "its data_offsets");
-	return WEFT_OK;
+out_free:
+	weft_json_free(root);
+	return st;
 }
 
 static int by_begin(const void *a, const void *b)
@@ -469,7 +324,6 @@ out_close:
 weft_status weft_st_open(const char *path, weft_st_file **out)
 {
 	weft_st_file *f;
-	parser ps = { .path = path };
 	uint64_t n = 0;
 	weft_status st;
 
@@ -497,20 +351,8 @@ weft_status weft_st_open(const char *path, weft_st_file **out)
 				    "the file is shorter than that");
 		goto out_close;
 	}
-	ps.start = ps.p = (const char *)f->buf + 8;
-	ps.end = ps.start + n;
-	skip_ws(&ps);
-	if (ps.p >= ps.end || *ps.p != '{') {
-		st = corrupt(&ps, "the header must be a JSON object");
+	if ((st = header_parse(f, (const char *)f->buf + 8, (size_t)n)))
 		goto out_close;
-	}
-	if ((st = parse_object(&ps, top_member, f)))
-		goto out_close;
-	skip_ws(&ps);
-	if (ps.p != ps.end) {
-		st = corrupt(&ps, "text after the header's closing brace");
-		goto out_close;
-	}
 	if ((st = check_layout(f, f->size - 8 - n)))
 		goto out_close;
 	for (size_t i = 0; i < f->count; i++)
@@ -545,122 +387,85 @@ const weft_st_tensor *weft_st_find(const weft_st_file *f, const char *name)
 
 /* ---- writing ---- */
 
-typedef struct strbuf {
-	char *s;
-	size_t len, cap;
-	int oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
+/* The header as compact JSON (base/json.h): the metadata, then each
+ * tensor with its offsets into the data in entry order. A new string in
+ * *text; free(). */
+static weft_status header_build(const char *path, const weft_st_entry *e, size_t n, char **text)
 {
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *g;
+	weft_json_writer w;
+	uint64_t at = 0;
+	weft_status st;
 
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		g = realloc(b->s, cap);
-		if (!g) {
-			b->oom = 1;
-			return;
-		}
-		b->s = g;
-		b->cap = cap;
+	weft_json_writer_string(&w, 0);
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "__metadata__");
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "format");
+	weft_json_string(&w, "pt");
+	weft_json_end_object(&w);
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
+		uint64_t bytes;
+
+		if (e[i].ndim)
+			memcpy(tmp.shape, e[i].shape, (size_t)e[i].ndim * sizeof(int64_t));
+		bytes = weft_tensor_nbytes(&tmp);
+		weft_json_key(&w, e[i].name);
+		weft_json_begin_object(&w);
+		weft_json_key(&w, "dtype");
+		weft_json_string(&w, weft_dtype_name(e[i].dtype));
+		weft_json_key(&w, "shape");
+		weft_json_begin_array(&w);
+		for (int32_t d = 0; d < e[i].ndim; d++)
+			weft_json_int(&w, e[i].shape[d]);
+		weft_json_end_array(&w);
+		/* offsets of data held in memory: far below INT64_MAX */
+		weft_json_key(&w, "data_offsets");
+		weft_json_begin_array(&w);
+		weft_json_int(&w, (int64_t)at);
+		weft_json_int(&w, (int64_t)(at + bytes));
+		weft_json_end_array(&w);
+		weft_json_end_object(&w);
+		at += bytes;
 	}
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) WEFT_PRINTF(2, 3);
-
-static void sb_printf(strbuf *b, const char *fmt, ...)
-{
-	char tmp[128];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	sb_put(b, tmp, (size_t)n);
-}
-
-static void sb_json_string(strbuf *b, const char *s)
-{
-	sb_put(b, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			char e[2] = { '\\', (char)c };
-
-			sb_put(b, e, 2);
-		} else if (c < 0x20) {
-			sb_printf(b, "\\u%04x", c);
-		} else {
-			sb_put(b, s, 1);
-		}
-	}
-	sb_put(b, "\"", 1);
+	weft_json_end_object(&w);
+	if ((st = weft_json_finish(&w, text)))
+		return weft_error_wrap(st, "%s: building the safetensors header", path);
+	return WEFT_OK;
 }
 
 weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 {
-	strbuf h = { 0 };
-	uint64_t at = 0, hlen;
+	static const char spaces[8] = "        ";
+	char *header = NULL;
+	size_t hlen, pad;
 	unsigned char len8[8];
 	FILE *fp = NULL;
 	weft_status st = WEFT_OK;
 
-	static const char meta[] = "{\"__metadata__\":{\"format\":\"pt\"}";
-
-	sb_put(&h, meta, sizeof(meta) - 1);
 	for (size_t i = 0; i < n; i++) {
-		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
-		size_t bytes;
-
-		if (!e[i].name || !e[i].name[0] || strlen(e[i].name) > 4096) {
-			st = weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor %zu has an empty or "
-					    "over-long name", path, i);
-			goto out_free;
-		}
+		if (!e[i].name || !e[i].name[0] || strlen(e[i].name) > 4096)
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor %zu has an empty or "
+					      "over-long name", path, i);
 		for (size_t j = 0; j < i; j++)
-			if (!strcmp(e[j].name, e[i].name)) {
-				st = weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor name '%s' "
-						    "given twice", path, e[i].name);
-				goto out_free;
-			}
-		if (e[i].ndim)
-			memcpy(tmp.shape, e[i].shape, (size_t)e[i].ndim * sizeof(int64_t));
-		bytes = weft_tensor_nbytes(&tmp);
-		sb_put(&h, ",", 1);
-		sb_json_string(&h, e[i].name);
-		sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", weft_dtype_name(e[i].dtype));
-		for (int32_t d = 0; d < e[i].ndim; d++)
-			sb_printf(&h, d ? ",%lld" : "%lld", (long long)e[i].shape[d]);
-		sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
-			  (unsigned long long)(at + bytes));
-		at += bytes;
+			if (!strcmp(e[j].name, e[i].name))
+				return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor name '%s' "
+						      "given twice", path, e[i].name);
 	}
-	sb_put(&h, "}", 1);
-	while (!h.oom && h.len % 8)
-		sb_put(&h, " ", 1);
-	if (h.oom) {
-		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory building the header", path);
-		goto out_free;
-	}
-	hlen = h.len;
+	if ((st = header_build(path, e, n, &header)))
+		return st;
+	/* spaces after the JSON so the data starts 8-byte aligned */
+	hlen = strlen(header);
+	pad = (8 - hlen % 8) % 8;
 	for (int i = 0; i < 8; i++)
-		len8[i] = (unsigned char)(hlen >> (8 * i));
+		len8[i] = (unsigned char)((uint64_t)(hlen + pad) >> (8 * i));
 	fp = fopen(path, "wb");
 	if (!fp) {
 		st = weft_error_set(WEFT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
 		goto out_free;
 	}
-	if (fwrite(len8, 1, 8, fp) != 8 || fwrite(h.s, 1, h.len, fp) != h.len)
+	if (fwrite(len8, 1, 8, fp) != 8 || fwrite(header, 1, hlen, fp) != hlen ||
+	    fwrite(spaces, 1, pad, fp) != pad)
 		goto out_write_error;
 	for (size_t i = 0; i < n; i++) {
 		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
@@ -676,7 +481,7 @@ weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 		fp = NULL;
 		goto out_write_error;
 	}
-	free(h.s);
+	free(header);
 	return WEFT_OK;
 out_write_error:
 	st = weft_error_set(WEFT_ERR_IO, "%s: write failed: %s (is the disk full?)", path,
@@ -684,6 +489,6 @@ out_write_error:
 	if (fp)
 		fclose(fp);
 out_free:
-	free(h.s);
+	free(header);
 	return st;
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "runlog/atomic_dir.h"
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/sha256.h"
 
 #define PATH_LEN 4096

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/report.h"
 
 #define RULE_WIDTH 100

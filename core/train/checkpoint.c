@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "runlog/atomic_dir.h"
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/rundir.h"
 #include "tp/tp.h"
 #include "train/optim_state.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 #include "weft_test.h"
 
 int main(void)
@@ -95,5 +95,33 @@ int main(void)
 		 "after the document");
 	WT_FAILS(weft_json_parse("m.json", "[\"\\ud800\"]", 10, &v), WEFT_ERR_PARSE, "surrogate");
 	WT_CHECK(v == NULL);
+
+	/* Each value keeps its byte offset; duplicate keys stay, in order. */
+	{
+		const char *doc = " {\"k\": [10, \"x\"],\n \"k\": null}";
+
+		WT_OK(weft_json_parse("p", doc, strlen(doc), &v));
+		WT_CHECK(v->at == 1 && v->count == 2);
+		WT_CHECK(!strcmp(v->keys[0], "k") && !strcmp(v->keys[1], "k"));
+		WT_CHECK(v->items[0].at == 7 && v->items[0].items[0].at == 8 &&
+			 v->items[0].items[1].at == 12);
+		WT_CHECK(v->items[1].kind == WEFT_JSON_NULL && v->items[1].at == 24);
+		weft_json_free(v);
+	}
+
+	/* weft_json_parse_ex gives the failure's place and bare reason too. */
+	{
+		weft_json_error err = { 0 };
+
+		WT_FAILS(weft_json_parse_ex("e.json", "{\"a\": 1,\n  ]", 12, &v, &err),
+			 WEFT_ERR_PARSE, "e.json:2:3:", "expected a string key");
+		WT_CHECK(err.at == 11 && err.line == 2 && err.col == 3);
+		WT_CHECK(err.what && !strcmp(err.what, "expected a string key"));
+		/* at the end of the text, the offset is the text's length */
+		WT_FAILS(weft_json_parse_ex("e.json", "[1, 2", 5, &v, &err), WEFT_ERR_PARSE,
+			 "e.json:1:6:");
+		WT_CHECK(err.at == 5 && err.col == 6);
+		WT_CHECK(v == NULL);
+	}
 	return wt_done("test_json");
 }

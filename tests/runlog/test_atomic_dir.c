@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runlog/atomic_dir.h"
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/sha256.h"
 #include "weft_test.h"
 

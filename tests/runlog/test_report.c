@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/report.h"
 #include "weft/memory.h"
 #include "weft_test.h"

@@ -13,7 +13,7 @@
  * Labelled "slow" (the ASan pass skips it): full epochs of Fashion-MNIST.
  * Skipped (77) when the dataset package is not installed.
  */
-#include "runlog/json.h"
+#include "base/json.h"
 #include "train_test.h"
 #include "weft/status.h"
 

@@ -18,7 +18,7 @@
  * Labelled "slow" (the ASan pass skips it). Skipped (77) when the fortune
  * files are missing (apt-get install fortunes-min fortunes).
  */
-#include "runlog/json.h"
+#include "base/json.h"
 #include "train_test.h"
 #include "weft/config.h"
 #include "weft/status.h"

@@ -13,7 +13,7 @@
  */
 #include <dirent.h>
 
-#include "runlog/json.h"
+#include "base/json.h"
 #include "runlog/tb_events.h"
 #include "train_test.h"
 #include "weft/status.h"
