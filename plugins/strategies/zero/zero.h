@@ -43,14 +43,22 @@ typedef struct zunit {
 	int rs_launched;
 } zunit;
 
-/* A buffer pool of equal slots (one unit's padded size), grown on demand
- * and kept for the run: a step allocates nothing after the first. */
+/* Free buffers of one size (a unit's padded size, N * chunk). */
+typedef struct zpool_class {
+	int64_t elems;
+	float **free_list;
+	size_t n_free, n_total;
+} zpool_class;
+
+/* A buffer pool by exact size, grown on demand and kept for the run: a
+ * step allocates nothing after the first, and a small unit never takes a
+ * large unit's buffer. */
 typedef struct zpool {
 	weft_mem_category cat;
-	int64_t slot_elems;
-	float **free_list;
-	size_t n_free, n_total, cap;
-	size_t n_used, peak_used;
+	zpool_class *cls;          /* one per distinct unit size */
+	size_t n_cls;
+	int uniform;               /* one class of the largest size serves every unit */
+	int64_t bytes_total;       /* allocated, in use or free */
 } zpool;
 
 /* One collective in flight (FIFO, as the comm thread runs them). */
@@ -127,8 +135,15 @@ weft_status zero_setup(void *p);
 void zero_destroy(void *p);
 weft_status zero_state(void *p, weft_strategy_state *out);
 weft_status zero_gather_params(void *p, int gather);
-float *zero_pool_get(zero *z, zpool *pool);
-void zero_pool_put(zpool *pool, float *buf);
+/* A buffer of `elems` floats (not zeroed), or NULL with the error set. */
+float *zero_pool_get(zero *z, zpool *pool, int64_t elems);
+/* Returns a buffer from zero_pool_get of the same `elems`; NULL ignored. */
+void zero_pool_put(zpool *pool, float *buf, int64_t elems);
+/* Sizes the pool for every unit's padded size (setup). uniform: one size,
+ * the largest, so any free buffer serves any unit (gradient buckets, which
+ * are all about reduce_bucket_size); else one class per size (stage 3's
+ * gathered modules, whose sizes differ by orders of magnitude). */
+weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform);
 int64_t zero_now_ns(void);
 weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
 /* Points the unit's parameters (data) at buf, or NULL. */

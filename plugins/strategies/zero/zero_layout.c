@@ -209,47 +209,80 @@ out_free:
 
 /* ---- pools ------------------------------------------------------------ */
 
-float *zero_pool_get(zero *z, zpool *pool)
+static zpool_class *pool_class(zpool *pool, int64_t elems)
 {
+	if (pool->uniform)
+		return pool->n_cls && elems <= pool->cls[0].elems ? &pool->cls[0] : NULL;
+	for (size_t i = 0; i < pool->n_cls; i++)
+		if (pool->cls[i].elems == elems)
+			return &pool->cls[i];
+	return NULL;
+}
+
+weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->cat = cat;
+	pool->uniform = uniform;
+	pool->cls = calloc(z->n_units + 1, sizeof(*pool->cls));
+	if (!pool->cls)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory", z->label);
+	for (size_t k = 0; k < z->n_units; k++) {
+		int64_t elems = z->world * (uniform ? z->max_chunk : z->units[k].chunk);
+		zpool_class *c = pool_class(pool, elems);
+
+		if (!c) {
+			c = &pool->cls[pool->n_cls++];
+			c->elems = elems;
+		}
+		c->n_total++; /* capacity: every unit of this size at once */
+	}
+	for (size_t i = 0; i < pool->n_cls; i++) {
+		pool->cls[i].free_list = calloc(pool->cls[i].n_total, sizeof(float *));
+		if (!pool->cls[i].free_list)
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory",
+						 z->label);
+		pool->cls[i].n_total = 0;
+	}
+	return WEFT_OK;
+}
+
+float *zero_pool_get(zero *z, zpool *pool, int64_t elems)
+{
+	zpool_class *c = pool_class(pool, elems);
 	float *b;
 
-	(void)z;
-	if (pool->n_free) {
-		b = pool->free_list[--pool->n_free];
-	} else {
-		if (pool->n_total == pool->cap) {
-			size_t cap = pool->cap ? pool->cap * 2 : 8;
-			float **fl = realloc(pool->free_list, cap * sizeof(*fl));
-
-			if (!fl)
-				return NULL;
-			pool->free_list = fl;
-			pool->cap = cap;
-		}
-		b = g_host->mem_alloc(pool->cat, (size_t)pool->slot_elems * sizeof(float));
-		if (!b)
-			return NULL;
-		pool->n_total++;
+	if (!c) {
+		g_host->error_set(WEFT_ERR_INTERNAL, "strategy '%s': no pool class of %lld elements",
+				  z->label, (long long)elems);
+		return NULL;
 	}
-	pool->n_used++;
-	if (pool->n_used > pool->peak_used)
-		pool->peak_used = pool->n_used;
+	if (c->n_free)
+		return c->free_list[--c->n_free];
+	b = g_host->mem_alloc(pool->cat, (size_t)c->elems * sizeof(float));
+	if (!b)
+		return NULL;
+	c->n_total++;
+	pool->bytes_total += c->elems * (int64_t)sizeof(float);
 	return b;
 }
 
-void zero_pool_put(zpool *pool, float *buf)
+void zero_pool_put(zpool *pool, float *buf, int64_t elems)
 {
-	if (!buf)
-		return;
-	pool->free_list[pool->n_free++] = buf;
-	pool->n_used--;
+	zpool_class *c = buf ? pool_class(pool, elems) : NULL;
+
+	if (c)
+		c->free_list[c->n_free++] = buf;
 }
 
 static void pool_fini(zpool *pool)
 {
-	for (size_t i = 0; i < pool->n_free; i++)
-		g_host->mem_free(pool->free_list[i]);
-	free(pool->free_list);
+	for (size_t i = 0; i < pool->n_cls; i++) {
+		for (size_t k = 0; k < pool->cls[i].n_free; k++)
+			g_host->mem_free(pool->cls[i].free_list[k]);
+		free(pool->cls[i].free_list);
+	}
+	free(pool->cls);
 	memset(pool, 0, sizeof(*pool));
 }
 
@@ -467,8 +500,11 @@ weft_status zero_setup(void *p)
 		for (size_t k = 0; k < z->n_slots; k++)
 			z->slots[k] = z->slot_mem + k * (size_t)z->shard_numel;
 	}
-	z->ppool = (zpool){ .cat = WEFT_MEM_PARAMS, .slot_elems = z->world * z->max_chunk };
-	z->gpool = (zpool){ .cat = WEFT_MEM_GRADS, .slot_elems = z->world * z->max_chunk };
+	st = zero_pool_init(z, &z->ppool, WEFT_MEM_PARAMS, 0);
+	if (!st)
+		st = zero_pool_init(z, &z->gpool, WEFT_MEM_GRADS, 1);
+	if (st)
+		return st;
 	if (z->stage <= 2) {
 		z->staging = alloc_f32(z, WEFT_MEM_COMM, z->world * z->max_chunk,
 				       "the communication staging buffer");
@@ -572,7 +608,7 @@ weft_status zero_gather_params(void *p, int gather)
 				t->offset = (size_t)z->param_off[u->p_first + i] * sizeof(float);
 			}
 			if (!u->persist) {
-				zero_pool_put(&z->ppool, u->pbuf);
+				zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
 				z->live_elems -= u->hi - u->lo;
 				u->pbuf = NULL;
 				u->ag = 0;
@@ -608,10 +644,10 @@ void zero_destroy(void *p)
 		if (u->persist) {
 			g_host->mem_free(u->pbuf);
 		} else if (u->pbuf) {
-			zero_pool_put(&z->ppool, u->pbuf);
+			zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
 		}
 		if (u->gbuf)
-			zero_pool_put(&z->gpool, u->gbuf);
+			zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 		u->pbuf = u->gbuf = NULL;
 	}
 	pool_fini(&z->ppool);

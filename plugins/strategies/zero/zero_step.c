@@ -67,7 +67,7 @@ static void retire(zero *z, zwork *e, int64_t now)
 			dst[i] += src[i];
 	}
 	zero_point_grads(z, u, NULL);
-	zero_pool_put(&z->gpool, u->gbuf);
+	zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 	u->gbuf = NULL;
 }
 
@@ -137,11 +137,11 @@ static weft_status launch_ag(zero *z, size_t k, int blocking)
 	weft_comm_work *w = NULL;
 	weft_status st;
 
-	u->pbuf = zero_pool_get(z, &z->ppool);
+	u->pbuf = zero_pool_get(z, &z->ppool, z->world * u->chunk);
 	if (!u->pbuf)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
 					 "gathering unit %zu (%lld bytes)", z->label, z->rank, k,
-					 (long long)z->ppool.slot_elems * 4);
+					 (long long)(z->world * u->chunk * 4));
 	mine = u->pbuf + (int64_t)z->rank * u->chunk;
 	memcpy(mine, z->pshard + u->packed, (size_t)piece * sizeof(float));
 	if (piece < u->chunk)
@@ -197,7 +197,7 @@ static void release(zero *z, zunit *u)
 	if (u->persist || u->ag != 2)
 		return;
 	zero_point_params(z, u, NULL);
-	zero_pool_put(&z->ppool, u->pbuf);
+	zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
 	u->pbuf = NULL;
 	u->ag = 0;
 	u->owner = NULL;
@@ -268,12 +268,12 @@ static weft_status grad_bucket(zero *z, size_t k)
 				return st;
 			break;
 		}
-	u->gbuf = zero_pool_get(z, &z->gpool);
+	u->gbuf = zero_pool_get(z, &z->gpool, z->world * u->chunk);
 	if (!u->gbuf)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
 					 "for the gradient bucket of unit %zu", z->label, z->rank,
 					 k);
-	memset(u->gbuf, 0, (size_t)z->gpool.slot_elems * sizeof(float));
+	memset(u->gbuf, 0, (size_t)(z->world * u->chunk) * sizeof(float));
 	zero_point_grads(z, u, u->gbuf);
 	return WEFT_OK;
 }
@@ -613,7 +613,7 @@ static weft_status micro(zero *z, const weft_micro_batch *b, double scale, doubl
 
 		if (u->gbuf) {
 			zero_point_grads(z, u, NULL);
-			zero_pool_put(&z->gpool, u->gbuf);
+			zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 			u->gbuf = NULL;
 		}
 	}
@@ -622,8 +622,7 @@ static weft_status micro(zero *z, const weft_micro_batch *b, double scale, doubl
 
 static int64_t working_set(const zero *z)
 {
-	return (int64_t)(z->ppool.n_total + z->gpool.n_total) * z->ppool.slot_elems * 4 +
-	       z->persist_bytes;
+	return z->ppool.bytes_total + z->gpool.bytes_total + z->persist_bytes;
 }
 
 weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out)
