@@ -232,7 +232,10 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	};
 	t0 = weft_trainer_now();
 	t->micro_in_step = 0;
+	t->step_micro = micro;
+	t->step_n_micro = in.n_micro;
 	st = t->strat_ops->train_step(t->strat, &in, &rep);
+	t->step_micro = NULL;
 	if (st)
 		return st;
 	t->train_seconds += weft_trainer_now() - t0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "launch/launch.h"
+#include "pipeline/stage.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
 #include "tp/tp.h"
@@ -179,6 +180,37 @@ static weft_status tr_evaluate(void *p, const weft_micro_batch *b, weft_eval_rep
 		rep->counted += r.counted;
 	}
 	return WEFT_OK;
+}
+
+/* Pipeline stages of the model (env->stage_*, for pipeline strategies):
+ * built with the model's own options, run as core/pipeline/stage.h says. */
+static weft_status tr_stage_create(void *p, uint32_t parts, int64_t layer_begin, int64_t layer_end,
+				   void **stage, weft_params **params)
+{
+	weft_trainer *t = p;
+
+	return weft_pp_stage_create(t->model, &t->model_opts, parts, layer_begin, layer_end,
+				    (weft_pp_stage **)stage, params);
+}
+
+static weft_status tr_stage_forward(void *p, void *stage, weft_ctx *ctx, const weft_micro_batch *b,
+				    weft_tensor *x, int train, double loss_scale, weft_tensor **out,
+				    double *loss, weft_eval_report *rep)
+{
+	weft_trainer *t = p;
+	uint64_t key = 0;
+
+	/* the key tr_forward_backward gives the same micro-batch */
+	if (train && t->step_micro && b >= t->step_micro && b < t->step_micro + t->step_n_micro)
+		key = (uint64_t)(t->global_step * t->tc.accumulate + (b - t->step_micro)) + 1;
+	return weft_pp_stage_forward(stage, ctx, t->tc.seed, key, b, x, train, loss_scale, out,
+				     loss, rep);
+}
+
+static void tr_stage_free(void *p, void *stage)
+{
+	(void)p;
+	weft_pp_stage_free(stage);
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -395,6 +427,9 @@ static weft_status setup_strategy(weft_trainer *t)
 		.replica_forward_backward = tr_replica_forward_backward,
 		.replica_free = tr_replica_free,
 		.n_devices = one_process_strategy(t) ? (int32_t)t->tc.devices : 1,
+		.stage_create = tr_stage_create,
+		.stage_forward = tr_stage_forward,
+		.stage_free = tr_stage_free,
 	};
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }
@@ -627,6 +662,7 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = strategy_plan(t, &mo);
 	if (st)
 		return st;
+	t->model_opts = mo;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model);
 	if (st)
 		return st;

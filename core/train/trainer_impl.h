@@ -120,6 +120,13 @@ typedef struct weft_trainer {
 	 * (the strategy's plan: the dp coordinate and size under tensor
 	 * parallelism; else rank and world) */
 	int32_t data_rank, data_world;
+
+	/* appended (pp): the options the model was built with (stages are
+	 * built with the same), and the micro-batches of the step in flight
+	 * (a stage's dropout key is the micro-batch's index in them) */
+	weft_model_options model_opts;
+	const weft_micro_batch *step_micro;
+	size_t step_n_micro;
 } weft_trainer;
 
 /* trainer.c */

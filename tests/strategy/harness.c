@@ -14,6 +14,7 @@
 
 #include "dist/dist.h"
 #include "dist/pg.h"
+#include "pipeline/stage.h"
 #include "plugin/registry.h"
 #include "train/optim_state.h"
 #include "weft/config.h"
@@ -254,36 +255,18 @@ static void cb_replica_free(void *tr, void *replica)
 	free(replica);
 }
 
-/* Pipeline stages of the GPT (env->stage_create ..., appended for pp). */
-typedef struct h_stage {
-	weft_model *m;
-	uint32_t parts;
-} h_stage;
-
+/* Pipeline stages of the GPT (env->stage_create ..., appended for pp):
+ * core/pipeline/stage.h, as the trainer builds and runs them. */
 static weft_status cb_stage_create(void *tr, uint32_t parts, int64_t layer_begin,
 				   int64_t layer_end, void **stage, weft_params **params)
 {
 	h_trainer *t = tr;
-	weft_gpt_config gc = gpt_config(t->c);
-	weft_model_options mo = { .device = WEFT_CPU, .seed = t->c->seed, .stage = parts,
-				  .layer_begin = layer_begin, .layer_end = layer_end };
-	h_stage *hs;
-	weft_status st;
+	weft_model_options mo = { .device = WEFT_CPU, .seed = t->c->seed };
 
-	if (t->c->model != H_MODEL_GPT)
+	if (!t->main.m)
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "harness: only the GPT has stages");
-	hs = calloc(1, sizeof(*hs));
-	if (!hs)
-		return weft_error_set(WEFT_ERR_NOMEM, "harness: stage");
-	st = weft_model_create_gpt(&gc, &mo, &hs->m);
-	if (st) {
-		free(hs);
-		return st;
-	}
-	hs->parts = parts;
-	*stage = hs;
-	*params = weft_model_params(hs->m);
-	return WEFT_OK;
+	return weft_pp_stage_create(t->main.m, &mo, parts, layer_begin, layer_end,
+				    (weft_pp_stage **)stage, params);
 }
 
 static weft_status cb_stage_forward(void *tr, void *stage, weft_ctx *ctx,
@@ -292,44 +275,15 @@ static weft_status cb_stage_forward(void *tr, void *stage, weft_ctx *ctx,
 				    weft_eval_report *rep)
 {
 	h_trainer *t = tr;
-	h_stage *hs = stage;
-	int g = weft_ctx_set_grad_enabled(ctx, train), tm = weft_ctx_set_training(ctx, train);
-	weft_tensor *in = x ? x : b->data.inputs;
-	weft_status st;
 
-	weft_ctx_set_rng(ctx, t->c->seed, b->row_offset);
-	if (!(hs->parts & WEFT_STAGE_HEAD)) {
-		st = weft_model_forward(hs->m, ctx, in, out);
-	} else {
-		weft_model_output o;
-		weft_batch bb = { .inputs = in, .targets = b->data.targets };
-
-		st = weft_model_loss(hs->m, ctx, &bb, &o);
-		if (!st) {
-			*loss = ((const float *)o.loss->data)[0];
-			*out = o.loss;
-			if (loss_scale != 1.0)
-				st = weft_op_scale(ctx, o.loss, (float)loss_scale, out);
-			if (!train && rep) {
-				rep->loss_sum += *loss * (double)b->rows;
-				rep->rows += b->rows;
-			}
-		}
-	}
-	weft_ctx_set_grad_enabled(ctx, g);
-	weft_ctx_set_training(ctx, tm);
-	return st;
+	return weft_pp_stage_forward(stage, ctx, t->c->seed, 0, b, x, train, loss_scale, out,
+				     loss, rep);
 }
 
 static void cb_stage_free(void *tr, void *stage)
 {
-	h_stage *hs = stage;
-
 	(void)tr;
-	if (!hs)
-		return;
-	weft_model_free(hs->m);
-	free(hs);
+	weft_pp_stage_free(stage);
 }
 
 /* ---- data --------------------------------------------------------------- */

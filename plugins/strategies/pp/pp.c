@@ -39,6 +39,17 @@ weft_status pp_sum(pp_strategy *s, double *v, int n)
 	return st ? g_host->error_wrap(st, "strategy 'pp': all-reduce over the pipeline") : WEFT_OK;
 }
 
+static weft_status pp_check_world(const pp_options *o, const weft_cfg *section, int32_t world)
+{
+	if (o->pp == world)
+		return WEFT_OK;
+	return g_host->cfg_error(section ? g_host->cfg_get(section, "pp") : NULL,
+				 "pp is %d but the world has %d ranks; strategy pp needs pp = "
+				 "world size (pp x tp x dp = %d x 1 x 1 = %d != %d); use strategy "
+				 "hybrid to combine it with data or tensor parallelism",
+				 o->pp, (int)world, o->pp, o->pp, (int)world);
+}
+
 static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
 {
 	pp_strategy *s;
@@ -50,14 +61,9 @@ static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *e
 	st = pp_options_parse(section, env, "pp", &s->o);
 	if (st)
 		goto out_free;
-	if (s->o.pp != env->world_size) {
-		st = g_host->cfg_error(section ? g_host->cfg_get(section, "pp") : NULL,
-				       "pp is %d but the world has %d ranks; strategy pp needs pp = "
-				       "world size (pp x tp x dp = %d x 1 x 1 = %d != %d); use strategy "
-				       "hybrid to combine it with data or tensor parallelism",
-				       s->o.pp, env->world_size, s->o.pp, s->o.pp, env->world_size);
+	st = pp_check_world(&s->o, section, env->world_size);
+	if (st)
 		goto out_free;
-	}
 	if (env->struct_size < offsetof(weft_strategy_env, stage_free) + sizeof(env->stage_free) ||
 	    !env->stage_create || !env->stage_forward || !env->stage_free) {
 		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': this trainer cannot "
@@ -91,6 +97,27 @@ static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *e
 out_free:
 	free(s);
 	return st;
+}
+
+/* Every rank of a pipeline reads the same rows: with pp = world size the
+ * data is not split at all. The model is built whole (each rank then
+ * builds its stages from it). */
+static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
+			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
+{
+	weft_strategy_env env = { .struct_size = sizeof(env), .rank = rank, .world_size = world };
+	pp_options o;
+	weft_status st;
+
+	(void)mo;
+	st = pp_options_parse(section, &env, "pp", &o);
+	if (!st)
+		st = pp_check_world(&o, section, world);
+	if (st)
+		return st;
+	*data_rank = 0;
+	*data_world = 1;
+	return WEFT_OK;
 }
 
 static weft_status pp_setup(void *p)
@@ -450,4 +477,5 @@ const weft_strategy_ops weft_strategy_pp = {
 	.state = pp_state,
 	.destroy = pp_destroy,
 	.gather_params = pp_gather_params,
+	.plan = pp_plan,
 };

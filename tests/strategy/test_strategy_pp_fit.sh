@@ -1,0 +1,96 @@
+#!/bin/sh
+# `weft fit` with strategy pp: the trainer gives the strategy its stage
+# callbacks (core/pipeline/stage.h) and, through the strategy's plan, the
+# same rows to every rank of the pipeline. Against the one-process run of
+# the same batches (6 steps of SGD, 4 micro-batches per step through
+# trainer.accumulate_grad_batches, a 4-block GPT, fortune texts): every
+# step's train loss and the final val loss within 1e-5 relative, for
+# gpipe, 1f1b and interleaved_1f1b (2 virtual stages) on 2 ranks. The
+# pipeline sums the same per-micro-batch gradients in the same order as
+# the one-process run except for the tied embedding's two halves (summed
+# once at the end) and the loss (reduced in double): float32 rounding of
+# a few ulps, measured up to ~5e-8 relative. Also: the stage layout is
+# printed, checkpoints are written (model.safetensors, optimizer state of
+# interleaved stages in several ranges), and pp not equal to the world
+# size or blocks that cannot be split uniformly are config errors naming
+# the numbers.
+set -eu
+WEFT="$WEFT_BUILD_DIR/bin/weft"
+TEXT=/usr/share/games/fortunes/fortunes
+if [ ! -r "$TEXT" ]; then
+	echo "skip: $TEXT not installed (fortunes-min)"
+	exit 77
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; [ -f "$dir/out.txt" ] && cat "$dir/out.txt"; exit 1; }
+cat > "$dir/cfg.yaml" <<YAML
+seed_everything: 7
+trainer:
+  max_steps: 6
+  log_every_n_steps: 1
+  accumulate_grad_batches: 4
+  enable_progress_bar: false
+  limit_val_batches: 2
+  val_check_interval: 24
+  check_val_every_n_epoch: null
+  default_root_dir: $dir/runs
+model: {class: gpt, n_layer: 4, n_head: 2, n_embd: 32, vocab_size: 256, block_size: 16, dropout: 0.0}
+data: {class: text, paths: [$TEXT], block_size: 16, batch_size: 4, val_fraction: 0.1}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+YAML
+
+# fit NAME ARGS...: runs and leaves the run's metrics.csv at $dir/NAME.csv
+fit() {
+	name=$1
+	shift
+	rm -rf "$dir/runs"
+	"$WEFT" fit --config "$dir/cfg.yaml" "$@" >"$dir/out.txt" 2>&1 || fail "fit $name failed"
+	cp "$dir/runs/cfg/version_0/metrics.csv" "$dir/$name.csv" || fail "no metrics for $name"
+	cp "$dir/runs/cfg/version_0/summary.json" "$dir/$name.json" || fail "no summary for $name"
+	cp "$dir/out.txt" "$dir/$name.out"
+}
+
+# same A B: every number of the two metrics files within 1e-5 relative
+same() {
+	paste -d, "$dir/$1.csv" "$dir/$2.csv" | awk -F, -v a="$1" -v b="$2" '
+		NR == 1 { n = NF / 2; next }
+		{
+			for (i = 1; i <= n; i++) {
+				x = $i; y = $(i + n)
+				if (x == "" && y == "") continue
+				d = x - y; if (d < 0) d = -d
+				s = y < 0 ? -y : y
+				if (d > 1e-5 * s) { printf "%s vs %s line %d col %d: %s != %s\n", a, b, NR, i, x, y; bad = 1 }
+				rows++
+			}
+		}
+		END { if (rows < 9) { print "too few values"; bad = 1 } exit bad }' || fail "$1 differs from $2"
+}
+
+fit single --trainer.strategy=single
+for sched in gpipe 1f1b; do
+	fit "$sched" --trainer.devices=2 --trainer.strategy.name=pp --trainer.strategy.schedule=$sched
+	same "$sched" single
+done
+fit inter --trainer.devices=2 --trainer.strategy.name=pp \
+	--trainer.strategy.schedule=interleaved_1f1b --trainer.strategy.virtual_stages=2
+same inter single
+ls "$dir/runs/cfg/version_0/checkpoints/"*/model.safetensors >/dev/null 2>&1 || fail "no checkpoint"
+grep -q "\[rank 0\] info: pp: 1f1b, 2 stages over 2 ranks; stage 0: blocks 0..1 + embedding" \
+	"$dir/1f1b.out" || fail "no layout line for rank 0"
+grep -q "\[rank 1\] info: pp: 1f1b, 2 stages over 2 ranks; stage 1: blocks 2..3 + head" \
+	"$dir/1f1b.out" || fail "no layout line for rank 1"
+grep -q "stage 0: blocks 0..0 + embedding; stage 2: blocks 2..2" "$dir/inter.out" ||
+	fail "no interleaved layout line"
+
+# errors
+if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=pp \
+	--trainer.strategy.pp=3 >"$dir/out.txt" 2>&1; then fail "pp 3 of 2 ranks accepted"; fi
+grep -q "pp is 3 but the world has 2 ranks" "$dir/out.txt" || fail "pp size message"
+grep -q "pp x tp x dp = 3 x 1 x 1 = 3 != 2" "$dir/out.txt" || fail "pp product message"
+if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=pp \
+	--model.n_layer=3 >"$dir/out.txt" 2>&1; then fail "3 blocks in 2 uniform stages accepted"; fi
+grep -q "partition uniform cannot split 3 blocks into 2 equal stages" "$dir/out.txt" ||
+	fail "uniform split message"
+echo "ok"
