@@ -670,6 +670,8 @@ weft_status h_run(const h_config *c, h_result *out)
 		}
 		memset(rep, 0, sizeof(*rep));
 		rep->struct_size = sizeof(*rep);
+		if (c->mem_peaks_after > 0 && s == c->mem_peaks_after)
+			weft_mem_reset_peaks();
 		t0 = now_s();
 		c0 = cpu_s();
 		st = j.sops->train_step(j.strat, &in, rep);

@@ -71,6 +71,9 @@ typedef struct h_config {
 	int data_ranks, data_stride;
 	/* ---- appended (ddp) ---- */
 	double dropout;            /* GPT dropout; masks depend only on (seed, step, global row) */
+	/* ---- appended (pp) ---- */
+	int mem_peaks_after;       /* > 0: mem_peak covers only the steps after this many
+				    * (pools and arenas have reached their steady size) */
 } h_config;
 
 typedef struct h_result {

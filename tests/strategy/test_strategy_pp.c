@@ -5,9 +5,9 @@
  *       1f1b | interleaved_1f1b with V virtual stages, against strategy
  *       single: every step's loss, every final weight (gathered through
  *       gather_params), with SGD and with AdamW, 20 steps, 8 micro-batches.
- *   test_strategy_pp memory               activation peaks (allocator
- *       accounting) of GPipe and 1F1B with p = 2, m = 8 against one
- *       micro-batch's.
+ *   test_strategy_pp memory P             activation peaks (allocator
+ *       accounting, steady state) of GPipe and 1F1B with P ranks, m = 8:
+ *       micro-batches held at once per rank, from runs holding 1 and 2.
  *   test_strategy_pp bubble               measured bubble, p = 2, against
  *       (p - 1) / (m + p - 1) for gpipe and 1f1b (timing: label "timing").
  *   test_strategy_pp errors               config errors naming the numbers.
@@ -70,6 +70,13 @@ static int rank_main(int argc, char **argv)
 		c = pp_config(atoi(argv[6]), atoi(argv[5]));
 		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s, virtual_stages: %s}", argv[3],
 			 argv[4]);
+	} else if (!strcmp(argv[2], "memory")) {
+		/* memory SCHED MICRO PREFIX: steady-state peaks (steps 3-4) */
+		c = pp_config(atoi(argv[4]), 1);
+		c.gpt_n_layer = 4;
+		c.steps = 4;
+		c.mem_peaks_after = 2;
+		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s}", argv[3]);
 	} else if (!strcmp(argv[2], "bubble")) {
 		/* bubble SCHED MICRO PREFIX: enough work per micro-batch that
 		 * messages and synchronisation are small beside it */
@@ -173,6 +180,58 @@ static void equiv_one(const char *self, int p, const char *sched, int v, int sgd
 	h_result_free(&ref);
 }
 
+/* Each rank's WEFT_MEM_ACTIVATIONS peak in a p-rank run of `sched` with m
+ * micro-batches. */
+static int act_peaks(const char *self, int p, const char *sched, int m, int64_t *peak)
+{
+	h_result got[H_MAX_RANKS];
+	char prefix[128], ms[8];
+	char *args[] = { "memory", (char *)sched, ms, prefix, NULL };
+
+	snprintf(prefix, sizeof(prefix), "ppm-%d", (int)getpid());
+	snprintf(ms, sizeof(ms), "%d", m);
+	if (!run_ranks(self, p, args, got))
+		return 0;
+	for (int r = 0; r < p; r++) {
+		peak[r] = got[r].mem_peak[WEFT_MEM_ACTIVATIONS];
+		h_result_free(&got[r]);
+	}
+	return 1;
+}
+
+/* Activations held at once, from the allocator's accounting: every
+ * micro-batch in flight holds one context whose arena (steady after the
+ * first steps: one block of its high water) is the same size on a given
+ * rank, so a rank's activation peak is base + k * one. Runs with m = 1 and
+ * m = 2 (GPipe: 1 and 2 in flight) give base and one per rank; then
+ * k = (peak - base) / one must be what the schedule holds: GPipe all m =
+ * 8, 1F1B p - r (at most p) on rank r. Tolerance 0.25 of one micro-batch:
+ * the arenas' block rounding (high water + 1/8 + 4 KiB) is the same for
+ * every context of a rank, so k comes out within a few percent of a whole
+ * number; a schedule holding one micro-batch more or less misses it by 1. */
+static void test_memory(const char *self, int p)
+{
+	const int m = 8;
+	int64_t one_in[H_MAX_RANKS], two_in[H_MAX_RANKS], gp[H_MAX_RANKS], of[H_MAX_RANKS];
+
+	if (!act_peaks(self, p, "gpipe", 1, one_in) || !act_peaks(self, p, "gpipe", 2, two_in) ||
+	    !act_peaks(self, p, "gpipe", m, gp) || !act_peaks(self, p, "1f1b", m, of))
+		return;
+	for (int r = 0; r < p; r++) {
+		double one = (double)(two_in[r] - one_in[r]), base = (double)one_in[r] - one;
+		double k_gp = ((double)gp[r] - base) / one, k_of = ((double)of[r] - base) / one;
+		int want_of = p - r < m ? p - r : m;
+
+		fprintf(stderr, "p=%d rank %d: one micro-batch %.0f KiB (base %.0f KiB); in flight "
+			"gpipe %.3f (want %d), 1f1b %.3f (want %d, at most p = %d)\n", p, r,
+			one / 1024, base / 1024, k_gp, m, k_of, want_of, p);
+		WT_CHECK(one > 0);
+		WT_CLOSE(k_gp, m, 0, 0.25);
+		WT_CLOSE(k_of, want_of, 0, 0.25);
+		WT_CHECK(k_of <= p + 0.25);
+	}
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -265,12 +324,15 @@ int main(int argc, char **argv)
 	if (argc > 4 && !strcmp(argv[1], "equiv")) {
 		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 1);
 		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 0);
+	} else if (argc > 2 && !strcmp(argv[1], "memory")) {
+		test_memory(argv[0], atoi(argv[2]));
 	} else if (argc > 1 && !strcmp(argv[1], "bubble")) {
 		test_bubble(argv[0]);
 	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
 		test_errors();
 	} else {
-		fprintf(stderr, "usage: %s equiv P SCHEDULE V | bubble | errors\n", argv[0]);
+		fprintf(stderr, "usage: %s equiv P SCHEDULE V | memory P | bubble | errors\n",
+			argv[0]);
 		return 2;
 	}
 	return wt_done("test_strategy_pp");
