@@ -94,7 +94,8 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 static weft_status declare(weft_model *m)
 {
 	const weft_gpt_config *c = &m->gpt;
-	int64_t C = c->n_embd, wte_shape[2] = { c->vocab_size, C }, wpe_shape[2] = { c->block_size, C };
+	int64_t C = c->n_embd, wte_shape[2] = { nn_gpt_tp_wte_rows(m), C };
+	int64_t wpe_shape[2] = { c->block_size, C };
 	weft_module *tr = NULL, *h;
 	weft_status st;
 
@@ -254,7 +255,7 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 	weft_tensor *pos, *tok, *pe, *x;
 	weft_status st;
 
-	if ((st = nn_enter(s, m->wte_mod)) || (st = weft_op_embedding(ctx, ids, m->wte, &tok)) ||
+	if ((st = nn_enter(s, m->wte_mod)) || (st = nn_gpt_tp_embed(m, ctx, ids, &tok)) ||
 	    (st = nn_leave(s)))
 		return st;
 	if ((st = weft_ctx_tensor(ctx, "positions", WEFT_I32, 1, &T, &pos)) ||

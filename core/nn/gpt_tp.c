@@ -40,10 +40,30 @@ weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: pipeline stages with tensor "
 				      "parallelism (tp %d) are not supported; build whole stages "
 				      "or a whole tensor-parallel model", (int)T);
-	if (opt->tp_flags & ~(uint32_t)WEFT_TP_SEQUENCE_PARALLEL)
+	if (opt->tp_flags & ~(uint32_t)(WEFT_TP_SEQUENCE_PARALLEL | WEFT_TP_VOCAB_PARALLEL))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: tp_flags 0x%x has unknown bits",
 				      opt->tp_flags);
+	if ((opt->tp_flags & WEFT_TP_VOCAB_PARALLEL) && c->vocab_size % T)
+		return weft_error_set(WEFT_ERR_CONFIG, "gpt: model.vocab_size %lld is not divisible "
+				      "by the tensor-parallel size %d (trainer.strategy.size; "
+				      "vocab_parallel splits the embedding by vocabulary rows); pad "
+				      "vocab_size to a multiple of %d (%lld) or set vocab_parallel: "
+				      "false", (long long)c->vocab_size, (int)T, (int)T,
+				      (long long)((c->vocab_size + T - 1) / T * T));
 	return WEFT_OK;
+}
+
+int nn_gpt_tp_vocab(const weft_model *m)
+{
+	return m->tp && (m->opt.tp_flags & WEFT_TP_VOCAB_PARALLEL);
+}
+
+int64_t nn_gpt_tp_wte_rows(const weft_model *m)
+{
+	int32_t T = nn_tp_size(&m->opt);
+
+	return (m->opt.tp_flags & WEFT_TP_VOCAB_PARALLEL) && T > 1 ? m->gpt.vocab_size / T :
+								      m->gpt.vocab_size;
 }
 
 static size_t index_of(const weft_tensor *p)
@@ -198,6 +218,9 @@ weft_status nn_gpt_tp_setup(weft_model *m)
 					st = weft_tp_group_set_partial(m->tp, index_of(seq[k]));
 		}
 	}
+	/* vocabulary parallelism: this rank's block of wte rows (and logits) */
+	if (!st && (m->opt.tp_flags & WEFT_TP_VOCAB_PARALLEL) && m->wte)
+		st = mark(m, m->wte, WEFT_TP_ROWS, 2, m->gpt.vocab_size, C);
 	/* ln_f runs on this rank's positions too */
 	if (!st && sp && m->ln_f.w)
 		st = weft_tp_group_set_partial(m->tp, index_of(m->ln_f.w));
@@ -359,12 +382,32 @@ weft_status nn_gpt_tp_seq_enter(weft_model *m, weft_ctx *ctx, weft_tensor *x, we
 
 weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
-	if (!m->tp || !(m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL)) {
+	int sp = m->tp && (m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL);
+
+	/* a vocabulary-parallel head is column-parallel: f (or the gather whose
+	 * backward sums the ranks' partial gradients) before it */
+	if (nn_gpt_tp_vocab(m))
+		return sp ? weft_tp_seq_gather(ctx, m->tp, x, WEFT_TP_BW_REDUCE_SCATTER, out) :
+			    weft_tp_copy(ctx, m->tp, x, out);
+	if (!sp) {
 		*out = x;
 		return WEFT_OK;
 	}
 	/* the head is replicated: every rank's gradient is whole, keep our part */
 	return weft_tp_seq_gather(ctx, m->tp, x, WEFT_TP_BW_SPLIT, out);
+}
+
+weft_status nn_gpt_tp_embed(weft_model *m, weft_ctx *ctx, weft_tensor *ids, weft_tensor **out)
+{
+	weft_tensor *part;
+	weft_status st;
+
+	if (!nn_gpt_tp_vocab(m))
+		return weft_op_embedding(ctx, ids, m->wte, out);
+	/* Megatron's vocab-parallel embedding: this rank's rows, summed */
+	if ((st = weft_tp_vocab_embedding(ctx, m->tp, ids, m->wte, &part)))
+		return st;
+	return weft_tp_reduce(ctx, m->tp, part, out);
 }
 
 /* A whole model of m's config (no gradients) for gathering or loading. */

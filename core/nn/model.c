@@ -317,7 +317,10 @@ weft_status weft_model_loss(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 	if ((st = weft_model_forward(m, ctx, batch->inputs, &logits)) ||
 	    (st = nn_stage_input(ctx, batch->targets, "targets", &targets)))
 		return st;
-	st = weft_op_cross_entropy(ctx, logits, targets, weft_model_ignore_index(m), &loss);
+	st = nn_gpt_tp_vocab(m) ? weft_tp_vocab_cross_entropy(ctx, m->tp, logits, targets,
+							      weft_model_ignore_index(m), &loss) :
+				  weft_op_cross_entropy(ctx, logits, targets,
+							weft_model_ignore_index(m), &loss);
 	if (st)
 		return weft_error_wrap(st, "model loss");
 	out->loss = loss;
@@ -342,8 +345,12 @@ weft_status weft_model_eval(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 	if (!st)
 		st = nn_stage_input(ctx, batch->targets, "targets", &targets);
 	if (!st)
-		st = weft_op_accuracy(ctx, o.logits, targets, weft_model_ignore_index(m),
-				      &out->correct, &out->counted);
+		st = nn_gpt_tp_vocab(m) ?
+			     weft_tp_vocab_accuracy(ctx, m->tp, o.logits, targets,
+						    weft_model_ignore_index(m), &out->correct,
+						    &out->counted) :
+			     weft_op_accuracy(ctx, o.logits, targets, weft_model_ignore_index(m),
+					      &out->correct, &out->counted);
 	if (!st)
 		out->loss = loss;
 	weft_ctx_set_grad_enabled(ctx, grad);

@@ -140,6 +140,13 @@ weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, we
  * before the head gather them again. Identity without it. */
 weft_status nn_gpt_tp_seq_enter(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+/* Vocabulary parallelism (WEFT_TP_VOCAB_PARALLEL): whether the model's
+ * wte and logits are split by vocabulary; wte's rows on this rank; the
+ * token lookup (weft_op_embedding, or the split lookup summed over the
+ * group). The loss and accuracy of split logits: weft_tp_vocab_*. */
+int nn_gpt_tp_vocab(const weft_model *m);
+int64_t nn_gpt_tp_wte_rows(const weft_model *m);
+weft_status nn_gpt_tp_embed(weft_model *m, weft_ctx *ctx, weft_tensor *ids, weft_tensor **out);
 /* weft_model_load_safetensors of a tensor-parallel model: the whole
  * tensors of the file, this rank's shards kept. */
 weft_status nn_gpt_tp_load(weft_model *m, const char *path);

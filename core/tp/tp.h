@@ -51,7 +51,9 @@ typedef struct weft_tp_group weft_tp_group;
 
 /* weft_tp_group flags (and weft_model_options.tp_flags). */
 enum {
-	WEFT_TP_SEQUENCE_PARALLEL = 1u << 0 /* layernorm/dropout regions split along T */
+	WEFT_TP_SEQUENCE_PARALLEL = 1u << 0, /* layernorm/dropout regions split along T */
+	WEFT_TP_VOCAB_PARALLEL = 1u << 1     /* wte split by vocabulary rows; the tied
+					      * head gives logits split by vocabulary */
 };
 
 /* How one parameter is split over the group. Values are stored with the
@@ -158,6 +160,39 @@ weft_status weft_tp_seq_gather(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x, 
 			       weft_tensor **out);
 weft_status weft_tp_seq_reduce_scatter(weft_ctx *ctx, weft_tp_group *g, weft_tensor *x,
 				       weft_tensor **out);
+
+/* ---- vocabulary parallelism (ops_vocab.c) ----
+ * Rank r of the group holds vocabulary rows [r * Vl, (r + 1) * Vl) of the
+ * embedding (w: its (Vl, C) shard) and column block r of the logits. */
+
+/* Looks up ids (any shape, I32/I64, in [0, Vl * size)) in this rank's rows
+ * of the table: out (ids..., C) holds the row of each id this rank owns and
+ * zeros for the others; sum the parts over the group with weft_tp_reduce.
+ * Backward adds the gradient of the owned positions into w's rows.
+ * Errors: unbound group; WEFT_ERR_SHAPE for a table that is not an F32
+ * (Vl, C) tensor; WEFT_ERR_INVALID_ARG naming the position and the id of
+ * one outside the vocabulary. */
+weft_status weft_tp_vocab_embedding(weft_ctx *ctx, weft_tp_group *g, weft_tensor *ids,
+				    weft_tensor *w, weft_tensor **out);
+
+/* Mean cross-entropy of vocabulary-split logits (..., Vl) F32 against the
+ * global targets (...), skipping ignore_index: the value weft_op_cross_entropy
+ * gives on the gathered logits, without gathering them (row maxima
+ * all-reduced with MAX, sums of exp and the owner's target logit with one
+ * SUM; two forward all-reduces, none backward). out: an F32 scalar, the
+ * same on every rank. Errors: unbound group; WEFT_ERR_SHAPE;
+ * WEFT_ERR_INVALID_ARG naming the row and the target outside [0, Vl * size). */
+weft_status weft_tp_vocab_cross_entropy(weft_ctx *ctx, weft_tp_group *g, weft_tensor *logits,
+					weft_tensor *targets, int64_t ignore_index,
+					weft_tensor **out);
+
+/* weft_op_accuracy over vocabulary-split logits: the arg-max over the whole
+ * vocabulary (ties: the lowest index), by two all-reduces (MAX of the
+ * values, MIN of the indices holding it). *correct / *counted: host
+ * integers, the same on every rank. Never recorded. Errors: as above. */
+weft_status weft_tp_vocab_accuracy(weft_ctx *ctx, weft_tp_group *g, weft_tensor *logits,
+				   weft_tensor *targets, int64_t ignore_index, int64_t *correct,
+				   int64_t *counted);
 
 /* ---- shards and full tensors (host memory, F32) ---- */
 

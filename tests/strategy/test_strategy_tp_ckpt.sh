@@ -15,7 +15,8 @@
 #     misses by the size of the values themselves);
 #   - every train and val loss of a resumed run against the uninterrupted
 #     run's at the same step within 1e-5 relative.
-# Also: dp 2 x tp 2 saves (4 ranks write their ranges of one file).
+# Also: dp 2 x tp 2 saves (4 ranks write their ranges of one file), and
+# vocabulary parallelism (wte split by rows) saves and resumes the same way.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
 TEXT=/usr/share/games/fortunes/fortunes
@@ -137,6 +138,16 @@ same_curve tp2_at_single ref
 # shellcheck disable=SC2086
 resume single_at_tp2 single4 $TP2 --trainer.strategy.sequence_parallel=true
 same_curve single_at_tp2 ref
+
+# vocabulary parallelism: wte saved whole, its state at whole coordinates
+# shellcheck disable=SC2086
+fit tp2v $TP2 --trainer.strategy.vocab_parallel=true --trainer.max_steps=4
+same_state tp2v single4
+resume tp2v_at_single tp2v --trainer.strategy=single
+same_curve tp2v_at_single ref
+# shellcheck disable=SC2086
+resume tp2_at_tp4v tp2 $TP4 --trainer.strategy.vocab_parallel=true
+same_curve tp2_at_tp4v ref
 
 # dp 2 x tp 2: 4 ranks write one file; its state is the one-process
 # state of the same global batch (8 rows)

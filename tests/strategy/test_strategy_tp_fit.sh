@@ -4,10 +4,11 @@
 # one-process run of the same global batch (8 steps of SGD on a 2-layer
 # GPT, fortune texts), every step's train loss and the final val loss
 # within 1e-5 relative (only the order of float32 sums differs; measured
-# ~5e-8) for tp 2 with sequence parallelism and for dp 2 x tp 2. Also: the
+# ~5e-8) for tp 2 with sequence parallelism and for dp 2 x tp 2, and with
+# vocabulary parallelism at tp 2 and dp 2 x tp 2 (with SP). Also: the
 # rank layout is printed, a size that does not divide the world and a head
-# count or n_embd not divisible by the size are config errors naming both
-# numbers. Checkpoints: test_strategy_tp_ckpt.sh.
+# count, n_embd or (vocab_parallel) vocab_size not divisible by the size are
+# config errors naming both numbers. Checkpoints: test_strategy_tp_ckpt.sh.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
 TEXT=/usr/share/games/fortunes/fortunes
@@ -73,6 +74,15 @@ fit dp2tp2 --trainer.devices=4 --trainer.strategy.name=tp --trainer.strategy.siz
 same dp2tp2 single8
 grep -q "dp 1: tp group ranks \[2 3\]" "$dir/dp2tp2.out" || fail "no dp 1 layout line"
 
+# vocabulary parallelism: wte split by rows, vocab-parallel logits and loss
+fit tp2v --trainer.devices=2 --trainer.strategy.name=tp --trainer.strategy.size=2 \
+	--trainer.strategy.vocab_parallel=true
+same tp2v single
+grep -q "tp 2 over 2 ranks.*vocabulary parallel" "$dir/tp2v.out" || fail "no vocab layout line"
+fit dp2tp2vsp --trainer.devices=4 --trainer.strategy.name=tp --trainer.strategy.size=2 \
+	--trainer.strategy.vocab_parallel=true --trainer.strategy.sequence_parallel=true
+same dp2tp2vsp single8
+
 # errors
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=tp \
 	--trainer.strategy.size=3 >"$dir/out.txt" 2>&1; then fail "size 3 of 2 ranks accepted"; fi
@@ -87,4 +97,12 @@ if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.n
 	fail "n_embd 33 at tp 2 accepted"
 fi
 grep -q "n_embd 33 is not divisible by the tensor-parallel size 2" "$dir/out.txt" || fail "n_embd message"
+if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=tp \
+	--trainer.strategy.size=2 --trainer.strategy.vocab_parallel=true --model.vocab_size=255 \
+	>"$dir/out.txt" 2>&1; then
+	fail "vocab_size 255 at tp 2 with vocab_parallel accepted"
+fi
+grep -q "vocab_size 255 is not divisible by the tensor-parallel size 2" "$dir/out.txt" ||
+	fail "vocab_size message"
+grep -q "pad vocab_size to a multiple of 2 (256)" "$dir/out.txt" || fail "vocab_size advice"
 echo "ok"

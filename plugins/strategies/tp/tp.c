@@ -1,7 +1,7 @@
 /* strategy "tp": Megatron-style tensor parallelism, composed with data
  * parallelism on a dp x tp mesh.
  *
- *   strategy: {name: tp, size: T, sequence_parallel: false,
+ *   strategy: {name: tp, size: T, sequence_parallel: false, vocab_parallel: false,
  *              plan: {"*.c_attn": colwise, "*.c_fc": colwise, "*.c_proj": rowwise}}
  *
  * World rank r sits at (dp, tp) = (r / T, r % T): the T ranks of a tensor-
@@ -34,6 +34,7 @@ typedef struct tp_strategy {
 	int32_t size, dp;           /* tp size, dp replicas */
 	int32_t tp_rank, dp_rank;
 	int sp;                     /* sequence parallel */
+	int vocab;                  /* vocabulary parallel */
 	weft_comm *tp_comm, *dp_comm;
 	float *params, *grads;      /* flat F32 (borrowed) */
 	int64_t numel;
@@ -110,20 +111,26 @@ static weft_status parse_plan(const weft_cfg *section, int *has)
 	return WEFT_OK;
 }
 
-/* Reads size, sequence_parallel and plan; *where gets the place to name. */
+/* Options of the model split (weft_model_options.tp_flags bits). */
+enum { FLAG_SP = 1u << 0, FLAG_VOCAB = 1u << 1 };
+
+/* Reads size, sequence_parallel, vocab_parallel and plan; *where gets the
+ * place to name. */
 static weft_status parse_options(const weft_cfg *section, int32_t world, int64_t *size, int *sp,
-				 int *has_plan, char *where, size_t len)
+				 int *vocab, int *has_plan, char *where, size_t len)
 {
 	weft_status st;
 
 	*size = world;
 	*sp = 0;
+	*vocab = 0;
 	*has_plan = 0;
 	snprintf(where, len, "trainer.strategy");
 	if (section) {
 		g_host->cfg_get(section, "name");
 		if ((st = g_host->cfg_int(section, "size", world, size)) ||
 		    (st = g_host->cfg_bool(section, "sequence_parallel", 0, sp)) ||
+		    (st = g_host->cfg_bool(section, "vocab_parallel", 0, vocab)) ||
 		    (st = parse_plan(section, has_plan)))
 			return st;
 		if (g_host->cfg_get(section, "size"))
@@ -143,16 +150,17 @@ static weft_status tp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
 	int64_t size;
-	int sp, has_plan;
+	int sp, vocab, has_plan;
 	char where[160];
-	weft_status st = parse_options(section, world, &size, &sp, &has_plan, where, sizeof(where));
+	weft_status st = parse_options(section, world, &size, &sp, &vocab, &has_plan, where,
+				       sizeof(where));
 
 	if (st)
 		return st;
 	if (size > 1) {
 		mo->tp_size = (int32_t)size;
 		mo->tp_rank = rank % (int32_t)size;
-		mo->tp_flags = sp ? 1u : 0u;
+		mo->tp_flags = (sp ? FLAG_SP : 0u) | (vocab ? FLAG_VOCAB : 0u);
 		mo->tp_plan = has_plan ? g_plan : NULL;
 	}
 	*data_rank = rank / (int32_t)size;
@@ -164,7 +172,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 {
 	tp_strategy *s;
 	int64_t size;
-	int sp, has_plan;
+	int sp, vocab, has_plan;
 	int32_t msize = 1, mrank = 0;
 	uint32_t mflags = 0;
 	char where[160];
@@ -174,7 +182,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");
-	if ((st = parse_options(section, env->world_size, &size, &sp, &has_plan, where,
+	if ((st = parse_options(section, env->world_size, &size, &sp, &vocab, &has_plan, where,
 				sizeof(where))))
 		return st;
 	if (size > 1 && !env->comm_ops)
@@ -192,10 +200,15 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 		return g_host->error_set(WEFT_ERR_CONFIG, "strategy tp: world rank %d is tp rank "
 					 "%d of the mesh, but its model holds the shards of tp rank "
 					 "%d", (int)env->rank, (int)(env->rank % msize), (int)mrank);
-	if (msize > 1 && !!(mflags & 1u) != !!sp)
+	if (msize > 1 && !!(mflags & FLAG_SP) != !!sp)
 		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: sequence_parallel is "
 					 "%s but the model was built %s it", where,
-					 sp ? "true" : "false", (mflags & 1u) ? "with" : "without");
+					 sp ? "true" : "false", (mflags & FLAG_SP) ? "with" : "without");
+	if (msize > 1 && !!(mflags & FLAG_VOCAB) != !!vocab)
+		return g_host->error_set(WEFT_ERR_CONFIG, "%s: strategy tp: vocab_parallel is %s "
+					 "but the model was built %s it (weft_model_options.tp_flags "
+					 "bit 2)", where, vocab ? "true" : "false",
+					 (mflags & FLAG_VOCAB) ? "with" : "without");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory");
@@ -205,6 +218,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	s->tp_rank = env->rank % (int32_t)size;
 	s->dp_rank = env->rank / (int32_t)size;
 	s->sp = sp && size > 1;
+	s->vocab = vocab && size > 1;
 	*out = s;
 	return WEFT_OK;
 }
@@ -216,8 +230,9 @@ static void print_layout(const tp_strategy *s)
 	if (s->env->rank != 0)
 		return;
 	g_host->log(WEFT_LOG_INFO, "strategy tp: mesh dp %d x tp %d over %d ranks (tp fastest: "
-		    "rank = dp * %d + tp)%s", (int)s->dp, (int)s->size, (int)s->env->world_size,
-		    (int)s->size, s->sp ? ", sequence parallel" : "");
+		    "rank = dp * %d + tp)%s%s", (int)s->dp, (int)s->size, (int)s->env->world_size,
+		    (int)s->size, s->sp ? ", sequence parallel" : "",
+		    s->vocab ? ", vocabulary parallel" : "");
 	for (int32_t d = 0; d < s->dp; d++) {
 		char line[256];
 		int n = 0;

@@ -144,7 +144,10 @@ typedef struct weft_model_options {
 	 * (initialisation is shard-independent). Forward needs a communicator
 	 * bound to the model's tp group (core/tp, strategy tp). n_head and
 	 * n_embd must be divisible by T (an error naming both numbers).
-	 * tp_flags: WEFT_TP_* of core/tp/tp.h (1: sequence parallelism). */
+	 * tp_flags: WEFT_TP_* of core/tp/tp.h (1: sequence parallelism;
+	 * 2: vocabulary parallelism - wte split by rows, the tied head's
+	 * logits and the loss split by vocabulary; vocab_size must then be
+	 * divisible by T, an error naming both numbers). */
 	int32_t tp_size;
 	int32_t tp_rank;
 	uint32_t tp_flags;

@@ -223,7 +223,8 @@ typedef struct weft_host {
 	void (*comm_free)(struct weft_comm *sub);
 	/* The tensor-parallel layout the model owning `ps` was built with:
 	 * *size 1 (rank 0, flags 0) for a whole model; else the tp size, this
-	 * rank's tp coordinate and WEFT_TP_* flags (1: sequence parallel). */
+	 * rank's tp coordinate and WEFT_TP_* flags (1: sequence parallel,
+	 * 2: vocabulary parallel). */
 	weft_status (*tp_info)(const struct weft_params *ps, int32_t *size, int32_t *rank,
 			       uint32_t *flags);
 	/* Binds the tp communicator (borrowed; keep it until the model is no
