@@ -1,6 +1,6 @@
 /* `weft fit`, `weft validate`, `weft test`: run the trainer on a config.
  *
- *   weft fit --config FILE [--print-config] [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
+ *   weft fit --config FILE [--print-config] [--trace FILE] [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
  *   weft validate --config FILE --ckpt DIR [overrides]
  *   weft test --config FILE --ckpt DIR [overrides]
  *
@@ -17,10 +17,13 @@
 static void usage(FILE *out, const char *cmd)
 {
 	if (!strcmp(cmd, "fit"))
-		fprintf(out, "usage: weft fit --config FILE [--print-config] [--KEY.PATH=VALUE ...]\n"
+		fprintf(out, "usage: weft fit --config FILE [--print-config] [--trace FILE] "
+			"[--KEY.PATH=VALUE ...]\n"
 			"\ntrains the model the config describes; --trainer.devices=2 and every\n"
 			"other key can be overridden on the command line (values are YAML).\n"
-			"--print-config prints the fully resolved config and exits.\n");
+			"--print-config prints the fully resolved config and exits.\n"
+			"--trace FILE writes every rank's step timeline (compute and comm\n"
+			"intervals, common clock) as one Chrome-trace JSON that Perfetto opens.\n");
 	else
 		fprintf(out, "usage: weft %s --config FILE --ckpt CHECKPOINT_DIR [--KEY.PATH=VALUE ...]\n"
 			"\nevaluates a checkpoint on the %s data and prints the metrics.\n",
@@ -29,7 +32,7 @@ static void usage(FILE *out, const char *cmd)
 
 static int run_mode(int argc, char **argv, weft_run_mode mode)
 {
-	const char *cmd = argv[0], *config = NULL, *ckpt = NULL;
+	const char *cmd = argv[0], *config = NULL, *ckpt = NULL, *trace = NULL;
 	int print_config = 0, code = 0, rc = 1;
 	weft_config *cfg = NULL;
 	char **full = NULL;
@@ -53,6 +56,12 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 			ckpt = argv[i];
 		} else if (!strcmp(argv[i], "--print-config") || !strcmp(argv[i], "--print_config")) {
 			print_config = 1;
+		} else if (mode == WEFT_RUN_FIT && !strcmp(argv[i], "--trace")) {
+			if (++i >= argc)
+				goto usage_error;
+			trace = argv[i];
+		} else if (mode == WEFT_RUN_FIT && !strncmp(argv[i], "--trace=", 8)) {
+			trace = argv[i] + 8;
 		}
 	}
 	if (!config) {
@@ -70,12 +79,12 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--config") || !strcmp(a, "-c") || !strcmp(a, "--ckpt") ||
-		    !strcmp(a, "--ckpt_path")) {
+		    !strcmp(a, "--ckpt_path") || (trace && !strcmp(a, "--trace"))) {
 			i++;
 			continue;
 		}
 		if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
-		    !strcmp(a, "--print_config"))
+		    !strcmp(a, "--print_config") || (trace && !strncmp(a, "--trace=", 8)))
 			continue;
 		if (strncmp(a, "--", 2) != 0) {
 			fprintf(stderr, "weft %s: unexpected argument '%s'\n", cmd, a);
@@ -105,7 +114,8 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 	for (int i = 0; i < argc; i++)
 		full[i + 1] = argv[i];
 	st = weft_trainer_run(cfg, &(weft_run_opts){ .mode = mode, .config_path = config,
-						     .ckpt_path = ckpt, .argv = full },
+						     .ckpt_path = ckpt, .argv = full,
+						     .trace_path = trace },
 			      &code);
 	if (st)
 		goto out_fail;

@@ -152,6 +152,8 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 	metrics_object(&w, "step_time_s", s->step_time, s->n_step_time);
 	if (s->n_totals)
 		metrics_object(&w, "totals", s->totals, s->n_totals);
+	if (s->n_pipeline)
+		metrics_object(&w, "pipeline", s->pipeline, s->n_pipeline);
 	if (s->memory) {
 		weft_json_key(&w, "peak_bytes");
 		weft_json_begin_object(&w);

@@ -80,12 +80,16 @@ typedef struct weft_run_summary {
 	const weft_mem_stats *memory;      /* peaks per category; NULL: omitted */
 	const weft_metric *totals;         /* whole-run sums ("comm_bytes", ...); may be empty */
 	size_t n_totals;
+	const weft_metric *pipeline;       /* pipeline strategies: "bubble_fraction" (mean over
+					    * ranks and steps), ...; empty: omitted */
+	size_t n_pipeline;
 } weft_run_summary;
 
 /* Writes `path` (through path.tmp and a rename) as a JSON object:
  *   {"strategy", "comm", "world_size", "steps", "epochs", "wall_seconds",
  *    "final_metrics": {name: value}, "throughput": {"value", "unit"},
- *    "step_time_s": {phase: seconds}, "peak_bytes": {category: bytes,
+ *    "step_time_s": {phase: seconds}, "totals": {name: value} (when given),
+ *    "pipeline": {name: value} (when given), "peak_bytes": {category: bytes,
  *    "total": bytes}}
  * Errors: WEFT_ERR_IO naming the path. */
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s);

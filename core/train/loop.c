@@ -238,6 +238,9 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->step_micro = NULL;
 	if (st)
 		return st;
+	st = weft_trainer_record_step(t, &rep, t0, weft_trainer_now());
+	if (st)
+		return st;
 	t->train_seconds += weft_trainer_now() - t0;
 	if (!isfinite(rep.loss))
 		return weft_error_set(WEFT_ERR_INVALID_ARG,
@@ -400,7 +403,14 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	double wall = weft_trainer_now() - t->t_start;
 	int lm = weft_model_get_class(t->model) == WEFT_MODEL_GPT;
 	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
+	weft_metric pipe[4];
+	size_t npipe = 0;
+	weft_status st;
 
+	/* collective: every rank, before rank 0 alone writes */
+	st = weft_trainer_pipeline_summary(t, pipe, &npipe);
+	if (st)
+		return st;
 	if (t->rank != 0)
 		return WEFT_OK;
 	fin[nf++] = (weft_metric){ "train_loss", t->last_train_loss };
@@ -439,6 +449,8 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.memory = &mem,
 		.totals = tot,
 		.n_totals = ntot,
+		.pipeline = pipe,
+		.n_pipeline = npipe,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
 	return weft_run_summary_write(path, &s);

@@ -127,12 +127,31 @@ typedef struct weft_trainer {
 	weft_model_options model_opts;
 	const weft_micro_batch *step_micro;
 	size_t step_n_micro;
+	/* the step timeline (--trace), and the measured pipeline bubble: its
+	 * sum over the steps after the first, their count, and the first's */
+	struct weft_timeline *timeline;
+	double bubble_sum, bubble_first;
+	int64_t bubble_steps;
 } weft_trainer;
 
 /* trainer.c */
 double weft_trainer_now(void);
 weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len);
 weft_status weft_trainer_barrier(weft_trainer *t);
+
+/* trainer_trace.c: the step timeline (--trace) and the pipeline bubble.
+ * trace_start: every rank, before the first step (collective: aligns the
+ * clocks) when opts.trace_path is set. record_step: after each train_step
+ * (t0, t1: weft_trainer_now() around it): adds the step's intervals and
+ * its bubble fraction. trace_finish: every rank at the end of fit
+ * (collective; rank 0 writes the file). pipeline_summary: every rank
+ * (collective when a bubble was measured): fills m[0..*n) with the mean
+ * bubble over ranks and steps for summary.json. */
+weft_status weft_trainer_trace_start(weft_trainer *t);
+weft_status weft_trainer_record_step(weft_trainer *t, const weft_step_report *rep, double t0,
+				     double t1);
+weft_status weft_trainer_trace_finish(weft_trainer *t);
+weft_status weft_trainer_pipeline_summary(weft_trainer *t, weft_metric *m, size_t *n);
 
 /* loop.c */
 weft_status weft_trainer_fit_loop(weft_trainer *t);

@@ -11,7 +11,9 @@
 # once at the end) and the loss (reduced in double): float32 rounding of
 # a few ulps, measured up to ~5e-8 relative. Also: the stage layout is
 # printed, checkpoints are written (model.safetensors, optimizer state of
-# interleaved stages in several ranges), and pp not equal to the world
+# interleaved stages in several ranges), --trace writes every rank's
+# schedule on one clock (checked by test_pipeline_trace), summary.json
+# reports the bubble fraction, and pp not equal to the world
 # size or blocks that cannot be split uniformly are config errors naming
 # the numbers.
 set -eu
@@ -68,11 +70,23 @@ same() {
 		END { if (rows < 9) { print "too few values"; bad = 1 } exit bad }' || fail "$1 differs from $2"
 }
 
-fit single --trainer.strategy=single
+fit single --trainer.strategy=single --trace "$dir/single.trace.json"
+# a strategy without a timeline of its own: one compute interval per step
+[ "$(grep -o '"name":"step","cat":"compute","ph":"X"' "$dir/single.trace.json" | wc -l)" = 6 ] ||
+	fail "single's trace does not hold 6 steps"
 for sched in gpipe 1f1b; do
-	fit "$sched" --trainer.devices=2 --trainer.strategy.name=pp --trainer.strategy.schedule=$sched
+	fit "$sched" --trainer.devices=2 --trainer.strategy.name=pp \
+		--trainer.strategy.schedule=$sched --trace "$dir/$sched.trace.json"
 	same "$sched" single
+	# the trace: every rank's schedule, no overlap per track, one clock
+	"$WEFT_BUILD_DIR/tests/test_pipeline_trace" check "$dir/$sched.trace.json" $sched 2 4 6 \
+		>"$dir/out.txt" 2>&1 || fail "trace of $sched"
+	# summary.json: the bubble, a fraction of the pipeline's time
+	awk '/"pipeline"/ { p = 1 } p && /"bubble_fraction"/ { gsub(/[",]/, ""); v = $2 + 0;
+		found = 1; exit !(v > 0 && v < 1) } END { if (!found) exit 1 }' "$dir/$sched.json" ||
+		fail "no bubble fraction in (0, 1) in the summary of $sched"
 done
+grep -q '"pipeline"' "$dir/single.json" && fail "a pipeline section without a pipeline"
 fit inter --trainer.devices=2 --trainer.strategy.name=pp \
 	--trainer.strategy.schedule=interleaved_1f1b --trainer.strategy.virtual_stages=2
 same inter single

@@ -189,7 +189,7 @@ static weft_status plan(pp_strategy *s, int m)
 	g_host->mem_free(s->ctx_free);
 	s->actions = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(weft_pp_action));
 	s->fl = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)m * (size_t)s->o.v * sizeof(pp_inflight));
-	s->ev = g_host->mem_alloc(WEFT_MEM_OTHER, (cap + 8) * sizeof(pp_event));
+	s->ev = g_host->mem_alloc(WEFT_MEM_OTHER, (cap + 8) * sizeof(weft_step_event));
 	s->counts = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)m * sizeof(int64_t));
 	s->ctx_free = g_host->mem_alloc(WEFT_MEM_OTHER, sizeof(s->all_ctx));
 	s->sched_m = 0;
@@ -211,11 +211,37 @@ static weft_status plan(pp_strategy *s, int m)
 	return WEFT_OK;
 }
 
+/* The timeline's kind and track of a weft_pp_op or PP_EV_*. */
+static void event_kind(int kind, int32_t *ev_kind, int32_t *track)
+{
+	static const int32_t of_op[] = {
+		[WEFT_PP_FORWARD] = WEFT_EVENT_FORWARD,     [WEFT_PP_BACKWARD] = WEFT_EVENT_BACKWARD,
+		[WEFT_PP_SEND_ACT] = WEFT_EVENT_SEND_ACT,   [WEFT_PP_RECV_ACT] = WEFT_EVENT_RECV_ACT,
+		[WEFT_PP_SEND_GRAD] = WEFT_EVENT_SEND_GRAD, [WEFT_PP_RECV_GRAD] = WEFT_EVENT_RECV_GRAD,
+	};
+
+	if (kind == PP_EV_OPTIM)
+		*ev_kind = WEFT_EVENT_OPTIMIZER;
+	else if (kind == PP_EV_SYNC)
+		*ev_kind = WEFT_EVENT_SYNC;
+	else
+		*ev_kind = of_op[kind];
+	*track = *ev_kind == WEFT_EVENT_FORWARD || *ev_kind == WEFT_EVENT_BACKWARD ||
+		 *ev_kind == WEFT_EVENT_OPTIMIZER ? WEFT_TRACK_COMPUTE : WEFT_TRACK_COMM;
+}
+
 static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0)
 {
-	if (s->n_ev < s->cap_ev)
-		s->ev[s->n_ev++] = (pp_event){ .kind = kind, .micro = micro, .stage = stage,
-					       .t0 = t0, .t1 = pp_now_ns() };
+	weft_step_event *e;
+
+	if (s->n_ev >= s->cap_ev)
+		return;
+	e = &s->ev[s->n_ev++];
+	event_kind(kind, &e->kind, &e->track);
+	e->micro = micro;
+	e->stage = stage;
+	e->t0_ns = t0;
+	e->t1_ns = pp_now_ns();
 }
 
 /* One action of the schedule. */
@@ -292,8 +318,8 @@ static double bubble_of(const pp_strategy *s, int64_t from, int64_t to)
 	int64_t busy = 0;
 
 	for (size_t i = 0; i < s->n_ev; i++)
-		if (s->ev[i].kind == WEFT_PP_FORWARD || s->ev[i].kind == WEFT_PP_BACKWARD)
-			busy += s->ev[i].t1 - s->ev[i].t0;
+		if (s->ev[i].kind == WEFT_EVENT_FORWARD || s->ev[i].kind == WEFT_EVENT_BACKWARD)
+			busy += s->ev[i].t1_ns - s->ev[i].t0_ns;
 	return to > from ? 1.0 - (double)busy / (double)(to - from) : 0.0;
 }
 
@@ -373,6 +399,10 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 		return st;
 	pp_copy_params(s, 0);
 	note(s, PP_EV_OPTIM, -1, -1, t0);
+	if (out->struct_size >= offsetof(weft_step_report, n_events) + sizeof(out->n_events)) {
+		out->events = s->ev;
+		out->n_events = s->n_ev;
+	}
 	out->loss = red[1] > 0 ? red[0] / red[1] : 0.0;
 	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red);
 	out->metric_comm_bytes = (int64_t)sizeof(red);

@@ -78,13 +78,8 @@ typedef struct pp_msgs {
 	int64_t wait_ns;        /* time spent blocked in receives and send waits */
 } pp_msgs;
 
-/* One timeline event (compute or communication) of a step. */
-typedef struct pp_event {
-	int32_t kind;           /* weft_pp_op, or PP_EV_* */
-	int32_t micro, stage;
-	int64_t t0, t1;         /* ns, CLOCK_MONOTONIC */
-} pp_event;
-
+/* Timeline events of a step are weft_step_events (weft/strategy.h): the
+ * actions of the schedule (weft_pp_op) and these. */
 enum { PP_EV_OPTIM = 16, PP_EV_SYNC = 17 };
 
 typedef struct pp_strategy {
@@ -111,7 +106,7 @@ typedef struct pp_strategy {
 	struct pp_inflight *fl; /* [m * v] */
 	int cap_fl;
 	int64_t *counts;        /* [m]: floats of each micro-batch's messages */
-	pp_event *ev;
+	weft_step_event *ev;
 	size_t n_ev, cap_ev;
 	int64_t peak_in_flight;
 	double last_bubble;

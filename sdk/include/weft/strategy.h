@@ -58,6 +58,34 @@ typedef struct weft_step_input {
 	weft_optim_step_info optim; /* step number and lr from the schedule */
 } weft_step_input;
 
+/* One interval of a rank's step timeline (weft_step_report.events): what
+ * ran, on which track, from t0_ns to t1_ns on this process's
+ * CLOCK_MONOTONIC. Intervals of one track do not overlap. */
+typedef struct weft_step_event {
+	int32_t track;      /* WEFT_TRACK_* */
+	int32_t kind;       /* WEFT_EVENT_* */
+	int32_t micro;      /* micro-batch index in the step, or -1 */
+	int32_t stage;      /* pipeline stage, or -1 */
+	int64_t t0_ns, t1_ns;
+} weft_step_event;
+
+/* Tracks of the timeline. Values are part of the ABI. */
+enum { WEFT_TRACK_COMPUTE = 0, WEFT_TRACK_COMM = 1 };
+
+/* Kinds of events. Values are part of the ABI: only ever appended. */
+enum {
+	WEFT_EVENT_STEP = 0,       /* a whole train_step (strategies giving no events) */
+	WEFT_EVENT_FORWARD = 1,
+	WEFT_EVENT_BACKWARD = 2,
+	WEFT_EVENT_SEND_ACT = 3,   /* posting an activation to the next stage */
+	WEFT_EVENT_RECV_ACT = 4,   /* waiting for one from the previous stage */
+	WEFT_EVENT_SEND_GRAD = 5,
+	WEFT_EVENT_RECV_GRAD = 6,
+	WEFT_EVENT_OPTIMIZER = 7,
+	WEFT_EVENT_SYNC = 8,       /* step-end collectives (tied weights, loss, grads) */
+	WEFT_EVENT_KIND_COUNT = 9
+};
+
 /* What a strategy reports for one step. The trainer zero-fills it and sets
  * struct_size; the strategy fills what it measured. */
 typedef struct weft_step_report {
@@ -84,6 +112,12 @@ typedef struct weft_step_report {
 	double bubble_fraction;     /* pipeline strategies: the share of this rank's
 				     * pipeline time (first to last forward/backward of
 				     * the step) spent not computing; 0 otherwise */
+	/* ---- appended (timeline): check struct_size (offsetof) before
+	 * writing. The step's intervals on this rank, borrowed until the next
+	 * train_step; NULL: the strategy records none (the trainer then
+	 * records the whole step as one compute interval). */
+	const weft_step_event *events;
+	size_t n_events;
 } weft_step_report;
 
 /* What eval_step returns: sums over this call's batch on ALL ranks. */
