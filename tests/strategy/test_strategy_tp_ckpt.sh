@@ -15,7 +15,8 @@
 #     misses by the size of the values themselves);
 #   - every train and val loss of a resumed run against the uninterrupted
 #     run's at the same step within 1e-5 relative.
-# Also: dp 2 x tp 2 saves (4 ranks write their ranges of one file), and
+# Also: dp 2 x tp 2 saves (4 ranks write their ranges of one file), with
+# dp_strategy zero_1 too (saved, resumed under it and without tp), and
 # vocabulary parallelism (wte split by rows) saves and resumes the same way.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
@@ -155,4 +156,14 @@ fit single4b8 --trainer.strategy=single --trainer.max_steps=4 --data.batch_size=
 fit dp2tp2 --trainer.devices=4 --trainer.strategy.name=tp --trainer.strategy.size=2 \
 	--trainer.max_steps=4
 same_state dp2tp2 single4b8
+# zero_1 over dp: each of the 4 ranks writes its slice of its shard
+fit dp2tp2z --trainer.devices=4 --trainer.strategy.name=tp --trainer.strategy.size=2 \
+	--trainer.strategy.dp_strategy=zero_1 --trainer.max_steps=4
+same_state dp2tp2z single4b8
+fit ref8 --trainer.strategy=single --data.batch_size=8
+resume dp2tp2z_at_dp2tp2z dp2tp2z --trainer.devices=4 --trainer.strategy.name=tp \
+	--trainer.strategy.size=2 --trainer.strategy.dp_strategy=zero_1
+same_curve dp2tp2z_at_dp2tp2z ref8
+resume dp2tp2z_at_single dp2tp2z --trainer.strategy=single --data.batch_size=8
+same_curve dp2tp2z_at_single ref8
 echo "ok"

@@ -2,6 +2,7 @@
  * parallelism on a dp x tp mesh.
  *
  *   strategy: {name: tp, size: T, sequence_parallel: false, vocab_parallel: false,
+ *              dp_strategy: ddp,   # or zero_1 (tp_zero.c)
  *              plan: {"*.c_attn": colwise, "*.c_fc": colwise, "*.c_proj": rowwise}}
  *
  * World rank r sits at (dp, tp) = (r / T, r % T): the T ranks of a tensor-
@@ -26,6 +27,7 @@
 #include <time.h>
 
 #include "weft/strategy.h"
+#include "tp_zero.h"
 
 static const weft_host *g_host;
 
@@ -35,6 +37,8 @@ typedef struct tp_strategy {
 	int32_t tp_rank, dp_rank;
 	int sp;                     /* sequence parallel */
 	int vocab;                  /* vocabulary parallel */
+	int zero;                   /* dp_strategy zero_1 (and dp > 1) */
+	tp_dpz z;                   /* its state, when zero */
 	weft_comm *tp_comm, *dp_comm;
 	float *params, *grads;      /* flat F32 (borrowed) */
 	int64_t numel;
@@ -114,10 +118,33 @@ static weft_status parse_plan(const weft_cfg *section, int *has)
 /* Options of the model split (weft_model_options.tp_flags bits). */
 enum { FLAG_SP = 1u << 0, FLAG_VOCAB = 1u << 1 };
 
-/* Reads size, sequence_parallel, vocab_parallel and plan; *where gets the
- * place to name. */
+/* Reads dp_strategy: *zero 1 for zero_1, 0 for ddp (the default). */
+static weft_status parse_dp_strategy(const weft_cfg *section, int *zero)
+{
+	const char *name = "ddp";
+	weft_status st;
+
+	*zero = 0;
+	if (!section)
+		return WEFT_OK;
+	if ((st = g_host->cfg_str(section, "dp_strategy", "ddp", &name)))
+		return st;
+	if (!strcmp(name, "zero_1")) {
+		*zero = 1;
+		return WEFT_OK;
+	}
+	if (strcmp(name, "ddp"))
+		return g_host->cfg_error(g_host->cfg_get(section, "dp_strategy"), "strategy tp: "
+					 "dp_strategy '%s' is not one of ddp (gradients averaged, "
+					 "optimizer state on every replica) or zero_1 (optimizer "
+					 "state sharded over the dp replicas)", name);
+	return WEFT_OK;
+}
+
+/* Reads size, sequence_parallel, vocab_parallel, dp_strategy and plan;
+ * *where gets the place to name. */
 static weft_status parse_options(const weft_cfg *section, int32_t world, int64_t *size, int *sp,
-				 int *vocab, int *has_plan, char *where, size_t len)
+				 int *vocab, int *zero, int *has_plan, char *where, size_t len)
 {
 	weft_status st;
 
@@ -125,6 +152,8 @@ static weft_status parse_options(const weft_cfg *section, int32_t world, int64_t
 	*sp = 0;
 	*vocab = 0;
 	*has_plan = 0;
+	if ((st = parse_dp_strategy(section, zero)))
+		return st;
 	snprintf(where, len, "trainer.strategy");
 	if (section) {
 		g_host->cfg_get(section, "name");
@@ -150,9 +179,9 @@ static weft_status tp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
 	int64_t size;
-	int sp, vocab, has_plan;
+	int sp, vocab, zero, has_plan;
 	char where[160];
-	weft_status st = parse_options(section, world, &size, &sp, &vocab, &has_plan, where,
+	weft_status st = parse_options(section, world, &size, &sp, &vocab, &zero, &has_plan, where,
 				       sizeof(where));
 
 	if (st)
@@ -172,7 +201,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 {
 	tp_strategy *s;
 	int64_t size;
-	int sp, vocab, has_plan;
+	int sp, vocab, zero, has_plan;
 	int32_t msize = 1, mrank = 0;
 	uint32_t mflags = 0;
 	char where[160];
@@ -182,8 +211,8 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");
-	if ((st = parse_options(section, env->world_size, &size, &sp, &vocab, &has_plan, where,
-				sizeof(where))))
+	if ((st = parse_options(section, env->world_size, &size, &sp, &vocab, &zero, &has_plan,
+				where, sizeof(where))))
 		return st;
 	if (size > 1 && !env->comm_ops)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: size %lld needs %lld "
@@ -219,6 +248,7 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	s->dp_rank = env->rank / (int32_t)size;
 	s->sp = sp && size > 1;
 	s->vocab = vocab && size > 1;
+	s->zero = zero && s->dp > 1;
 	*out = s;
 	return WEFT_OK;
 }
@@ -230,9 +260,10 @@ static void print_layout(const tp_strategy *s)
 	if (s->env->rank != 0)
 		return;
 	g_host->log(WEFT_LOG_INFO, "strategy tp: mesh dp %d x tp %d over %d ranks (tp fastest: "
-		    "rank = dp * %d + tp)%s%s", (int)s->dp, (int)s->size, (int)s->env->world_size,
+		    "rank = dp * %d + tp)%s%s%s", (int)s->dp, (int)s->size, (int)s->env->world_size,
 		    (int)s->size, s->sp ? ", sequence parallel" : "",
-		    s->vocab ? ", vocabulary parallel" : "");
+		    s->vocab ? ", vocabulary parallel" : "",
+		    s->zero ? ", optimizer state sharded over dp (zero_1)" : "");
 	for (int32_t d = 0; d < s->dp; d++) {
 		char line[256];
 		int n = 0;
@@ -307,7 +338,7 @@ static weft_status setup_params(tp_strategy *s)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: optimizer '%s' wants "
 					 "%zu state slots; at most 8 are supported",
 					 env->optim_ops->head.name, s->n_slots);
-	if (s->n_slots) {
+	if (s->n_slots && !s->zero) {
 		s->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM,
 						 s->n_slots * (size_t)s->numel * sizeof(float));
 		if (!s->slot_mem)
@@ -405,6 +436,10 @@ static weft_status tp_setup(void *p)
 	print_layout(s);
 	if ((st = setup_comms(s)) || (st = setup_params(s)) || (st = setup_ranges(s)))
 		return st;
+	if (s->zero && (st = tp_dpz_setup(&s->z, g_host, s->env->comm_ops, s->dp_comm, s->dp,
+					  s->dp_rank, s->numel, s->n_slots, s->ranges,
+					  s->n_ranges)))
+		return st;
 	/* the replicas of one shard start from dp rank 0's values */
 	if (s->dp_comm) {
 		weft_comm_buf b = buf(s->params, s->numel, WEFT_COMM_F32);
@@ -479,6 +514,49 @@ static weft_status global_sumsq(tp_strategy *s, double *out, int64_t *bytes, int
 	return WEFT_OK;
 }
 
+/* zero_1: squares of the flat elements [b, e), split parameters' into
+ * part[1], whole ones' into part[0]. */
+static void range_sumsq(tp_strategy *s, int64_t b, int64_t e, double *part)
+{
+	size_t n = g_host->params_count(s->env->params);
+
+	for (size_t i = 0; i < n && b < e; i++) {
+		weft_tensor *t = g_host->params_at(s->env->params, i);
+		int64_t off = (const float *)t->data - s->params, len = g_host->tensor_numel(t);
+		int64_t lo = off > b ? off : b, hi = off + len < e ? off + len : e;
+		const float *g = s->grads + lo;
+
+		if (lo >= hi)
+			continue;
+		len = hi - lo;
+		part[s->split[i]] += g_host->clip_sum_squares(&g, &len, 1);
+	}
+}
+
+/* zero_1: the global squared norm from each dp rank's slice (the tail,
+ * which every dp rank holds, counted by dp rank 0): summed over dp, the
+ * split parameters' part then over tp. */
+static weft_status zero_sumsq(tp_strategy *s, double *out, int64_t *bytes, int64_t *calls)
+{
+	const weft_strategy_env *env = s->env;
+	double part[2] = { 0.0, 0.0 };
+	weft_comm_buf b = buf(part, 2, WEFT_COMM_F64), b1 = buf(&part[1], 1, WEFT_COMM_F64);
+	weft_status st;
+
+	range_sumsq(s, s->z.begin, s->z.end, part);
+	if (s->dp_rank == 0)
+		range_sumsq(s, s->z.prefix, s->numel, part);
+	st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+	if (!st && s->tp_comm)
+		st = env->comm_ops->all_reduce(s->tp_comm, &b1, &b1, WEFT_COMM_SUM, NULL);
+	if (st)
+		return g_host->error_wrap(st, "strategy tp: gradient norm (zero_1)");
+	*bytes += 2 * (int64_t)sizeof(double) + (s->tp_comm ? (int64_t)sizeof(double) : 0);
+	*calls += s->tp_comm ? 2 : 1;
+	*out = part[0] + part[1];
+	return WEFT_OK;
+}
+
 static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
 {
 	tp_strategy *s = p;
@@ -507,7 +585,10 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	c0 = now_ns();
 	if ((st = sum_partial(s, &bytes, &calls)))
 		return st;
-	if (s->dp_comm) {
+	if (s->zero) {
+		if ((st = tp_dpz_reduce(&s->z, s->grads, &bytes, &calls)))
+			return st;
+	} else if (s->dp_comm) {
 		weft_comm_buf b = buf(s->grads, s->numel, WEFT_COMM_F32);
 
 		st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_AVG, NULL);
@@ -520,15 +601,25 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	if (env->gradient_clip_val > 0) {
 		double sumsq = 0.0;
 
-		if ((st = global_sumsq(s, &sumsq, &bytes, &calls)))
+		st = s->zero ? zero_sumsq(s, &sumsq, &bytes, &calls) :
+			       global_sumsq(s, &sumsq, &bytes, &calls);
+		if (st)
 			return st;
 		sumsq *= info.grad_scale * info.grad_scale;
 		info.grad_scale *= g_host->clip_coef(sumsq, env->gradient_clip_val,
 						     &out->grad_norm);
 	}
 	comm_ns += now_ns() - c0;
-	st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
-				  s->slots, 0, s->numel, &info);
+	if (s->zero) {
+		st = tp_dpz_step(&s->z, env, s->params, s->grads, &info);
+		c0 = now_ns();
+		if (!st)
+			st = tp_dpz_gather(&s->z, s->params, &bytes, &calls);
+		comm_ns += now_ns() - c0;
+	} else {
+		st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
+					  s->slots, 0, s->numel, &info);
+	}
 	if (st)
 		return st;
 	/* the global batch's mean loss: tp ranks agree, dp ranks hold parts */
@@ -595,6 +686,10 @@ static weft_status tp_state(void *p, weft_strategy_state *out)
 {
 	tp_strategy *s = p;
 
+	if (s->zero) {
+		tp_dpz_state(&s->z, out);
+		return WEFT_OK;
+	}
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)s->n_slots;
@@ -625,6 +720,8 @@ static void tp_destroy(void *p)
 	g_host->mem_free(s->partial);
 	g_host->mem_free(s->split);
 	g_host->mem_free(s->ranges);
+	if (s->zero)
+		tp_dpz_free(&s->z);
 	free(s);
 }
 
