@@ -1,4 +1,4 @@
-/* dist_worker: one rank of a multi-process test (started by spawn.h or by
+/* dist_worker: one rank of a multi-process test (started by common/spawn.h or by
  * `weft launch`). `dist_worker SCENARIO`; exits 0 when every check on this
  * rank held, 1 with the error on stderr otherwise.
  *

@@ -2,21 +2,35 @@
  * groups: `test_dist_gloo SCENARIO NRANKS` runs NRANKS real processes of
  * dist_worker and checks how each one ended. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 
-#include "spawn.h"
+#include "common/spawn.h"
 #include "weft_test.h"
+
+/* Runs n ranks of dist_worker SCENARIO, waiting at most deadline_s. */
+static int spawn_run(int n, const char *scenario, double deadline_s, wt_spawn_result *res)
+{
+	static char path[4096];
+	const char *b = getenv("WEFT_BUILD_DIR");
+	char *argv[] = { path, (char *)scenario, NULL };
+
+	snprintf(path, sizeof(path), "%s/tests/dist_worker", b ? b : "..");
+	return wt_spawn(n, argv, deadline_s, res);
+}
 
 int main(int argc, char **argv)
 {
-	spawn_result res;
+	wt_spawn_result res;
 	const char *scenario;
 	int n;
 
 	WT_REQUIRE(argc == 3);
 	scenario = argv[1];
 	n = atoi(argv[2]);
-	WT_REQUIRE(n >= 1 && n <= SPAWN_MAX);
+	WT_REQUIRE(n >= 1 && n <= WT_SPAWN_MAX);
 
 	if (!strcmp(scenario, "killed")) {
 		/* 2 s comm timeout: every survivor must be out within timeout +
@@ -29,7 +43,7 @@ int main(int argc, char **argv)
 		for (int r = 0; r < n; r++) {
 			if (r == 1)
 				continue;
-			WT_CHECK(spawn_exited(&res, r, 3));
+			WT_CHECK(wt_spawn_exited(&res, r, 3));
 			WT_CHECK(res.seconds[r] < 12.0);
 			WT_STR_CONTAINS(res.err[r], "all_reduce #3");
 			WT_STR_CONTAINS(res.err[r], "rank 1 did not answer");
@@ -43,7 +57,7 @@ int main(int argc, char **argv)
 		snprintf(want, sizeof(want), "rank %d called all_gather #2 (f32 x 8) where rank 0 "
 			 "called all_reduce #2 (f32 x 8)", n - 1);
 		for (int r = 0; r < n; r++)
-			WT_CHECK(spawn_exited(&res, r, 3));
+			WT_CHECK(wt_spawn_exited(&res, r, 3));
 		WT_STR_CONTAINS(res.err[0], want);
 		snprintf(want, sizeof(want), "rank 0 called all_reduce #2 (f32 x 8) where rank %d "
 			 "called all_gather #2 (f32 x 8)", n - 1);
@@ -52,7 +66,7 @@ int main(int argc, char **argv)
 		WT_REQUIRE(spawn_run(n, scenario, 90, &res) == 0);
 		WT_CHECK(!res.hung);
 		for (int r = 0; r < n; r++)
-			WT_CHECK(spawn_exited(&res, r, 0));
+			WT_CHECK(wt_spawn_exited(&res, r, 0));
 	}
 	return wt_done("test_dist_gloo");
 }

@@ -17,7 +17,7 @@
  *
  * h_spawn runs N copies of a program as the ranks of one job (store
  * served by the caller on a free port, WEFT_* variables, stderr to a
- * file, a deadline that kills a hung job).
+ * file, a deadline that kills a hung job): wt_spawn of tests/common.
  */
 #ifndef WEFT_TEST_STRATEGY_HARNESS_H
 #define WEFT_TEST_STRATEGY_HARNESS_H
@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/spawn.h"
 #include "weft/strategy.h"
 
 #define H_MAX_STEPS 64
@@ -104,12 +105,8 @@ void h_result_free(h_result *r);
 int h_result_write(const h_result *r, const char *path);
 int h_result_read(h_result *r, const char *path);
 
-typedef struct h_spawn_result {
-	int n;
-	int status[H_MAX_RANKS];   /* waitpid status */
-	int hung;
-	char err[H_MAX_RANKS][8192];
-} h_spawn_result;
+/* n, status[], seconds[], hung, err[] of each rank (common/spawn.h). */
+typedef wt_spawn_result h_spawn_result;
 
 /* Runs n copies of argv[0] (a path) with argv as arguments, rank r with
  * WEFT_RANK=r and the job's store; waits at most deadline_s (then kills
