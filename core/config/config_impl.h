@@ -22,8 +22,6 @@
 /* Most nodes that anchors/aliases and merge keys may copy in one parse:
  * bounds "billion laughs" documents to a few megabytes. */
 #define WEFT_CFG_MAX_COPIED 100000
-/* Longest key the did-you-mean distance is computed for. */
-#define WEFT_CFG_MAX_SUGGEST_LEN 128
 
 struct weft_cfg {
 	weft_cfg_kind kind;
@@ -95,12 +93,8 @@ weft_status cfg_parse(weft_config *cfg, const char *file, const char *text, size
 
 /* ---- strict.c ------------------------------------------------------- */
 
-/* Optimal-string-alignment edit distance, ASCII case folded. Returns a
- * big number for strings longer than WEFT_CFG_MAX_SUGGEST_LEN. */
-size_t cfg_distance(const char *a, const char *b);
-
-/* The candidate closest to `word` within a distance that makes sense for
- * its length, or NULL. */
+/* The candidate closest to `word` (weft_edit_distance, case folded)
+ * within a distance that makes sense for its length, or NULL. */
 const char *cfg_suggest(const char *word, const char *const *cands, size_t n);
 
 #endif /* WEFT_CONFIG_IMPL_H */

@@ -1,46 +1,9 @@
 /* Strictness: the first key nobody read, with a "did you mean". */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "config/config_impl.h"
-
-size_t cfg_distance(const char *a, const char *b)
-{
-	size_t rows[3][WEFT_CFG_MAX_SUGGEST_LEN + 1];
-	size_t la = strlen(a), lb = strlen(b);
-	size_t *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
-
-	if (la > WEFT_CFG_MAX_SUGGEST_LEN || lb > WEFT_CFG_MAX_SUGGEST_LEN)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		int ca = tolower((unsigned char)a[i - 1]);
-		size_t *t;
-
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			int cb = tolower((unsigned char)b[j - 1]);
-			size_t best = prev[j - 1] + (ca != cb);
-
-			if (prev[j] + 1 < best)
-				best = prev[j] + 1;
-			if (cur[j - 1] + 1 < best)
-				best = cur[j - 1] + 1;
-			/* a transposition of two neighbours costs one edit */
-			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
-			    tolower((unsigned char)a[i - 2]) == cb && prev2[j - 2] + 1 < best)
-				best = prev2[j - 2] + 1;
-			cur[j] = best;
-		}
-		t = prev2;
-		prev2 = prev;
-		prev = cur;
-		cur = t;
-	}
-	return prev[lb];
-}
 
 const char *cfg_suggest(const char *word, const char *const *cands, size_t n)
 {
@@ -52,7 +15,7 @@ const char *cfg_suggest(const char *word, const char *const *cands, size_t n)
 		size_t longer = la > lb ? la : lb;
 		/* about one edit in three: 'stratgy' -> 'strategy', not 'lr' -> 'xy' */
 		size_t limit = (longer + 2) / 3;
-		size_t d = cfg_distance(word, cands[i]);
+		size_t d = weft_edit_distance(word, cands[i]);
 
 		if (limit < 1)
 			limit = 1;

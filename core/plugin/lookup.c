@@ -4,45 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "plugin/registry_impl.h"
 
 /* ---- lookup -------------------------------------------------------- */
-
-/* Optimal string alignment distance (edits and adjacent swaps). */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t d[3][64];
-	size_t *prev2 = d[0], *prev = d[1], *cur = d[2];
-
-	if (la >= 63 || lb >= 63)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t *t;
-
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t cost = a[i - 1] != b[j - 1];
-			size_t v = prev[j - 1] + cost;
-
-			if (prev[j] + 1 < v)
-				v = prev[j] + 1;
-			if (cur[j - 1] + 1 < v)
-				v = cur[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-			    prev2[j - 2] + 1 < v)
-				v = prev2[j - 2] + 1;
-			cur[j] = v;
-		}
-		t = prev2;
-		prev2 = prev;
-		prev = cur;
-		cur = t;
-	}
-	return prev[lb];
-}
 
 /* Appends to a fixed buffer, truncating at its end. */
 static void buf_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) WEFT_PRINTF(4, 5);
@@ -77,7 +42,7 @@ static weft_status not_found(const weft_registry *reg, weft_plugin_kind kind, co
 				other_kind = weft_plugin_kind_name(e->kind);
 			continue;
 		}
-		d = edit_distance(name, e->name);
+		d = weft_edit_distance(name, e->name);
 		if (d <= limit && d < best_d) {
 			best_d = d;
 			best = e->name;

@@ -94,6 +94,9 @@ static void test_not_found(void)
 	WT_FAILS(weft_registry_find(reg, WEFT_PLUGIN_OPTIM, "plainsdg", &vt, NULL),
 		 WEFT_ERR_NOT_FOUND, "did you mean 'plainsgd'?",
 		 "available: momentum, plainsgd");
+	/* names match exactly, but the suggestion ignores case */
+	WT_FAILS(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "Mirror", &vt, NULL),
+		 WEFT_ERR_NOT_FOUND, "no strategy plugin named 'Mirror' (did you mean 'mirror'?)");
 	/* nothing close: no suggestion */
 	WT_FAILS(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "pipeline", &vt, NULL),
 		 WEFT_ERR_NOT_FOUND, "no strategy plugin named 'pipeline'; available:");
