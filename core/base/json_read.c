@@ -257,6 +257,26 @@ out_nomem:
 	return weft_error_set(WEFT_ERR_NOMEM, "out of memory parsing %s", ps->name);
 }
 
+/* Gives back the unused tail of a finished container's arrays (a large
+ * document is mostly small objects and arrays; the doubling would leave up
+ * to half of them unused). A failed shrink keeps the larger block. */
+static void shrink(weft_json_value *v, size_t cap)
+{
+	weft_json_value *ni;
+
+	if (v->count == cap)
+		return;
+	ni = realloc(v->items, v->count * sizeof(*ni));
+	if (ni)
+		v->items = ni;
+	if (v->kind == WEFT_JSON_OBJECT) {
+		char **nk = realloc(v->keys, v->count * sizeof(*nk));
+
+		if (nk)
+			v->keys = nk;
+	}
+}
+
 static weft_status parse_container(parser *ps, weft_json_value *v, int depth, int obj)
 {
 	size_t cap = 0;
@@ -299,6 +319,7 @@ static weft_status parse_container(parser *ps, weft_json_value *v, int depth, in
 		}
 		if (ps->p < ps->end && *ps->p == (obj ? '}' : ']')) {
 			ps->p++;
+			shrink(v, cap);
 			return WEFT_OK;
 		}
 		return fail(ps, obj ? "expected ',' or '}'" : "expected ',' or ']'");
