@@ -387,6 +387,16 @@ const weft_st_tensor *weft_st_find(const weft_st_file *f, const char *name)
 
 /* ---- writing ---- */
 
+/* The bytes of an entry's data: numel(shape) * dtype size. */
+static size_t entry_nbytes(const weft_st_entry *e)
+{
+	weft_tensor tmp = { .dtype = e->dtype, .ndim = e->ndim };
+
+	if (e->ndim)
+		memcpy(tmp.shape, e->shape, (size_t)e->ndim * sizeof(int64_t));
+	return weft_tensor_nbytes(&tmp);
+}
+
 /* The header as compact JSON (base/json.h): the metadata, then each
  * tensor with its offsets into the data in entry order. A new string in
  * *text; free(). */
@@ -404,12 +414,8 @@ static weft_status header_build(const char *path, const weft_st_entry *e, size_t
 	weft_json_string(&w, "pt");
 	weft_json_end_object(&w);
 	for (size_t i = 0; i < n; i++) {
-		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
-		uint64_t bytes;
+		uint64_t bytes = entry_nbytes(&e[i]);
 
-		if (e[i].ndim)
-			memcpy(tmp.shape, e[i].shape, (size_t)e[i].ndim * sizeof(int64_t));
-		bytes = weft_tensor_nbytes(&tmp);
 		weft_json_key(&w, e[i].name);
 		weft_json_begin_object(&w);
 		weft_json_key(&w, "dtype");
@@ -468,12 +474,8 @@ weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 	    fwrite(spaces, 1, pad, fp) != pad)
 		goto out_write_error;
 	for (size_t i = 0; i < n; i++) {
-		weft_tensor tmp = { .dtype = e[i].dtype, .ndim = e[i].ndim };
-		size_t bytes;
+		size_t bytes = entry_nbytes(&e[i]);
 
-		if (e[i].ndim)
-			memcpy(tmp.shape, e[i].shape, (size_t)e[i].ndim * sizeof(int64_t));
-		bytes = weft_tensor_nbytes(&tmp);
 		if (bytes && fwrite(e[i].data, 1, bytes, fp) != bytes)
 			goto out_write_error;
 	}

@@ -221,6 +221,37 @@ static void test_tied_head(void)
 	weft_model_free(m);
 }
 
+/* Headers that break the format's schema, and what the reader says. */
+static const struct {
+	const char *json;
+	size_t data_bytes;
+	const char *what, *where; /* where: NULL when the position is not checked */
+} schema[] = {
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4,
+	  "expected an integer, found a fraction or exponent", "at byte 37" },
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,18446744073709551616]}}", 4,
+	  "an integer too large", NULL },
+	{ "{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+	  "tensor 'a': dtype must be a string", "at byte 22" },
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4,
+	  "tensor 'a': a shape must be an array of integers", NULL },
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+	  "a shape has more than 8 entries", NULL },
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4]}}", 4,
+	  "tensor 'a': data_offsets must be [begin, end]", NULL },
+	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
+	  "tensor 'a' has an unknown field 'x' (expected dtype, shape, data_offsets)", NULL },
+	{ "{\"a\":[0,4]}", 4,
+	  "tensor 'a' must be an object of dtype, shape and data_offsets", "at byte 13" },
+	{ "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+	  "a tensor has an empty name", NULL },
+	{ "{\"__metadata__\":[]}", 0, "__metadata__ must be an object of strings", NULL },
+	{ "{\"__metadata__\":{\"step\":3}}", 0,
+	  "__metadata__ values must be strings ('step' is not)", NULL },
+	{ "", 0, "the header must be a JSON object", NULL },
+	{ "{} x", 0, "unexpected text after the document", "at byte 11" },
+};
+
 static void test_corrupt(void)
 {
 	char path[256], good[256];
@@ -282,48 +313,13 @@ static void test_corrupt(void)
 	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4);
 	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
 		 "tensor 'a' lacks its data_offsets");
-	/* the header's schema, value by value, with the byte of the value
-	 * (8 + its offset in the header text) */
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, "at byte 37",
-		 "expected an integer, found a fraction or exponent");
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,"
-		  "18446744073709551616]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, "an integer too large");
-	write_raw(path, "{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, "at byte 22",
-		 "tensor 'a': dtype must be a string");
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "tensor 'a': a shape must be an array of integers");
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
-		  "\"data_offsets\":[0,4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "a shape has more than 8 entries");
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "tensor 'a': data_offsets must be [begin, end]");
-	write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "tensor 'a' has an unknown field 'x' (expected dtype, shape, data_offsets)");
-	write_raw(path, "{\"a\":[0,4]}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, "at byte 13",
-		 "tensor 'a' must be an object of dtype, shape and data_offsets");
-	write_raw(path, "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "a tensor has an empty name");
-	write_raw(path, "{\"__metadata__\":[]}", 0);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "__metadata__ must be an object of strings");
-	write_raw(path, "{\"__metadata__\":{\"step\":3}}", 0);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "__metadata__ values must be strings ('step' is not)");
-	write_raw(path, "", 0);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT,
-		 "the header must be a JSON object");
-	write_raw(path, "{} x", 0);
-	WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, "at byte 11",
-		 "unexpected text after the document");
+	/* the header's schema, value by value; "at byte N" is 8 + the value's
+	 * offset in the header text, counted by hand */
+	for (size_t i = 0; i < sizeof(schema) / sizeof(schema[0]); i++) {
+		write_raw(path, schema[i].json, schema[i].data_bytes);
+		WT_FAILS(weft_model_load_safetensors(m, path), WEFT_ERR_CORRUPT, schema[i].what,
+			 schema[i].where);
+	}
 	/* a well-formed file with escapes and metadata reads; names decode */
 	write_raw(path, "{\"__metadata__\":{\"format\":\"pt\",\"x\":\"y\"},"
 		  "\"a\\u00e9\\\"\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
