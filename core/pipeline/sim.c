@@ -16,6 +16,7 @@ typedef struct sim_rank {
 	weft_pp_action *a;
 	size_t n, next;
 	double t;
+	double busy;     /* forward and backward time */
 } sim_rank;
 
 typedef struct sim {
@@ -41,22 +42,33 @@ static weft_status step_one(sim *s, int k, int *blocked)
 	const weft_pp_action *x = &r->a[r->next];
 	size_t at = (size_t)x->micro * (size_t)s->S + (size_t)x->stage;
 	int peer_stage;
-	double *box;
+	double *box, own;
 	uint8_t *got;
 
 	*blocked = 0;
+	/* what this action takes on this rank */
+	if (s->cost->action)
+		own = s->cost->action[k][r->next];
+	else if (x->op == WEFT_PP_FORWARD)
+		own = s->cost->forward / s->v;
+	else if (x->op == WEFT_PP_BACKWARD)
+		own = s->cost->backward / s->v;
+	else
+		own = 0.0;
 	switch (x->op) {
 	case WEFT_PP_FORWARD:
 		if (s->fwd[at]++)
 			return broken(x, k, "a second forward");
-		r->t += s->cost->forward / s->v;
+		r->t += own;
+		r->busy += own;
 		break;
 	case WEFT_PP_BACKWARD:
 		if (!s->fwd[at])
 			return broken(x, k, "backward before its forward");
 		if (s->bwd[at]++)
 			return broken(x, k, "a second backward");
-		r->t += s->cost->backward / s->v;
+		r->t += own;
+		r->busy += own;
 		break;
 	case WEFT_PP_SEND_ACT:
 	case WEFT_PP_SEND_GRAD:
@@ -70,6 +82,7 @@ static weft_status step_one(sim *s, int k, int *blocked)
 		if (x->op == WEFT_PP_SEND_ACT ? !s->fwd[(size_t)x->micro * s->S + x->stage] :
 						!s->bwd[(size_t)x->micro * s->S + x->stage])
 			return broken(x, k, "sent before it was computed");
+		r->t += own;
 		box[at] = r->t + s->cost->latency;
 		s->messages++;
 		break;
@@ -89,6 +102,7 @@ static weft_status step_one(sim *s, int k, int *blocked)
 			return broken(x, k, "received twice");
 		if (box[at] > r->t)
 			r->t = box[at];
+		r->t += own;
 		break;
 	default:
 		return broken(x, k, "unknown action");
@@ -164,7 +178,8 @@ weft_status weft_pp_simulate(weft_pp_kind kind, int p, int m, int v, const weft_
 	if (p > WEFT_PP_SIM_MAX_RANKS)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "pipeline simulator: %d ranks; at most %d",
 				      p, WEFT_PP_SIM_MAX_RANKS);
-	if (!cost || !(cost->forward > 0) || !(cost->backward > 0) || !(cost->latency >= 0))
+	if (!cost || (!cost->action && (!(cost->forward > 0) || !(cost->backward > 0))) ||
+	    !(cost->latency >= 0))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "pipeline simulator: forward and backward "
 				      "costs must be > 0 and latency >= 0");
 	cells = (size_t)m * (size_t)s.S;
@@ -191,6 +206,13 @@ weft_status weft_pp_simulate(weft_pp_kind kind, int p, int m, int v, const weft_
 			goto out_free;
 		}
 		out->max_in_flight[k] = weft_pp_max_in_flight(s.r[k].a, s.r[k].n);
+		for (size_t i = 0; cost->action && i < s.r[k].n; i++)
+			if (!(cost->action[k][i] >= 0)) {
+				st = weft_error_set(WEFT_ERR_INVALID_ARG, "pipeline simulator: rank "
+						    "%d's action %zu costs %g; costs must be >= 0",
+						    k, i, cost->action[k][i]);
+				goto out_free;
+			}
 	}
 	st = run(&s);
 	if (st)
@@ -199,7 +221,7 @@ weft_status weft_pp_simulate(weft_pp_kind kind, int p, int m, int v, const weft_
 		if (s.r[k].t > out->makespan)
 			out->makespan = s.r[k].t;
 	for (int k = 0; k < p; k++) {
-		out->busy[k] = (double)m * (cost->forward + cost->backward);
+		out->busy[k] = s.r[k].busy;
 		out->idle[k] = out->makespan - out->busy[k];
 		out->bubble += out->idle[k] / out->makespan / p;
 	}

@@ -30,6 +30,12 @@ typedef struct weft_pp_sim_cost {
 	double forward;   /* one micro-batch through one rank's share, > 0 */
 	double backward;  /* > 0 */
 	double latency;   /* of one message, >= 0 */
+	/* Optional measured costs: action[k][i] >= 0 is what action i of rank
+	 * k's list (weft_pp_schedule's order) took; forward and backward are
+	 * then ignored, a send takes its cost before the message leaves and a
+	 * receive its cost after the message arrived. Borrowed. NULL: the
+	 * uniform costs above. */
+	const double *const *action;
 } weft_pp_sim_cost;
 
 typedef struct weft_pp_sim_result {

@@ -9,8 +9,8 @@
 #include "weft/memory.h"
 
 /* One interval as it travels: step, track, kind, micro, stage, t0, t1
- * (ns since the rank's zero). */
-#define REC 7
+ * (ns since the rank's zero), CPU ns (< 0: not measured). */
+#define REC 8
 
 struct weft_timeline {
 	const weft_comm_ops *ops;
@@ -98,6 +98,7 @@ weft_status weft_timeline_add(weft_timeline *tl, int64_t step, const weft_step_e
 		r[4] = ev[i].stage;
 		r[5] = ev[i].t0_ns - tl->zero_ns;
 		r[6] = ev[i].t1_ns - tl->zero_ns;
+		r[7] = ev[i].cpu_ns;
 	}
 	tl->n += n;
 	return WEFT_OK;
@@ -158,6 +159,10 @@ static void write_event(weft_json_writer *w, int32_t pid, const int64_t *r)
 	if (r[4] >= 0) {
 		weft_json_key(w, "stage");
 		weft_json_int(w, r[4]);
+	}
+	if (r[7] >= 0) {
+		weft_json_key(w, "cpu_us");
+		weft_json_number(w, (double)r[7] * 1e-3);
 	}
 	weft_json_end_object(w);
 	weft_json_end_object(w);

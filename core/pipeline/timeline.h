@@ -10,7 +10,8 @@
  * writes one Chrome-trace JSON file (the "Trace Event Format" Perfetto and
  * chrome://tracing open): a complete event ("ph": "X") per interval with
  * pid = rank, tid = track (0 compute, 1 comm), ts and dur in microseconds
- * on a common clock, and the step, micro-batch and stage in args.
+ * on a common clock, and in args the step, micro-batch, stage and the
+ * CPU time the interval took on its thread ("cpu_us", when measured).
  *
  * The common clock: at creation every rank leaves two barriers and takes
  * that moment as its zero, so ranks' clocks agree to within the barrier's

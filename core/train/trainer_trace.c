@@ -35,7 +35,7 @@ weft_status weft_trainer_record_step(weft_trainer *t, const weft_step_report *re
 		return weft_timeline_add(t->timeline, step, rep->events, rep->n_events);
 	return weft_timeline_add(t->timeline, step, &(weft_step_event){
 					 .track = WEFT_TRACK_COMPUTE, .kind = WEFT_EVENT_STEP,
-					 .micro = -1, .stage = -1,
+					 .micro = -1, .stage = -1, .cpu_ns = -1,
 					 .t0_ns = (int64_t)llround(t0 * 1e9),
 					 .t1_ns = (int64_t)llround(t1 * 1e9) }, 1);
 }

@@ -247,8 +247,47 @@ static void test_errors(void)
 		 "must be > 0");
 }
 
+/* Measured per-action costs (weft_pp_sim_cost.action): the uniform
+ * costs written out per action give the same step; a slower last stage
+ * (its forwards and backwards 1.5 times as long) lengthens it to what the
+ * slow stage bounds; a negative cost is refused. */
+static void test_action_costs(void)
+{
+	enum { P = 2, M = 4 };
+	weft_pp_action a[P][6 * M];
+	double cost[P][6 * M];
+	const double *rows[P] = { cost[0], cost[1] };
+	weft_pp_sim_cost uni = { .forward = 1.0, .backward = 2.0 }, per = { .action = rows };
+	weft_pp_sim_result r1, r2;
+	size_t n[P];
+	char err[128];
+
+	for (int k = 0; k < P; k++) {
+		WT_REQUIRE(weft_pp_schedule(WEFT_PP_1F1B, k, P, M, 1, a[k], 6 * M, &n[k], err,
+					    sizeof(err)) == 0);
+		for (size_t i = 0; i < n[k]; i++)
+			cost[k][i] = a[k][i].op == WEFT_PP_FORWARD ? 1.0 :
+				     a[k][i].op == WEFT_PP_BACKWARD ? 2.0 : 0.0;
+	}
+	WT_OK(weft_pp_simulate(WEFT_PP_1F1B, P, M, 1, &uni, &r1));
+	WT_OK(weft_pp_simulate(WEFT_PP_1F1B, P, M, 1, &per, &r2));
+	WT_CLOSE(r2.makespan, r1.makespan, 1e-12, 0);
+	WT_CLOSE(r2.bubble, weft_pp_bubble_formula(WEFT_PP_1F1B, P, M, 1), 1e-12, 0);
+	for (size_t i = 0; i < n[1]; i++)
+		cost[1][i] *= 1.5;
+	WT_OK(weft_pp_simulate(WEFT_PP_1F1B, P, M, 1, &per, &r2));
+	/* rank 1 waits for the first activation (1), is busy 4 * 4.5 = 18,
+	 * and rank 0's last backward (2) follows its last gradient */
+	WT_CLOSE(r2.makespan, 19.0 + 2.0, 1e-12, 0);
+	WT_CLOSE(r2.busy[1], 18.0, 1e-12, 0);
+	cost[0][0] = -1.0;
+	WT_FAILS(weft_pp_simulate(WEFT_PP_1F1B, P, M, 1, &per, &r2), WEFT_ERR_INVALID_ARG,
+		 "rank 0's action 0 costs -1");
+}
+
 int main(void)
 {
+	test_action_costs();
 	test_pure();
 	test_1f1b_literal();
 	test_grid();

@@ -4,6 +4,9 @@
  *       one process: intervals of two steps written and parsed back with
  *       core/base/json.h (metadata names, complete events, microseconds,
  *       args); an unwritable path is an error naming it.
+ *   test_pipeline_trace bubble FILE SCHEDULE P M
+ *       the bubble of a pp run's trace (test_strategy_pp_bubble.sh), replayed
+ *       with its measured per-action CPU costs (check_bubble).
  *   test_pipeline_trace check FILE SCHEDULE P M STEPS
  *       a trace `weft fit --trace` wrote for a pp run (test_strategy_pp_fit.sh):
  *       every rank 0..P-1 has exactly its schedule's actions (weft_pp_schedule)
@@ -23,6 +26,7 @@
 
 #include "base/json.h"
 #include "pipeline/schedule.h"
+#include "pipeline/sim.h"
 #include "pipeline/timeline.h"
 #include "weft_test.h"
 
@@ -254,9 +258,109 @@ static void check_trace(const char *path, const char *sched, int p, int m, int s
 	weft_json_free(doc);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The bubble replayed by the schedule simulator with the run's own costs:
+ * for each action of each rank (forward, backward, send, receive, in the
+ * order the rank ran them), the CPU time its thread spent in it, which
+ * excludes the time other processes took the shared cores; the median
+ * over the steps after the first (which fills the buffer pools) of each
+ * action's cost, so that one step's hiccup in one action does not stand
+ * for the pipeline; receives wait for their sends. The replayed bubble
+ * must be within BUBBLE_TOL of (p - 1) / (m + p - 1): the stages are
+ * balanced (two blocks each; the embedding and the head are a few percent
+ * of a stage) and a message costs a copy of the activation (about 1% of
+ * a micro-batch's compute here), so the runtime's schedule costs what the
+ * textbook says within what the head and the messages add (measured 1-2
+ * points). */
+#define BUBBLE_TOL 0.03
+
+static void check_bubble(const char *path, const char *sched, int p, int m)
+{
+	weft_json_value *doc = NULL;
+	const weft_json_value *ev;
+	int kind = !strcmp(sched, "gpipe") ? WEFT_PP_GPIPE : WEFT_PP_1F1B;
+	size_t cap = weft_pp_max_actions(m, 1), na[64];
+	double *cost[64], *all, want = weft_pp_bubble_formula(kind, p, m, 1);
+	weft_pp_sim_cost c = { .action = (const double *const *)cost };
+	weft_pp_sim_result res;
+	weft_pp_action *a;
+	char err[256];
+	int steps = 0, ok = 1;
+
+	WT_REQUIRE(p > 0 && p <= 64);
+	WT_OK(weft_json_parse_file(path, &doc));
+	WT_REQUIRE(doc);
+	ev = weft_json_get(doc, "traceEvents");
+	WT_REQUIRE(ev && ev->kind == WEFT_JSON_ARRAY);
+	a = calloc(cap, sizeof(*a));
+	WT_REQUIRE(a);
+	for (int r = 0; r < p; r++) {
+		WT_REQUIRE(weft_pp_schedule(kind, r, p, m, 1, a, cap, &na[r], err, sizeof(err)) == 0);
+		WT_REQUIRE((cost[r] = calloc(cap, sizeof(double))) != NULL);
+	}
+	for (size_t i = 0; i < ev->count; i++)
+		if (!strcmp(str(item(ev, i), "ph"), "X")) {
+			int s = (int)num(weft_json_get(item(ev, i), "args"), "step", 0);
+
+			steps = s > steps ? s : steps;
+		}
+	WT_REQUIRE(steps >= 2 && steps < 256);
+	/* all[((s - 2) * p + r) * cap + i]: action i of rank r in step s */
+	all = calloc((size_t)(steps - 1) * (size_t)p * cap, sizeof(double));
+	WT_REQUIRE(all);
+	for (int s = 2; s <= steps; s++) {
+		size_t got[64] = { 0 };
+
+		for (size_t i = 0; i < ev->count; i++) {
+			const weft_json_value *x = item(ev, i), *args = weft_json_get(x, "args");
+			int r = (int)num(x, "pid", -1), k = kind_of(str(x, "name"));
+
+			if (strcmp(str(x, "ph"), "X") || num(args, "step", 0) != s ||
+			    k == WEFT_EVENT_SYNC || k == WEFT_EVENT_OPTIMIZER)
+				continue;
+			if (r < 0 || r >= p || got[r] >= na[r]) {
+				ok = 0;
+				continue;
+			}
+			all[((size_t)(s - 2) * (size_t)p + (size_t)r) * cap + got[r]++] =
+				num(args, "cpu_us", -1);
+		}
+		for (int r = 0; r < p; r++)
+			ok &= got[r] == na[r];
+	}
+	WT_REQUIRE(ok);
+	for (int r = 0; r < p; r++)
+		for (size_t i = 0; i < na[r]; i++) {
+			double v[256];
+
+			for (int s = 0; s < steps - 1; s++)
+				v[s] = all[((size_t)s * (size_t)p + (size_t)r) * cap + i];
+			qsort(v, (size_t)(steps - 1), sizeof(v[0]), cmp_double);
+			cost[r][i] = v[(steps - 1) / 2];
+		}
+	WT_OK(weft_pp_simulate(kind, p, m, 1, &c, &res));
+	fprintf(stderr, "%s p=%d m=%d: bubble replayed from the measured CPU costs (medians over "
+		"%d steps): %.4f (rank 0 busy %.0f us of %.0f), formula %.4f\n", sched, p, m,
+		steps - 1, res.bubble, res.busy[0], res.makespan, want);
+	WT_CLOSE(res.bubble, want, 0, BUBBLE_TOL);
+	free(all);
+	for (int r = 0; r < p; r++)
+		free(cost[r]);
+	free(a);
+	weft_json_free(doc);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc > 6 && !strcmp(argv[1], "check"))
+	if (argc > 5 && !strcmp(argv[1], "bubble"))
+		check_bubble(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
+	else if (argc > 6 && !strcmp(argv[1], "check"))
 		check_trace(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
 	else
 		test_roundtrip();

@@ -8,9 +8,8 @@
  *   test_strategy_pp memory P             activation peaks (allocator
  *       accounting, steady state) of GPipe and 1F1B with P ranks, m = 8:
  *       micro-batches held at once per rank, from runs holding 1 and 2.
- *   test_strategy_pp bubble               measured bubble, p = 2, against
- *       (p - 1) / (m + p - 1) for gpipe and 1f1b (timing: label "timing").
  *   test_strategy_pp errors               config errors naming the numbers.
+ * The bubble is measured through weft fit --trace: test_strategy_pp_bubble.sh.
  *
  * Model: the harness GPT with 8 blocks (so 8 stages for p = 4, v = 2),
  * n_embd 32, 2 heads, vocab 64, T 16, no dropout; 2 rows per micro-batch.
@@ -76,17 +75,6 @@ static int rank_main(int argc, char **argv)
 		c.gpt_n_layer = 4;
 		c.steps = 4;
 		c.mem_peaks_after = 2;
-		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s}", argv[3]);
-	} else if (!strcmp(argv[2], "bubble")) {
-		/* bubble SCHED MICRO PREFIX: enough work per micro-batch that
-		 * messages and synchronisation are small beside it */
-		c = pp_config(atoi(argv[4]), 1);
-		c.gpt_n_layer = 2;
-		c.gpt_n_embd = 256;
-		c.gpt_n_head = 4;
-		c.gpt_block = 128;
-		c.batch = 8;
-		c.steps = 7;
 		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s}", argv[3]);
 	} else {
 		return 2;
@@ -232,58 +220,6 @@ static void test_memory(const char *self, int p)
 	}
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The median over steps 2.. (step 1 warms the pools) of the mean over
- * ranks of the measured bubble. */
-static double measured_bubble(const char *self, const char *sched, int m)
-{
-	h_result got[2];
-	char prefix[128], ms[8];
-	char *args[] = { "bubble", (char *)sched, ms, prefix, NULL };
-	double b[H_MAX_STEPS];
-	int n = 0;
-
-	snprintf(prefix, sizeof(prefix), "ppb-%d", (int)getpid());
-	snprintf(ms, sizeof(ms), "%d", m);
-	if (!run_ranks(self, 2, args, got))
-		return -1;
-	for (int s = 1; s < got[0].steps; s++)
-		b[n++] = (got[0].rep[s].bubble_fraction + got[1].rep[s].bubble_fraction) / 2;
-	qsort(b, (size_t)n, sizeof(b[0]), cmp_double);
-	h_result_free(&got[0]);
-	h_result_free(&got[1]);
-	return b[n / 2];
-}
-
-/* Bubble within 3 points of (p - 1) / (m + p - 1) = 0.2 (p = 2, m = 4).
- * Two ranks share two cores with whatever else runs, so a measurement is
- * retried up to 3 times before it counts as a failure. */
-static void test_bubble(const char *self)
-{
-	const char *scheds[] = { "gpipe", "1f1b" };
-	const int m = 4;
-	double want = 1.0 / (m + 1);
-
-	for (int i = 0; i < 2; i++) {
-		double got = -1;
-
-		for (int tries = 0; tries < 3; tries++) {
-			got = measured_bubble(self, scheds[i], m);
-			fprintf(stderr, "bubble %s p=2 m=%d: measured %.4f, formula %.4f\n",
-				scheds[i], m, got, want);
-			if (got >= 0 && got > want - 0.03 && got < want + 0.03)
-				break;
-		}
-		WT_CLOSE(got, want, 0, 0.03);
-	}
-}
-
 static void test_errors(void)
 {
 	h_config c = pp_config(8, 1);
@@ -326,13 +262,10 @@ int main(int argc, char **argv)
 		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 0);
 	} else if (argc > 2 && !strcmp(argv[1], "memory")) {
 		test_memory(argv[0], atoi(argv[2]));
-	} else if (argc > 1 && !strcmp(argv[1], "bubble")) {
-		test_bubble(argv[0]);
 	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
 		test_errors();
 	} else {
-		fprintf(stderr, "usage: %s equiv P SCHEDULE V | memory P | bubble | errors\n",
-			argv[0]);
+		fprintf(stderr, "usage: %s equiv P SCHEDULE V | memory P | errors\n", argv[0]);
 		return 2;
 	}
 	return wt_done("test_strategy_pp");

@@ -230,7 +230,8 @@ static void event_kind(int kind, int32_t *ev_kind, int32_t *track)
 		 *ev_kind == WEFT_EVENT_OPTIMIZER ? WEFT_TRACK_COMPUTE : WEFT_TRACK_COMM;
 }
 
-static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0)
+/* Records an interval that began at wall time t0 and process CPU time c0. */
+static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0, int64_t c0)
 {
 	weft_step_event *e;
 
@@ -242,6 +243,7 @@ static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0)
 	e->stage = stage;
 	e->t0_ns = t0;
 	e->t1_ns = pp_now_ns();
+	e->cpu_ns = pp_cpu_ns() - c0;
 }
 
 /* One action of the schedule. */
@@ -253,7 +255,7 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 	pp_inflight *f = &s->fl[(size_t)a->micro * (size_t)s->o.v + (size_t)a->chunk];
 	const weft_micro_batch *b = &in->micro[a->micro];
 	int64_t shape[3] = { b->rows, b->data.inputs->shape[1], s->n_embd };
-	int64_t n = s->counts[a->micro], t0 = pp_now_ns();
+	int64_t n = s->counts[a->micro], t0 = pp_now_ns(), c0 = pp_cpu_ns();
 	double loss = 0.0;
 	weft_status st = WEFT_OK;
 
@@ -307,7 +309,7 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 	default:
 		st = g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': unknown action %d", a->op);
 	}
-	note(s, a->op, a->micro, a->stage, t0);
+	note(s, a->op, a->micro, a->stage, t0, c0);
 	return st;
 }
 
@@ -327,7 +329,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 {
 	pp_strategy *s = p;
 	int m = (int)in->n_micro;
-	int64_t rows = 0, t0 = pp_now_ns(), bytes0, calls0, wait0;
+	int64_t rows = 0, t0 = pp_now_ns(), c0, bytes0, calls0, wait0;
 	double loss_sum = 0.0, red[2];
 	weft_status st;
 
@@ -380,6 +382,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	if (st)
 		return st;
 	t0 = pp_now_ns();
+	c0 = pp_cpu_ns();
 	st = pp_sync_wte(s);
 	if (st)
 		return st;
@@ -388,17 +391,18 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	st = pp_sum(s, red, 2);
 	if (st)
 		return st;
-	note(s, PP_EV_SYNC, -1, -1, t0);
+	note(s, PP_EV_SYNC, -1, -1, t0, c0);
 	/* every rank leaves the reduction together: the span from entering the
 	 * step to here is the pipeline's, on any rank, with no common clock */
 	out->bubble_fraction = bubble_of(s, s->step_t0, pp_now_ns());
 	s->last_bubble = out->bubble_fraction;
 	t0 = pp_now_ns();
+	c0 = pp_cpu_ns();
 	st = pp_optim_step(s, &in->optim, &out->grad_norm);
 	if (st)
 		return st;
 	pp_copy_params(s, 0);
-	note(s, PP_EV_OPTIM, -1, -1, t0);
+	note(s, PP_EV_OPTIM, -1, -1, t0, c0);
 	if (out->struct_size >= offsetof(weft_step_report, n_events) + sizeof(out->n_events)) {
 		out->events = s->ev;
 		out->n_events = s->n_ev;

@@ -142,6 +142,9 @@ weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, fl
 weft_status pp_msgs_finish(pp_msgs *ms);
 void pp_msgs_free(pp_msgs *ms);
 int64_t pp_now_ns(void);
+/* CPU time of the calling thread, ns (the process's would count the
+ * comm and BLAS threads' spinning too). */
+int64_t pp_cpu_ns(void);
 
 /* pp_stage.c: chunks, their optimizer state and the tied embedding */
 weft_status pp_chunks_build(pp_strategy *s);

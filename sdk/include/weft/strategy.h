@@ -60,13 +60,16 @@ typedef struct weft_step_input {
 
 /* One interval of a rank's step timeline (weft_step_report.events): what
  * ran, on which track, from t0_ns to t1_ns on this process's
- * CLOCK_MONOTONIC. Intervals of one track do not overlap. */
+ * CLOCK_MONOTONIC, and the CPU time of the thread that ran it (what the
+ * interval cost, apart from time other processes took the cores; kernel
+ * worker threads are not counted). Intervals of one track do not overlap. */
 typedef struct weft_step_event {
 	int32_t track;      /* WEFT_TRACK_* */
 	int32_t kind;       /* WEFT_EVENT_* */
 	int32_t micro;      /* micro-batch index in the step, or -1 */
 	int32_t stage;      /* pipeline stage, or -1 */
 	int64_t t0_ns, t1_ns;
+	int64_t cpu_ns;     /* CLOCK_THREAD_CPUTIME_ID over the interval; < 0: not measured */
 } weft_step_event;
 
 /* Tracks of the timeline. Values are part of the ABI. */
