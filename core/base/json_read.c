@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/json.h"
 
 typedef struct parser {
@@ -412,32 +413,14 @@ weft_status weft_json_parse_ex(const char *name, const char *text, size_t len,
 weft_status weft_json_parse_file(const char *path, weft_json_value **out)
 {
 	weft_status st;
-	FILE *f;
 	char *text;
-	long n;
+	size_t n;
 
 	*out = NULL;
-	f = fopen(path, "rb");
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "cannot open '%s': %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-		fclose(f);
-		return weft_error_set(WEFT_ERR_IO, "cannot size '%s'", path);
-	}
-	text = malloc((size_t)n + 1);
-	if (!text) {
-		fclose(f);
-		return weft_error_set(WEFT_ERR_NOMEM, "out of memory reading '%s'", path);
-	}
-	if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-		free(text);
-		fclose(f);
-		return weft_error_set(WEFT_ERR_IO, "error reading '%s'", path);
-	}
-	fclose(f);
-	st = weft_json_parse(path, text, (size_t)n, out);
-	free(text);
+	if ((st = weft_file_read(path, WEFT_MEM_OTHER, &text, &n)))
+		return st;
+	st = weft_json_parse(path, text, n, out);
+	weft_mem_free(text);
 	return st;
 }
 

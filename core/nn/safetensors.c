@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/json.h"
 #include "nn/safetensors.h"
 
@@ -289,42 +290,11 @@ static weft_status check_layout(weft_st_file *f, uint64_t data_bytes)
 	return st;
 }
 
-static weft_status read_whole(const char *path, unsigned char **buf, size_t *size)
-{
-	FILE *fp = fopen(path, "rb");
-	long len;
-	weft_status st = WEFT_OK;
-
-	*buf = NULL;
-	*size = 0;
-	if (!fp)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "%s: cannot open: %s", path, strerror(errno));
-	if (fseek(fp, 0, SEEK_END) || (len = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET)) {
-		st = weft_error_set(WEFT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-		goto out_close;
-	}
-	*buf = weft_mem_alloc(WEFT_MEM_OTHER, (size_t)len);
-	if (!*buf) {
-		st = weft_error_wrap(WEFT_ERR_NOMEM, "%s", path);
-		goto out_close;
-	}
-	if (len && fread(*buf, 1, (size_t)len, fp) != (size_t)len) {
-		st = weft_error_set(WEFT_ERR_IO, "%s: short read", path);
-		weft_mem_free(*buf);
-		*buf = NULL;
-		goto out_close;
-	}
-	*size = (size_t)len;
-out_close:
-	fclose(fp);
-	return st;
-}
-
 weft_status weft_st_open(const char *path, weft_st_file **out)
 {
 	weft_st_file *f;
 	uint64_t n = 0;
+	char *buf;
 	weft_status st;
 
 	*out = NULL;
@@ -333,8 +303,9 @@ weft_status weft_st_open(const char *path, weft_st_file **out)
 		free(f);
 		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
 	}
-	if ((st = read_whole(path, &f->buf, &f->size)))
+	if ((st = weft_file_read(path, WEFT_MEM_OTHER, &buf, &f->size)))
 		goto out_close;
+	f->buf = (unsigned char *)buf;
 	if (f->size < 8) {
 		st = weft_error_set(WEFT_ERR_CORRUPT, "%s: %zu bytes is too short for a safetensors "
 				    "file (8-byte header length first); the file is truncated",
