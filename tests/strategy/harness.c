@@ -15,6 +15,7 @@
 #include "dist/dist.h"
 #include "dist/pg.h"
 #include "pipeline/stage.h"
+#include "tp/tp.h"
 #include "plugin/registry.h"
 #include "train/optim_state.h"
 #include "weft/config.h"
@@ -391,6 +392,9 @@ static weft_status job_comm(h_job *j)
 	if (!st)
 		st = weft_pg_create(vt, j->store, j->de.rank, j->de.world_size, "world", tmo,
 				    "127.0.0.1", &j->pg);
+	/* strategies may split it (host->comm_split), as the trainer's */
+	if (!st)
+		st = weft_tp_comm_register(j->pg);
 	return st;
 }
 
@@ -447,6 +451,8 @@ static void job_free(h_job *j)
 		j->optim_ops->destroy(j->optim);
 	free(j->segs);
 	model_free(&j->tr.main);
+	if (j->pg)
+		weft_tp_comm_unregister(j->pg);
 	weft_pg_destroy(j->pg);
 	weft_store_client_close(j->store);
 	weft_config_free(j->strat_cfg);

@@ -69,6 +69,16 @@ static int rank_main(int argc, char **argv)
 		c = pp_config(atoi(argv[6]), atoi(argv[5]));
 		snprintf(yaml, sizeof(yaml), "{name: pp, schedule: %s, virtual_stages: %s}", argv[3],
 			 argv[4]);
+	} else if (!strcmp(argv[2], "hybrid")) {
+		/* hybrid DP PP SCHED DP_STRATEGY SGD PREFIX: rank r is dp r % DP */
+		c = pp_config(8, atoi(argv[7]));
+		c.data_ranks = atoi(argv[3]);
+		c.data_stride = 1;
+		snprintf(yaml, sizeof(yaml), "{name: hybrid, dp: %s, tp: 1, pp: %s, schedule: %s, "
+			 "dp_strategy: %s, virtual_stages: %d}", argv[3], argv[4], argv[5], argv[6],
+			 strcmp(argv[5], "interleaved_1f1b") ? 1 : 2);
+		c.strategy = "hybrid";
+		c.strategy_yaml = yaml;
 	} else if (!strcmp(argv[2], "memory")) {
 		/* memory SCHED MICRO PREFIX: steady-state peaks (steps 3-4) */
 		c = pp_config(atoi(argv[4]), 1);
@@ -79,8 +89,10 @@ static int rank_main(int argc, char **argv)
 	} else {
 		return 2;
 	}
-	c.strategy = "pp";
-	c.strategy_yaml = yaml;
+	if (strcmp(argv[2], "hybrid")) {
+		c.strategy = "pp";
+		c.strategy_yaml = yaml;
+	}
 	st = h_run(&c, &r);
 	if (st) {
 		fprintf(stderr, "rank failed: %s: %s\n", weft_status_str(st), weft_error_last());
@@ -122,6 +134,35 @@ static int run_ranks(const char *self, int n, char **args, h_result *got)
 	return ok;
 }
 
+/* Every rank's losses and gathered weights against the reference. */
+static void compare(const h_result *ref, h_result *got, int n, int sgd)
+{
+	for (int r = 0; r < n; r++) {
+		int64_t where;
+		double w;
+
+		WT_REQUIRE(got[r].steps == ref->steps && got[r].numel == ref->numel);
+		for (int s = 0; s < ref->steps; s++)
+			WT_CLOSE(got[r].loss[s], ref->loss[s], TOL, 0);
+		if (sgd) {
+			w = h_max_rel(got[r].weights, ref->weights, ref->numel, WEIGHT_FLOOR, &where);
+			if (w > TOL)
+				fprintf(stderr, "rank %d: weight %lld off by %.3g relative\n", r,
+					(long long)where, w);
+			WT_CHECK(w <= TOL);
+		} else {
+			w = h_rel_l2(got[r].weights, ref->weights, ref->numel);
+			if (w > 1e-4)
+				fprintf(stderr, "rank %d: weights off by %.3g (rel L2)\n", r, w);
+			WT_CHECK(w <= 1e-4);
+		}
+		/* gathered weights are the same on every rank */
+		WT_CHECK(!memcmp(got[r].weights, got[0].weights, (size_t)ref->numel * 4));
+		/* the pipeline moved messages every step */
+		WT_CHECK(got[r].rep[0].comm_bytes > 0);
+	}
+}
+
 static void equiv_one(const char *self, int p, const char *sched, int v, int sgd)
 {
 	h_config c = pp_config(8, sgd);
@@ -136,34 +177,40 @@ static void equiv_one(const char *self, int p, const char *sched, int v, int sgd
 	snprintf(ms, sizeof(ms), "%d", c.n_micro);
 	if (!run_ranks(self, p, args, got))
 		return;
-	for (int r = 0; r < p; r++) {
-		int64_t where;
-		double w;
-
-		WT_REQUIRE(got[r].steps == ref.steps && got[r].numel == ref.numel);
-		for (int s = 0; s < ref.steps; s++)
-			WT_CLOSE(got[r].loss[s], ref.loss[s], TOL, 0);
-		if (sgd) {
-			w = h_max_rel(got[r].weights, ref.weights, ref.numel, WEIGHT_FLOOR, &where);
-			if (w > TOL)
-				fprintf(stderr, "rank %d: weight %lld off by %.3g relative\n", r,
-					(long long)where, w);
-			WT_CHECK(w <= TOL);
-		} else {
-			w = h_rel_l2(got[r].weights, ref.weights, ref.numel);
-			if (w > 1e-4)
-				fprintf(stderr, "rank %d: weights off by %.3g (rel L2)\n", r, w);
-			WT_CHECK(w <= 1e-4);
-		}
-		/* gathered weights are the same on every rank */
-		WT_CHECK(!memcmp(got[r].weights, got[0].weights, (size_t)ref.numel * 4));
-		/* the pipeline moved messages every step */
-		WT_CHECK(got[r].rep[0].comm_bytes > 0);
-	}
+	compare(&ref, got, p, sgd);
 	fprintf(stderr, "pp %d %s v=%d %s: step-20 loss %.6f (ref %.6f), %d ranks agree\n", p,
 		sched, v, sgd ? "sgd" : "adamw", got[0].loss[ref.steps - 1],
 		ref.loss[ref.steps - 1], p);
 	for (int r = 0; r < p; r++)
+		h_result_free(&got[r]);
+	h_result_free(&ref);
+}
+
+/* strategy hybrid, dp x pp (tp 1) on dp * pp ranks, against one process
+ * with dp times the rows per micro-batch. Same tolerances as equiv_one:
+ * the dp average adds one more float32 rounding per gradient element
+ * (sum of dp values, then the division), as in test_strategy_ddp.c. */
+static void equiv_hybrid(const char *self, int dp, int pp, const char *sched,
+			 const char *dp_strategy, int sgd)
+{
+	h_config c = pp_config(8, sgd);
+	h_result ref, got[H_MAX_RANKS];
+	char prefix[128], ds[8], ps[8], sg[8];
+	char *args[] = { "hybrid", ds, ps, (char *)sched, (char *)dp_strategy, sg, prefix, NULL };
+
+	c.batch *= dp;
+	WT_OK(h_run(&c, &ref));
+	snprintf(prefix, sizeof(prefix), "pph-%d", (int)getpid());
+	snprintf(ds, sizeof(ds), "%d", dp);
+	snprintf(ps, sizeof(ps), "%d", pp);
+	snprintf(sg, sizeof(sg), "%d", sgd);
+	if (!run_ranks(self, dp * pp, args, got))
+		return;
+	compare(&ref, got, dp * pp, sgd);
+	fprintf(stderr, "hybrid dp %d x pp %d %s %s %s: step-20 loss %.6f (ref %.6f), %d ranks "
+		"agree\n", dp, pp, sched, dp_strategy, sgd ? "sgd" : "adamw",
+		got[0].loss[ref.steps - 1], ref.loss[ref.steps - 1], dp * pp);
+	for (int r = 0; r < dp * pp; r++)
 		h_result_free(&got[r]);
 	h_result_free(&ref);
 }
@@ -237,6 +284,15 @@ static void test_errors(void)
 	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "pp is 2 but the world has 1 ranks",
 		 "pp x tp x dp = 2 x 1 x 1 = 2 != 1");
 	h_result_free(&r);
+	c.strategy = "hybrid";
+	c.strategy_yaml = "{name: hybrid, dp: 2, tp: 1, pp: 2}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "strategy hybrid: pp x tp x dp = 2 x 1 x 2 = 4 != 1",
+		 "pick sizes whose product is 1");
+	h_result_free(&r);
+	c.strategy_yaml = "{name: hybrid, dp: 1, tp: 1, pp: 1, dp_strategy: zero_3}";
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "zero_3", "ddp", "zero_1");
+	h_result_free(&r);
+	c.strategy = "pp";
 	c.strategy_yaml = "{name: pp, schedule: 1f1b, virtual_stages: 2}";
 	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "virtual_stages", "is 2 but schedule 1f1b");
 	h_result_free(&r);
@@ -260,12 +316,16 @@ int main(int argc, char **argv)
 	if (argc > 4 && !strcmp(argv[1], "equiv")) {
 		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 1);
 		equiv_one(argv[0], atoi(argv[2]), argv[3], atoi(argv[4]), 0);
+	} else if (argc > 5 && !strcmp(argv[1], "hybrid")) {
+		equiv_hybrid(argv[0], atoi(argv[2]), atoi(argv[3]), argv[4], argv[5], 1);
+		equiv_hybrid(argv[0], atoi(argv[2]), atoi(argv[3]), argv[4], argv[5], 0);
 	} else if (argc > 2 && !strcmp(argv[1], "memory")) {
 		test_memory(argv[0], atoi(argv[2]));
 	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
 		test_errors();
 	} else {
-		fprintf(stderr, "usage: %s equiv P SCHEDULE V | memory P | errors\n", argv[0]);
+		fprintf(stderr, "usage: %s equiv P SCHEDULE V | hybrid DP PP SCHEDULE DP_STRATEGY | "
+			"memory P | errors\n", argv[0]);
 		return 2;
 	}
 	return wt_done("test_strategy_pp");

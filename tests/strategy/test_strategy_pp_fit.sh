@@ -13,9 +13,11 @@
 # printed, checkpoints are written (model.safetensors, optimizer state of
 # interleaved stages in several ranges), --trace writes every rank's
 # schedule on one clock (checked by test_pipeline_trace), summary.json
-# reports the bubble fraction, and pp not equal to the world
-# size or blocks that cannot be split uniformly are config errors naming
-# the numbers.
+# reports the bubble fraction, strategy hybrid dp 2 x pp 2 with zero_1 on
+# 4 ranks matches the one-process run of both replicas' rows and prints
+# its mesh, and pp not equal to the world size, a mesh whose product is
+# not the world size, tp > 1 in hybrid and blocks that cannot be split
+# uniformly are config errors naming the numbers.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
 TEXT=/usr/share/games/fortunes/fortunes
@@ -98,7 +100,30 @@ grep -q "\[rank 1\] info: pp: 1f1b, 2 stages over 2 ranks; stage 1: blocks 2..3 
 grep -q "stage 0: blocks 0..0 + embedding; stage 2: blocks 2..2" "$dir/inter.out" ||
 	fail "no interleaved layout line"
 
+# hybrid dp 2 x pp 2 (ZeRO-1 over dp) on 4 ranks against one process reading
+# the 8 rows of both dp replicas
+fit single8 --trainer.strategy=single --data.batch_size=8
+fit hybrid --trainer.devices=4 --trainer.strategy.name=hybrid --trainer.strategy.dp=2 \
+	--trainer.strategy.tp=1 --trainer.strategy.pp=2 --trainer.strategy.dp_strategy=zero_1
+same hybrid single8
+grep -q "strategy hybrid: mesh tp 1 x dp 2 x pp 2 over 4 ranks" "$dir/hybrid.out" ||
+	fail "no mesh line"
+grep -q "dp 1 tp 0: pipeline ranks \[1 3\]" "$dir/hybrid.out" || fail "no pipeline line"
+ls "$dir/runs/cfg/version_0/checkpoints/"*/optimizer.bin >/dev/null 2>&1 ||
+	fail "no zero_1 checkpoint"
+
 # errors
+if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=hybrid \
+	--trainer.strategy.dp=2 --trainer.strategy.pp=2 >"$dir/out.txt" 2>&1; then
+	fail "dp 2 x pp 2 on 2 ranks accepted"
+fi
+grep -q "pp x tp x dp = 2 x 1 x 2 = 4 != 2, the world size" "$dir/out.txt" || fail "mesh message"
+if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=hybrid \
+	--trainer.strategy.tp=2 --trainer.strategy.pp=1 >"$dir/out.txt" 2>&1; then
+	fail "hybrid tp 2 accepted"
+fi
+grep -q "tp 2: pipeline stages of a tensor-parallel GPT are not built" "$dir/out.txt" ||
+	fail "hybrid tp message"
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=pp \
 	--trainer.strategy.pp=3 >"$dir/out.txt" 2>&1; then fail "pp 3 of 2 ranks accepted"; fi
 grep -q "pp is 3 but the world has 2 ranks" "$dir/out.txt" || fail "pp size message"

@@ -1,12 +1,14 @@
-/* The pipeline strategies plugin: pp. */
+/* The pipeline strategies plugin: pp, and hybrid (dp x pp meshes). */
 #include "pp.h"
 
 const weft_host *g_host;
 
 extern const weft_strategy_ops weft_strategy_pp;
+extern const weft_strategy_ops weft_strategy_hybrid;
 
 static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_pp },
+	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_hybrid },
 };
 
 static const weft_plugin_desc desc = {

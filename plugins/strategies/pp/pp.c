@@ -39,57 +39,56 @@ weft_status pp_sum(pp_strategy *s, double *v, int n)
 	return st ? g_host->error_wrap(st, "strategy 'pp': all-reduce over the pipeline") : WEFT_OK;
 }
 
-static weft_status pp_check_world(const pp_options *o, const weft_cfg *section, int32_t world)
-{
-	if (o->pp == world)
-		return WEFT_OK;
-	return g_host->cfg_error(section ? g_host->cfg_get(section, "pp") : NULL,
-				 "pp is %d but the world has %d ranks; strategy pp needs pp = "
-				 "world size (pp x tp x dp = %d x 1 x 1 = %d != %d); use strategy "
-				 "hybrid to combine it with data or tensor parallelism",
-				 o->pp, (int)world, o->pp, o->pp, (int)world);
-}
-
-static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
+/* Creates strategy `who` ("pp" or "hybrid"). */
+static weft_status create_as(const char *who, const weft_cfg *section,
+			     const weft_strategy_env *env, void **out)
 {
 	pp_strategy *s;
 	weft_status st;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': out of memory");
-	st = pp_options_parse(section, env, "pp", &s->o);
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory", who);
+	st = pp_options_parse(section, env, who, &s->o);
 	if (st)
 		goto out_free;
-	st = pp_check_world(&s->o, section, env->world_size);
+	st = pp_mesh_check(&s->o, env->rank, env->world_size, &s->mesh);
 	if (st)
 		goto out_free;
 	if (env->struct_size < offsetof(weft_strategy_env, stage_free) + sizeof(env->stage_free) ||
 	    !env->stage_create || !env->stage_forward || !env->stage_free) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': this trainer cannot "
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': this trainer cannot "
 				       "build pipeline stages (no stage callbacks in the strategy "
-				       "env); update weft");
+				       "env); update weft", who);
 		goto out_free;
 	}
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, backward_from)) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': the host has no "
-				       "autograd services for pipeline stages; update weft");
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': the host has no "
+				       "autograd services for pipeline stages; update weft", who);
+		goto out_free;
+	}
+	if (s->o.pp < env->world_size && !WEFT_HAS_MEMBER(g_host, weft_host, comm_split)) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': the host cannot split "
+				       "communicators (dp %d x pp %d); update weft", who, s->o.dp,
+				       s->o.pp);
 		goto out_free;
 	}
 	if (env->device.type != WEFT_DEVICE_CPU) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': runs on accelerator: "
-				       "cpu only in this version (its stage copies are host memory)");
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': runs on accelerator: "
+				       "cpu only in this version (its stage copies are host memory)",
+				       who);
 		goto out_free;
 	}
 	if (env->world_size > 1 && (!env->comm_ops || !env->world)) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': world size is %d but "
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': world size is %d but "
 				       "the trainer gave no communicator; set trainer.comm: gloo",
-				       env->world_size);
+				       who, env->world_size);
 		goto out_free;
 	}
 	s->env = env;
-	s->g = (pp_group){ .ops = env->comm_ops, .comm = env->world, .rank = env->rank,
-			   .size = env->world_size, .device_type = WEFT_COMM_DEVICE_CPU };
+	/* the pipeline's communicator is the world's, or a split made in setup */
+	s->g = (pp_group){ .ops = env->comm_ops, .comm = env->world, .rank = s->mesh.pp_idx,
+			   .size = s->o.pp, .device_type = WEFT_COMM_DEVICE_CPU };
 	s->S = s->o.pp * s->o.v;
 	*out = s;
 	return WEFT_OK;
@@ -99,24 +98,100 @@ out_free:
 	return st;
 }
 
-/* Every rank of a pipeline reads the same rows: with pp = world size the
- * data is not split at all. The model is built whole (each rank then
- * builds its stages from it). */
-static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
-			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
+static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
+{
+	return create_as("pp", section, env, out);
+}
+
+static weft_status hybrid_create(const weft_cfg *section, const weft_strategy_env *env,
+				 void **out)
+{
+	return create_as("hybrid", section, env, out);
+}
+
+/* Every rank of a pipeline reads the same rows: the data is split over
+ * the dp coordinate only (not at all for strategy pp). The model is built
+ * whole (each rank then builds its stages from it). */
+static weft_status plan_as(const char *who, const weft_cfg *section, int32_t rank,
+			   int32_t world, int32_t *data_rank, int32_t *data_world)
 {
 	weft_strategy_env env = { .struct_size = sizeof(env), .rank = rank, .world_size = world };
 	pp_options o;
+	pp_mesh m;
 	weft_status st;
 
-	(void)mo;
-	st = pp_options_parse(section, &env, "pp", &o);
+	st = pp_options_parse(section, &env, who, &o);
 	if (!st)
-		st = pp_check_world(&o, section, world);
+		st = pp_mesh_check(&o, rank, world, &m);
 	if (st)
 		return st;
-	*data_rank = 0;
-	*data_world = 1;
+	*data_rank = m.dp_idx;
+	*data_world = o.dp;
+	return WEFT_OK;
+}
+
+static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
+			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
+{
+	(void)mo;
+	return plan_as("pp", section, rank, world, data_rank, data_world);
+}
+
+static weft_status hybrid_plan(const weft_cfg *section, int32_t rank, int32_t world,
+			       weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
+{
+	(void)mo;
+	return plan_as("hybrid", section, rank, world, data_rank, data_world);
+}
+
+/* The mesh in Megatron's order (tp fastest, then dp, then pp), printed by
+ * world rank 0: one line per pipeline. */
+static void print_mesh(const pp_strategy *s)
+{
+	const pp_options *o = &s->o;
+
+	if (!o->hybrid || s->env->rank != 0)
+		return;
+	g_host->log(WEFT_LOG_INFO, "strategy hybrid: mesh tp %d x dp %d x pp %d over %d ranks "
+		    "(Megatron order: rank = (pp * %d + dp) * %d + tp), dp_strategy %s", o->tp,
+		    o->dp, o->pp, s->env->world_size, o->dp, o->tp,
+		    o->dp_strategy == PP_DP_ZERO_1 ? "zero_1" : "ddp");
+	for (int d = 0; d < o->dp; d++)
+		for (int t = 0; t < o->tp; t++) {
+			char line[256];
+			int n = 0;
+
+			for (int q = 0; q < o->pp && n < (int)sizeof(line) - 16; q++)
+				n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%d", q ? " " : "",
+					      (q * o->dp + d) * o->tp + t);
+			g_host->log(WEFT_LOG_INFO, "strategy hybrid:   dp %d tp %d: pipeline ranks "
+				    "[%s] (stage order)", d, t, line);
+		}
+}
+
+/* The pipeline's and the dp replicas' communicators (collective). */
+static weft_status split_comms(pp_strategy *s)
+{
+	const weft_strategy_env *env = s->env;
+	const pp_options *o = &s->o;
+	const pp_mesh *m = &s->mesh;
+	weft_status st;
+
+	if (o->pp < env->world_size) {
+		st = g_host->comm_split(env->comm_ops, env->world, m->dp_idx * o->tp + m->tp_idx,
+					m->pp_idx, &s->pp_comm);
+		if (st)
+			return g_host->error_wrap(st, "strategy hybrid: the pipeline of rank %d",
+						  env->rank);
+		s->g.comm = s->pp_comm;
+	}
+	if (o->dp > 1) {
+		st = g_host->comm_split(env->comm_ops, env->world, m->pp_idx * o->tp + m->tp_idx,
+					m->dp_idx, &s->dp_comm);
+		if (st)
+			return g_host->error_wrap(st, "strategy hybrid: the dp group of rank %d",
+						  env->rank);
+	}
 	return WEFT_OK;
 }
 
@@ -125,7 +200,12 @@ static weft_status pp_setup(void *p)
 	pp_strategy *s = p;
 	weft_status st;
 
-	st = pp_chunks_build(s);
+	print_mesh(s);
+	st = split_comms(s);
+	if (!st)
+		st = pp_chunks_build(s);
+	if (!st)
+		st = pp_dp_setup(s);
 	if (st)
 		return st;
 	if (g_host->log_enabled(WEFT_LOG_INFO)) {
@@ -329,7 +409,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 {
 	pp_strategy *s = p;
 	int m = (int)in->n_micro;
-	int64_t rows = 0, t0 = pp_now_ns(), c0, bytes0, calls0, wait0;
+	int64_t rows = 0, t0 = pp_now_ns(), c0, bytes0, calls0, wait0, dp_bytes = 0, dp_calls = 0;
 	double loss_sum = 0.0, red[2];
 	weft_status st;
 
@@ -384,11 +464,15 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	t0 = pp_now_ns();
 	c0 = pp_cpu_ns();
 	st = pp_sync_wte(s);
+	if (!st)
+		st = pp_dp_grads(s, &dp_bytes, &dp_calls);
 	if (st)
 		return st;
 	red[0] = loss_sum;
 	red[1] = (s->chunk[s->o.v - 1].parts & WEFT_STAGE_HEAD) ? (double)rows : 0.0;
 	st = pp_sum(s, red, 2);
+	if (!st)
+		st = pp_dp_sum(s, red, 2, &dp_bytes, &dp_calls);
 	if (st)
 		return st;
 	note(s, PP_EV_SYNC, -1, -1, t0, c0);
@@ -399,6 +483,8 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	t0 = pp_now_ns();
 	c0 = pp_cpu_ns();
 	st = pp_optim_step(s, &in->optim, &out->grad_norm);
+	if (!st)
+		st = pp_dp_params(s, &dp_bytes, &dp_calls);
 	if (st)
 		return st;
 	pp_copy_params(s, 0);
@@ -408,9 +494,9 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 		out->n_events = s->n_ev;
 	}
 	out->loss = red[1] > 0 ? red[0] / red[1] : 0.0;
-	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red);
-	out->metric_comm_bytes = (int64_t)sizeof(red);
-	out->comm_calls = s->msgs.calls - calls0;
+	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red) + dp_bytes;
+	out->metric_comm_bytes = (int64_t)sizeof(red) * (s->dp_comm ? 2 : 1);
+	out->comm_calls = s->msgs.calls - calls0 + dp_calls;
 	out->exposed_comm_ns = s->msgs.wait_ns - wait0;
 	out->comm_ns = out->exposed_comm_ns;
 	out->compute_ns = pp_now_ns() - s->step_t0 - out->exposed_comm_ns;
@@ -461,6 +547,11 @@ static weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_re
 	red[2] = (double)mine.correct;
 	red[3] = (double)mine.counted;
 	st = pp_sum(s, red, 4);
+	if (!st) {
+		int64_t b = 0, c = 0;
+
+		st = pp_dp_sum(s, red, 4, &b, &c);
+	}
 	if (st)
 		return st;
 	out->loss_sum += red[0];
@@ -494,6 +585,9 @@ static void pp_destroy(void *p)
 	for (int i = 0; i < s->n_ctx; i++)
 		g_host->ctx_free(s->all_ctx[i]);
 	pp_chunks_free(s);
+	pp_dp_free(s);
+	g_host->comm_free(s->dp_comm);
+	g_host->comm_free(s->pp_comm);
 	g_host->mem_free(s->actions);
 	g_host->mem_free(s->fl);
 	g_host->mem_free(s->ev);
@@ -512,4 +606,16 @@ const weft_strategy_ops weft_strategy_pp = {
 	.destroy = pp_destroy,
 	.gather_params = pp_gather_params,
 	.plan = pp_plan,
+};
+
+const weft_strategy_ops weft_strategy_hybrid = {
+	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "hybrid"),
+	.create = hybrid_create,
+	.setup = pp_setup,
+	.train_step = pp_train_step,
+	.eval_step = pp_eval_step,
+	.state = pp_state,
+	.destroy = pp_destroy,
+	.gather_params = pp_gather_params,
+	.plan = hybrid_plan,
 };

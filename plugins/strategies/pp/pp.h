@@ -24,7 +24,19 @@ typedef struct pp_options {
 	int n_layers_list;
 	const weft_cfg *partition_node; /* for errors at file:line:col */
 	const weft_cfg *section;
+	/* strategy "hybrid": the mesh dp x tp x pp (Megatron's order: tp
+	 * fastest, then dp, then pp) and how the dp replicas keep in step */
+	int hybrid;
+	int dp, tp;
+	int dp_strategy;        /* PP_DP_* */
 } pp_options;
+
+enum { PP_DP_DDP = 0, PP_DP_ZERO_1 = 1 };
+
+/* This rank's place on the mesh: rank = (pp_idx * dp + dp_idx) * tp + tp_idx. */
+typedef struct pp_mesh {
+	int pp_idx, dp_idx, tp_idx;
+} pp_mesh;
 
 /* The ranks of one pipeline and how to talk to them. */
 typedef struct pp_group {
@@ -41,7 +53,9 @@ typedef struct pp_piece {
 	int64_t local;          /* first element in the chunk's flat buffer */
 	int64_t begin, end;     /* global flat range */
 	int mirror;             /* the head's copy of wte: another stage owns it */
-	float *slot_mem;        /* n_slots * (end - begin), WEFT_MEM_OPTIM */
+	int64_t sh_lo, sh_hi;   /* global range this rank steps: [begin, end), or its dp
+				 * shard of it under dp_strategy zero_1 */
+	float *slot_mem;        /* n_slots * (sh_hi - sh_lo), WEFT_MEM_OPTIM */
 	float *slots[8];
 } pp_piece;
 
@@ -85,7 +99,10 @@ enum { PP_EV_OPTIM = 16, PP_EV_SYNC = 17 };
 typedef struct pp_strategy {
 	const weft_strategy_env *env;
 	pp_options o;
+	pp_mesh mesh;
 	pp_group g;
+	weft_comm *pp_comm;     /* from comm_split when the pipeline is not the world */
+	weft_comm *dp_comm;     /* the dp replicas of this rank's stages, or NULL */
 	int S;                  /* stages: p * v */
 	int64_t n_layer;
 	int64_t n_embd;
@@ -117,6 +134,8 @@ typedef struct pp_strategy {
 	int n_ranges;
 	int64_t state_numel;
 	float *wte_tmp;         /* the other copy's tied-embedding gradient */
+	float *dp_stage;        /* zero_1: dp * the largest piece's shard, WEFT_MEM_COMM */
+	int64_t dp_stage_numel;
 	float **state_slots;
 	float *state_mem;
 	int gathered;
@@ -125,6 +144,9 @@ typedef struct pp_strategy {
 /* pp_config.c */
 weft_status pp_options_parse(const weft_cfg *section, const weft_strategy_env *env,
 			     const char *who, pp_options *o);
+/* Checks pp x tp x dp == world (a config error naming the numbers) and
+ * what this version can run; fills *m for `rank`. */
+weft_status pp_mesh_check(const pp_options *o, int32_t rank, int32_t world, pp_mesh *m);
 /* Splits n_layer blocks into S stages by o->partition; `cost` gives each
  * block's parameter count, embed/head those of the first/last stage's
  * extra parts. bounds gets S + 1 entries. Errors: WEFT_ERR_CONFIG naming
@@ -157,5 +179,17 @@ weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
 /* collectives over the pipeline group (f64 sums) */
 weft_status pp_sum(pp_strategy *s, double *v, int n);
+
+/* pp_dp.c: the dp replicas of a hybrid mesh. pp_dp_shard: the range of a
+ * piece this rank steps. pp_dp_setup: buffers (after the chunks). The
+ * rest are collectives over the dp group, no-ops without one: grads
+ * averages every chunk's gradients, params (zero_1) gathers the stepped
+ * shards, sum adds f64 values. bytes and calls count what was sent. */
+void pp_dp_shard(const pp_strategy *s, pp_piece *p);
+weft_status pp_dp_setup(pp_strategy *s);
+weft_status pp_dp_grads(pp_strategy *s, int64_t *bytes, int64_t *calls);
+weft_status pp_dp_params(pp_strategy *s, int64_t *bytes, int64_t *calls);
+weft_status pp_dp_sum(pp_strategy *s, double *v, int n, int64_t *bytes, int64_t *calls);
+void pp_dp_free(pp_strategy *s);
 
 #endif

@@ -15,9 +15,33 @@ weft_status pp_options_parse(const weft_cfg *section, const weft_strategy_env *e
 
 	memset(o, 0, sizeof(*o));
 	o->section = section;
+	o->hybrid = !strcmp(who, "hybrid");
+	o->dp = o->tp = 1;
 	if (section)
 		g_host->cfg_get(section, "name");
-	st = g_host->cfg_int(section, "pp", env->world_size, &pp);
+	if (o->hybrid) {
+		static const char *const dp_names[] = { "ddp", "zero_1", NULL };
+		int64_t dp, tp;
+
+		st = g_host->cfg_int(section, "dp", 1, &dp);
+		if (!st)
+			st = g_host->cfg_int(section, "tp", 1, &tp);
+		if (!st)
+			st = g_host->cfg_choice(section, "dp_strategy", dp_names, "ddp",
+						&o->dp_strategy);
+		if (st)
+			return st;
+		if (dp < 1 || dp > 1024)
+			return g_host->cfg_error(g_host->cfg_get(section, "dp"), "must be in [1, 1024], "
+						 "got %lld", (long long)dp);
+		if (tp < 1 || tp > 1024)
+			return g_host->cfg_error(g_host->cfg_get(section, "tp"), "must be in [1, 1024], "
+						 "got %lld", (long long)tp);
+		o->dp = (int)dp;
+		o->tp = (int)tp;
+	}
+	st = g_host->cfg_int(section, "pp", o->hybrid ? env->world_size / (o->dp * o->tp) :
+				env->world_size, &pp);
 	if (!st)
 		st = g_host->cfg_choice(section, "schedule", schedule_names, "1f1b", &o->schedule);
 	if (!st)
@@ -68,7 +92,35 @@ weft_status pp_options_parse(const weft_cfg *section, const weft_strategy_env *e
 		if (st)
 			return st;
 	}
-	(void)who;
+	return WEFT_OK;
+}
+
+weft_status pp_mesh_check(const pp_options *o, int32_t rank, int32_t world, pp_mesh *m)
+{
+	const weft_cfg *at = o->section ? g_host->cfg_get(o->section, "pp") : NULL;
+
+	if ((int64_t)o->pp * o->tp * o->dp != world) {
+		if (!o->hybrid)
+			return g_host->cfg_error(at, "pp is %d but the world has %d ranks; strategy pp "
+						 "needs pp = world size (pp x tp x dp = %d x 1 x 1 = "
+						 "%d != %d); use strategy hybrid to combine it with "
+						 "data or tensor parallelism", o->pp, (int)world, o->pp,
+						 o->pp, (int)world);
+		return g_host->cfg_error(o->section, "strategy hybrid: pp x tp x dp = %d x %d x %d = "
+					 "%lld != %d, the world size (trainer.devices x "
+					 "trainer.num_nodes); pick sizes whose product is %d", o->pp,
+					 o->tp, o->dp, (long long)o->pp * o->tp * o->dp, (int)world,
+					 (int)world);
+	}
+	if (o->tp > 1)
+		return g_host->cfg_error(g_host->cfg_get(o->section, "tp"), "strategy hybrid: tp %d: "
+					 "pipeline stages of a tensor-parallel GPT are not built by "
+					 "this version (core/nn builds a tp shard of the whole model "
+					 "only); use tp: 1 with dp x pp, or strategy tp for dp x tp",
+					 o->tp);
+	m->tp_idx = rank % o->tp;
+	m->dp_idx = rank / o->tp % o->dp;
+	m->pp_idx = rank / (o->tp * o->dp);
 	return WEFT_OK;
 }
 

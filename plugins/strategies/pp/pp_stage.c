@@ -146,17 +146,19 @@ static weft_status alloc_state(pp_strategy *s)
 				if (!s->n_slots)
 					continue;
 				p->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, s->n_slots *
-								 (size_t)(p->end - p->begin) *
-								 sizeof(float));
+								 (size_t)(p->sh_hi - p->sh_lo) *
+								 sizeof(float) + 1);
 				if (!p->slot_mem)
 					return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': "
 								 "optimizer state");
 				for (size_t q = 0; q < s->n_slots; q++)
-					p->slots[q] = p->slot_mem + q * (size_t)(p->end - p->begin);
+					p->slots[q] = p->slot_mem + q * (size_t)(p->sh_hi - p->sh_lo);
 				continue;
 			}
+			if (p->sh_hi == p->sh_lo)
+				continue;
 			own[n_own++] = p;
-			total += p->end - p->begin;
+			total += p->sh_hi - p->sh_lo;
 		}
 	qsort(own, (size_t)n_own, sizeof(own[0]), cmp_piece);
 	s->ranges = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(2 * n_own + 1) * sizeof(int64_t));
@@ -171,13 +173,13 @@ static weft_status alloc_state(pp_strategy *s)
 	for (int i = 0; i < n_own; i++) {
 		for (size_t q = 0; q < s->n_slots; q++)
 			own[i]->slots[q] = s->state_slots[q] + at;
-		at += own[i]->end - own[i]->begin;
-		if (s->n_ranges && s->ranges[2 * s->n_ranges - 1] == own[i]->begin) {
-			s->ranges[2 * s->n_ranges - 1] = own[i]->end;
+		at += own[i]->sh_hi - own[i]->sh_lo;
+		if (s->n_ranges && s->ranges[2 * s->n_ranges - 1] == own[i]->sh_lo) {
+			s->ranges[2 * s->n_ranges - 1] = own[i]->sh_hi;
 			continue;
 		}
-		s->ranges[2 * s->n_ranges] = own[i]->begin;
-		s->ranges[2 * s->n_ranges + 1] = own[i]->end;
+		s->ranges[2 * s->n_ranges] = own[i]->sh_lo;
+		s->ranges[2 * s->n_ranges + 1] = own[i]->sh_hi;
 		s->n_ranges++;
 	}
 	s->state_numel = total;
@@ -225,6 +227,8 @@ weft_status pp_chunks_build(pp_strategy *s)
 		st = chunk_pieces(s, c);
 		if (st)
 			goto out;
+		for (int i = 0; i < c->n_pieces; i++)
+			pp_dp_shard(s, &c->piece[i]);
 		for (size_t i = 0; i < g_host->params_count(c->params); i++) {
 			w = g_host->params_at(c->params, i);
 			if (s->S > 1 && !strcmp(w->name, WTE)) {
@@ -370,9 +374,12 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 
 		for (int i = 0; i < c->n_pieces; i++) {
 			pp_piece *p = &c->piece[i];
+			int64_t off = p->local + (p->sh_lo - p->begin);
 
-			st = env->optim_ops->step(env->optim, env->segs, env->nseg, c->flat + p->local,
-						  c->grad + p->local, p->slots, p->begin, p->end, &in);
+			if (p->sh_hi == p->sh_lo)
+				continue;
+			st = env->optim_ops->step(env->optim, env->segs, env->nseg, c->flat + off,
+						  c->grad + off, p->slots, p->sh_lo, p->sh_hi, &in);
 			if (st)
 				return st;
 		}
