@@ -1,6 +1,7 @@
 /* The per-rank timeline and its Chrome trace (timeline.h). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -42,6 +43,51 @@ const char *weft_timeline_kind_name(int32_t kind)
 	return kind >= 0 && kind < WEFT_EVENT_KIND_COUNT ? kind_names[kind] : "?";
 }
 
+#define ALIGN_ROUNDS 7
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The common clock is rank 0's. Each round every rank leaves a barrier,
+ * reads its clock and all-gathers it; rank r's offset to rank 0 is the
+ * median over rounds of (its reading - rank 0's), so a round where a rank
+ * was descheduled between the barrier and its reading does not count.
+ * The zero is rank 0's last reading, in each rank's own clock. */
+static weft_status align(weft_timeline *tl)
+{
+	int64_t *all, mine, off[ALIGN_ROUNDS], last0 = 0;
+	weft_status st = WEFT_OK;
+
+	if (!tl->comm) {
+		tl->zero_ns = now_ns();
+		return WEFT_OK;
+	}
+	all = weft_mem_calloc(WEFT_MEM_OTHER, (size_t)tl->world * sizeof(int64_t));
+	if (!all)
+		return weft_error_set(WEFT_ERR_NOMEM, "timeline: out of memory");
+	for (int k = 0; k < ALIGN_ROUNDS && !st; k++) {
+		weft_comm_buf s = { .data = &mine, .count = 1, .dtype = WEFT_COMM_I64 };
+		weft_comm_buf r = { .data = all, .count = tl->world, .dtype = WEFT_COMM_I64 };
+
+		st = tl->ops->barrier(tl->comm, NULL);
+		mine = now_ns();
+		if (!st)
+			st = tl->ops->all_gather(tl->comm, &s, &r, NULL);
+		off[k] = mine - all[0];
+		last0 = all[0];
+	}
+	weft_mem_free(all);
+	if (st)
+		return weft_error_wrap(st, "timeline: aligning the ranks' clocks");
+	qsort(off, ALIGN_ROUNDS, sizeof(off[0]), cmp_i64);
+	tl->zero_ns = last0 + off[ALIGN_ROUNDS / 2];
+	return WEFT_OK;
+}
+
 weft_status weft_timeline_create(const weft_comm_ops *ops, weft_comm *comm, int32_t rank,
 				 int32_t world, weft_timeline **out)
 {
@@ -56,16 +102,11 @@ weft_status weft_timeline_create(const weft_comm_ops *ops, weft_comm *comm, int3
 	tl->comm = comm;
 	tl->rank = rank;
 	tl->world = comm ? world : 1;
-	/* the first barrier gathers everyone; leaving the second one is the
-	 * moment every rank calls zero */
-	for (int i = 0; tl->comm && i < 2; i++) {
-		st = tl->ops->barrier(tl->comm, NULL);
-		if (st) {
-			weft_mem_free(tl);
-			return weft_error_wrap(st, "timeline: aligning the ranks' clocks (barrier)");
-		}
+	st = align(tl);
+	if (st) {
+		weft_mem_free(tl);
+		return st;
 	}
-	tl->zero_ns = now_ns();
 	*out = tl;
 	return WEFT_OK;
 }

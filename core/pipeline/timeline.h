@@ -13,10 +13,13 @@
  * on a common clock, and in args the step, micro-batch, stage and the
  * CPU time the interval took on its thread ("cpu_us", when measured).
  *
- * The common clock: at creation every rank leaves two barriers and takes
- * that moment as its zero, so ranks' clocks agree to within the barrier's
- * exit skew (tens of microseconds over gloo on one host) even across
- * hosts whose monotonic clocks do not.
+ * The common clock is rank 0's: at creation the ranks run 7 rounds of a
+ * barrier, a clock reading and an all-gather of the readings; each rank's
+ * offset to rank 0 is the median over rounds of the difference (a round
+ * in which a rank was descheduled between barrier and reading does not
+ * count), so clocks agree to within the barrier's exit skew (tens of
+ * microseconds over gloo on one host) even across hosts whose monotonic
+ * clocks do not.
  */
 #ifndef WEFT_PIPELINE_TIMELINE_H
 #define WEFT_PIPELINE_TIMELINE_H
@@ -32,7 +35,7 @@ typedef struct weft_timeline weft_timeline;
 
 /* Starts a timeline on this rank. comm (of backend ops) is the job's world
  * communicator, or NULL in a one-process run; with one, every rank must
- * call this (it runs two barriers to agree on the clock's zero). *out is
+ * call this (it runs the clock alignment above). *out is
  * new; free with weft_timeline_free. Blocking. Errors: NOMEM; the
  * backend's, naming the barrier. */
 weft_status weft_timeline_create(const weft_comm_ops *ops, weft_comm *comm, int32_t rank,

@@ -15,7 +15,8 @@
 # schedule on one clock (checked by test_pipeline_trace), summary.json
 # reports the bubble fraction, strategy hybrid dp 2 x pp 2 with zero_1 on
 # 4 ranks matches the one-process run of both replicas' rows and prints
-# its mesh, and pp not equal to the world size, a mesh whose product is
+# its mesh, saves resume on the one-process curve (pp interleaved; hybrid
+# saved under ddp, resumed under zero_1), and pp not equal to the world size, a mesh whose product is
 # not the world size, tp > 1 in hybrid and blocks that cannot be split
 # uniformly are config errors naming the numbers.
 set -eu
@@ -111,6 +112,48 @@ grep -q "strategy hybrid: mesh tp 1 x dp 2 x pp 2 over 4 ranks" "$dir/hybrid.out
 grep -q "dp 1 tp 0: pipeline ranks \[1 3\]" "$dir/hybrid.out" || fail "no pipeline line"
 ls "$dir/runs/cfg/version_0/checkpoints/"*/optimizer.bin >/dev/null 2>&1 ||
 	fail "no zero_1 checkpoint"
+
+# resume: a 6-step save continues the one-process curve for steps 7 and 8
+# (the head's copy of the tied embedding has optimizer state too: both its
+# holders report that range, so it is saved and loaded into both copies);
+# the hybrid save is resumed under the other dp_strategy
+# resumed NAME ARGS...: fit 6 steps, resume to 8, leave the steps' losses in $dir/NAME.loss
+resumed() {
+	name=$1
+	shift
+	rm -rf "$dir/runs"
+	"$WEFT" fit --config "$dir/cfg.yaml" "$@" >"$dir/out.txt" 2>&1 || fail "fit $name failed"
+	case "$*" in *dp_strategy=ddp*) set -- "$@" --trainer.strategy.dp_strategy=zero_1 ;; esac
+	"$WEFT" fit --config "$dir/cfg.yaml" "$@" --trainer.max_steps=8 --trainer.resume=auto \
+		>"$dir/out.txt" 2>&1 || fail "resume $name failed"
+	grep -q "resumed from" "$dir/out.txt" || fail "$name did not resume"
+	awk -F, 'NR > 1 && $2 != "" { print $1, $2 }' "$dir/runs/cfg/version_1/metrics.csv" \
+		>"$dir/$name.loss"
+}
+# close A B: the step losses of A and B (step loss lines) within 1e-5 relative
+close() {
+	[ "$(wc -l <"$dir/$1.loss")" = 2 ] || fail "$1: not 2 resumed steps"
+	paste -d' ' "$dir/$1.loss" "$dir/$2.loss" | awk -v a="$1" '
+		{ d = $2 - $4; if (d < 0) d = -d; s = $4 < 0 ? -$4 : $4
+		  if ($1 != $3 || d > 1e-5 * s) { print a ": step " $1 ": " $2 " vs " $4; bad = 1 } }
+		END { exit bad }' || fail "$1 does not continue the one-process curve"
+}
+rm -rf "$dir/runs"
+"$WEFT" fit --config "$dir/cfg.yaml" --trainer.strategy=single --trainer.max_steps=8 \
+	>"$dir/out.txt" 2>&1 || fail "single 8 steps"
+awk -F, 'NR > 1 && $2 != "" && $1 > 6 { print $1, $2 }' "$dir/runs/cfg/version_0/metrics.csv" \
+	>"$dir/single8steps.loss"
+rm -rf "$dir/runs"
+"$WEFT" fit --config "$dir/cfg.yaml" --trainer.strategy=single --trainer.max_steps=8 \
+	--data.batch_size=8 >"$dir/out.txt" 2>&1 || fail "single 8 steps, 8 rows"
+awk -F, 'NR > 1 && $2 != "" && $1 > 6 { print $1, $2 }' "$dir/runs/cfg/version_0/metrics.csv" \
+	>"$dir/single8rows.loss"
+resumed pp_resume --trainer.devices=2 --trainer.strategy.name=pp \
+	--trainer.strategy.schedule=interleaved_1f1b --trainer.strategy.virtual_stages=2
+close pp_resume single8steps
+resumed hybrid_resume --trainer.devices=4 --trainer.strategy.name=hybrid \
+	--trainer.strategy.dp=2 --trainer.strategy.pp=2 --trainer.strategy.dp_strategy=ddp
+close hybrid_resume single8rows
 
 # errors
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=hybrid \

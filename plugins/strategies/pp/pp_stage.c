@@ -124,9 +124,11 @@ static int cmp_piece(const void *a, const void *b)
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Optimizer state: one block per slot holding every owned (not mirror)
- * piece in global order, so state() can describe it as ranges; the
- * mirror piece (the head's wte copy) has its own. */
+/* Optimizer state: one block per slot holding every piece this rank
+ * steps, in global order, so state() can describe it as ranges. The
+ * mirror piece (the head's wte copy) is one of them: its state equals the
+ * embedding stage's (same gradients, same steps), so both ranks report
+ * that range and a checkpoint loads it into both copies. */
 static weft_status alloc_state(pp_strategy *s)
 {
 	pp_piece *own[PP_MAX_CHUNKS * PP_MAX_PIECES];
@@ -142,19 +144,6 @@ static weft_status alloc_state(pp_strategy *s)
 		for (int i = 0; i < s->chunk[k].n_pieces; i++) {
 			pp_piece *p = &s->chunk[k].piece[i];
 
-			if (p->mirror) {
-				if (!s->n_slots)
-					continue;
-				p->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, s->n_slots *
-								 (size_t)(p->sh_hi - p->sh_lo) *
-								 sizeof(float) + 1);
-				if (!p->slot_mem)
-					return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': "
-								 "optimizer state");
-				for (size_t q = 0; q < s->n_slots; q++)
-					p->slots[q] = p->slot_mem + q * (size_t)(p->sh_hi - p->sh_lo);
-				continue;
-			}
 			if (p->sh_hi == p->sh_lo)
 				continue;
 			own[n_own++] = p;
