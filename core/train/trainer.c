@@ -11,6 +11,7 @@
 
 #include "launch/launch.h"
 #include "pipeline/stage.h"
+#include "pipeline/timeline.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
 #include "tp/tp.h"
@@ -570,6 +571,7 @@ static void print_start(weft_trainer *t)
 static void teardown(weft_trainer *t)
 {
 	weft_trainer_callbacks_free(t);
+	weft_timeline_free(t->timeline);
 	if (t->strat_ops && t->strat)
 		t->strat_ops->destroy(t->strat);
 	weft_loader_destroy(t->train_loader);
@@ -746,6 +748,9 @@ static weft_status run(weft_trainer *t, int *exit_code)
 		fprintf(stderr, "resumed from %s at step %lld (epoch %lld)\n", resume,
 			(long long)t->global_step, (long long)t->epoch);
 	print_start(t);
+	st = weft_trainer_trace_start(t);
+	if (st)
+		return st;
 	st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_fit_start), NULL);
 	if (st)
 		return st;
@@ -753,6 +758,9 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	if (st)
 		return st;
 	st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_fit_end), NULL);
+	if (st)
+		return st;
+	st = weft_trainer_trace_finish(t);
 	if (st)
 		return st;
 	return weft_trainer_write_summary(t);
