@@ -27,19 +27,22 @@ weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *
 	/* n_embd first: n_head | n_embd, so n_embd % T != 0 implies n_head % T != 0 */
 	if (c->n_embd % T)
 		return weft_error_set(WEFT_ERR_CONFIG, "gpt: model.n_embd %lld is not divisible by "
-				      "the tensor-parallel size %d (trainer.strategy.size; c_attn, "
-				      "c_fc and c_proj are split along it); pick a size that "
-				      "divides %lld", (long long)c->n_embd, (int)T,
+				      "the tensor-parallel size %d (trainer.strategy.size, or tp "
+				      "under strategy hybrid; c_attn, c_fc and c_proj are split "
+				      "along it); pick a size that divides %lld", (long long)c->n_embd, (int)T,
 				      (long long)c->n_embd);
 	if (c->n_head % T)
 		return weft_error_set(WEFT_ERR_CONFIG, "gpt: model.n_head %lld is not divisible by "
-				      "the tensor-parallel size %d (trainer.strategy.size; "
-				      "attention is split by heads); pick a size that divides %lld",
+				      "the tensor-parallel size %d (trainer.strategy.size, or tp "
+				      "under strategy hybrid; attention is split by heads); pick a "
+				      "size that divides %lld",
 				      (long long)c->n_head, (int)T, (long long)c->n_head);
-	if (opt->stage)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: pipeline stages with tensor "
-				      "parallelism (tp %d) are not supported; build whole stages "
-				      "or a whole tensor-parallel model", (int)T);
+	/* a stage's boundary tensors are whole sequences (the pipeline sends
+	 * [rows, T, n_embd]): sequence parallelism would split them */
+	if (opt->stage && (opt->tp_flags & WEFT_TP_SEQUENCE_PARALLEL))
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: pipeline stages of a "
+				      "tensor-parallel GPT (tp %d) exchange whole sequences; build "
+				      "them without sequence parallelism (tp_flags bit 1)", (int)T);
 	if (opt->tp_flags & ~(uint32_t)(WEFT_TP_SEQUENCE_PARALLEL | WEFT_TP_VOCAB_PARALLEL))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: tp_flags 0x%x has unknown bits",
 				      opt->tp_flags);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "pipeline/stage.h"
+#include "tp/tp.h"
 #include "weft/ops.h"
 
 struct weft_pp_stage {
@@ -27,6 +28,7 @@ weft_status weft_pp_stage_create(const weft_model *whole, const weft_model_optio
 {
 	weft_model_options mo = *opt;
 	weft_pp_stage *s;
+	weft_tp_group *g;
 	weft_status st;
 
 	*out = NULL;
@@ -38,6 +40,14 @@ weft_status weft_pp_stage_create(const weft_model *whole, const weft_model_optio
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory building a pipeline stage");
+	/* a stage of a tensor-parallel model holds the same shards as the
+	 * model (whatever opt says): the strategy copies values between them */
+	g = weft_tp_group_find(weft_model_params(whole));
+	if (g) {
+		mo.tp_size = weft_tp_group_size(g);
+		mo.tp_rank = weft_tp_group_rank(g);
+		mo.tp_flags = weft_tp_group_flags(g);
+	}
 	mo.stage = parts;
 	mo.layer_begin = layer_begin;
 	mo.layer_end = layer_end;

@@ -21,7 +21,10 @@ extern "C" {
 typedef struct weft_pp_stage weft_pp_stage;
 
 /* Builds a stage of `whole` (borrowed, only read here): `opt` gives the
- * device, seed and tensor-parallel fields (its stage fields are ignored),
+ * device, seed and tensor-parallel plan (its stage fields are ignored; the
+ * tp size, rank and flags are the whole model's: a stage of a tp shard is
+ * the same shard of those blocks, its tp ops unbound until the caller
+ * binds them with weft_tp_group_bind or the host's tp_bind),
  * `parts` the WEFT_STAGE_* bits, [layer_begin, layer_end) the blocks.
  * Parameter values are those the whole model was initialised with (same
  * names, same seed), not what it holds now. *out is a new stage, freed

@@ -103,6 +103,10 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 	memset(hm, 0, sizeof(*hm));
 	hm->c = c;
 	hm->rank = rank;
+	if (c->gpt_tp > 1) {
+		mo.tp_size = c->gpt_tp;
+		mo.tp_rank = rank % c->gpt_tp;
+	}
 	hm->skip_extra = c->toy_unused &&
 			 (c->toy_unused_rank < 0 || c->toy_unused_rank == rank);
 	switch (c->model) {

@@ -75,6 +75,10 @@ typedef struct h_config {
 	/* ---- appended (pp) ---- */
 	int mem_peaks_after;       /* > 0: mem_peak covers only the steps after this many
 				    * (pools and arenas have reached their steady size) */
+	/* ---- appended (pp with tp) ---- */
+	int gpt_tp;                /* > 1: rank r builds tp shard r % gpt_tp of the GPT
+				    * (weft_model_options.tp_size), as a trainer does from
+				    * strategy hybrid's plan */
 } h_config;
 
 typedef struct h_result {

@@ -9,6 +9,13 @@
  *       accounting, steady state) of GPipe and 1F1B with P ranks, m = 8:
  *       micro-batches held at once per rank, from runs holding 1 and 2.
  *   test_strategy_pp errors               config errors naming the numbers.
+ *   test_strategy_pp tp DP TP PP          strategy hybrid with tensor
+ *       parallelism inside the stages (dp x tp x pp ranks, 1F1B, Megatron's
+ *       order): every step's loss and gradient norm (SGD run clipped), and
+ *       each rank's weight shards against the same shards of the
+ *       one-process run's final weights; a tiny 4-block GPT (n_embd 32, 2
+ *       heads, T 8, vocab 32) so 8 processes fit on 2 cores.
+ *   test_strategy_pp tp_errors            tp not dividing n_head (2 ranks).
  * The bubble is measured through weft fit --trace: test_strategy_pp_bubble.sh.
  *
  * Model: the harness GPT with 8 blocks (so 8 stages for p = 4, v = 2),
@@ -30,10 +37,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tp/tp.h"
 #include "weft_test.h"
 
 #define TOL 1e-5
 #define WEIGHT_FLOOR 1e-2
+#define TP_CLIP 0.05
 
 static char yaml[256];
 
@@ -52,6 +61,22 @@ static h_config pp_config(int micro, int sgd)
 		.toy_unused_rank = -1,
 		.data_ranks = 1,
 	};
+}
+
+/* The hybrid-with-tp runs' model: small enough that 8 processes share 2
+ * cores (20 steps of 8 micro-batches in a few seconds). SGD runs clip
+ * at a norm every step exceeds (checked), so the norm is compared. */
+static h_config tp_config(int sgd)
+{
+	h_config c = pp_config(8, sgd);
+
+	c.gpt_n_layer = 4;
+	c.gpt_n_embd = 32;
+	c.gpt_n_head = 2;
+	c.gpt_block = 8;
+	c.gpt_vocab = 32;
+	c.clip = sgd ? TP_CLIP : 0.0;
+	return c;
 }
 
 /* A rank: argv = self rank MODE ... PREFIX */
@@ -79,6 +104,28 @@ static int rank_main(int argc, char **argv)
 			 strcmp(argv[5], "interleaved_1f1b") ? 1 : 2);
 		c.strategy = "hybrid";
 		c.strategy_yaml = yaml;
+	} else if (!strcmp(argv[2], "tp")) {
+		/* tp DP TP PP SGD PREFIX: rank r is dp (r / TP) % DP */
+		c = tp_config(atoi(argv[6]));
+		c.data_ranks = atoi(argv[3]);
+		c.data_stride = atoi(argv[4]);
+		c.gpt_tp = atoi(argv[4]);
+		snprintf(yaml, sizeof(yaml), "{name: hybrid, dp: %s, tp: %s, pp: %s, schedule: 1f1b}",
+			 argv[3], argv[4], argv[5]);
+		c.strategy = "hybrid";
+		c.strategy_yaml = yaml;
+	} else if (!strcmp(argv[2], "tp_errors")) {
+		/* tp_errors 2 PREFIX: n_head 3 at tp 2 (n_embd 30 divides) */
+		c = tp_config(1);
+		c.gpt_n_head = 3;
+		c.gpt_n_embd = 30;
+		c.strategy = "hybrid";
+		c.strategy_yaml = "{name: hybrid, dp: 1, tp: 2, pp: 1}";
+		c.gpt_tp = 2;
+		WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "n_head 3 is not divisible by the "
+			 "tensor-parallel size 2", "tp under strategy hybrid", "divides 3");
+		h_result_free(&r);
+		return wt_done("test_strategy_pp tp_errors rank");
 	} else if (!strcmp(argv[2], "memory")) {
 		/* memory SCHED MICRO PREFIX: steady-state peaks (steps 3-4) */
 		c = pp_config(atoi(argv[4]), 1);
@@ -89,7 +136,7 @@ static int rank_main(int argc, char **argv)
 	} else {
 		return 2;
 	}
-	if (strcmp(argv[2], "hybrid")) {
+	if (strcmp(argv[2], "hybrid") && strcmp(argv[2], "tp")) {
 		c.strategy = "pp";
 		c.strategy_yaml = yaml;
 	}
@@ -215,6 +262,140 @@ static void equiv_hybrid(const char *self, int dp, int pp, const char *sched,
 	h_result_free(&ref);
 }
 
+/* The one-process run's final weights as tp rank t of T holds them: the
+ * same shard of every split parameter (core/tp's split of the harness
+ * GPT, built here with tp_size T), replicated ones whole, in the shard
+ * model's flat order. *numel: its length. NULL when out of memory. */
+static float *ref_shard(const h_config *c, const h_result *ref, int T, int t, int64_t *numel)
+{
+	weft_gpt_config gc = {
+		.n_layer = c->gpt_n_layer, .n_head = c->gpt_n_head, .n_embd = c->gpt_n_embd,
+		.vocab_size = c->gpt_vocab, .block_size = c->gpt_block, .bias = 1,
+	};
+	weft_model_options wo = { .seed = c->seed }, so = { .seed = c->seed, .tp_size = T,
+							     .tp_rank = t };
+	weft_model *whole = NULL, *part = NULL;
+	weft_tensor *wf, *sf;
+	weft_tp_group *g;
+	float *out = NULL;
+
+	WT_OK(weft_model_create_gpt(&gc, &wo, &whole));
+	WT_OK(weft_model_create_gpt(&gc, &so, &part));
+	if (!whole || !part)
+		goto out_free;
+	weft_params_flat(weft_model_params(whole), WEFT_F32, &wf, NULL);
+	weft_params_flat(weft_model_params(part), WEFT_F32, &sf, NULL);
+	g = weft_tp_group_find(weft_model_params(part));
+	WT_REQUIRE(g && weft_tensor_numel(wf) == ref->numel);
+	*numel = weft_tensor_numel(sf);
+	out = malloc((size_t)*numel * sizeof(float));
+	if (!out)
+		goto out_free;
+	for (size_t i = 0; i < weft_params_count(weft_model_params(part)); i++) {
+		weft_tensor *p = weft_params_at(weft_model_params(part), i);
+		weft_tensor *q = weft_params_at(weft_model_params(whole), i);
+		int64_t full[2], so_off = (float *)p->data - (float *)sf->data;
+		int64_t wo_off = (float *)q->data - (float *)wf->data;
+		weft_tp_split sp = weft_tp_group_split(g, i, NULL, full);
+
+		WT_CHECK(!strcmp(p->name, q->name));
+		if (sp == WEFT_TP_REPLICATE)
+			memcpy(out + so_off, ref->weights + wo_off, weft_tensor_nbytes(p));
+		else
+			weft_tp_take_shard(sp, full, T, t, ref->weights + wo_off, out + so_off);
+	}
+out_free:
+	weft_model_free(part);
+	weft_model_free(whole);
+	return out;
+}
+
+/* strategy hybrid dp x tp x pp on dp * tp * pp ranks (rank = (pp * dp +
+ * dp_idx) * tp + tp_idx), 1F1B, against one process with dp times the
+ * rows. Tolerances as equiv_hybrid's: a tp shard's forward sums the
+ * row-parallel partial products over the tp group (all-reduce) where one
+ * process sums them in one matmul, a few float32 ulps per step more, well
+ * inside 1e-5 relative over 20 steps (measured: see the printed error).
+ * The SGD run clips every step (norm > TP_CLIP, asserted), so its norm is
+ * the whole model's: split shards' squares summed over tp, replicated
+ * ones once (double counting them moves it by tens of percent). */
+static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
+{
+	h_config c = tp_config(sgd);
+	h_result ref, got[H_MAX_RANKS];
+	char prefix[128], ds[8], ts[8], ps[8], sg[8];
+	char *args[] = { "tp", ds, ts, ps, sg, prefix, NULL };
+	int n = dp * tp * pp;
+	double worst = 0.0;
+
+	c.batch *= dp;
+	WT_OK(h_run(&c, &ref));
+	snprintf(prefix, sizeof(prefix), "pptp-%d", (int)getpid());
+	snprintf(ds, sizeof(ds), "%d", dp);
+	snprintf(ts, sizeof(ts), "%d", tp);
+	snprintf(ps, sizeof(ps), "%d", pp);
+	snprintf(sg, sizeof(sg), "%d", sgd);
+	if (!run_ranks(self, n, args, got))
+		return;
+	for (int t = 0; t < tp; t++) {
+		int64_t numel = 0;
+		float *want = ref_shard(&c, &ref, tp, t, &numel);
+
+		WT_REQUIRE(want);
+		for (int r = t; r < n; r += tp) {
+			int64_t where;
+			double w;
+
+			WT_REQUIRE(got[r].steps == ref.steps && got[r].numel == numel);
+			for (int s = 0; s < ref.steps; s++) {
+				WT_CLOSE(got[r].loss[s], ref.loss[s], TOL, 0);
+				if (sgd) {
+					WT_CHECK(ref.rep[s].grad_norm > TP_CLIP);
+					WT_CLOSE(got[r].rep[s].grad_norm, ref.rep[s].grad_norm, TOL,
+						 0);
+				}
+			}
+			if (sgd) {
+				w = h_max_rel(got[r].weights, want, numel, WEIGHT_FLOOR, &where);
+				if (w > TOL)
+					fprintf(stderr, "rank %d (tp %d): weight %lld off by %.3g "
+						"relative\n", r, t, (long long)where, w);
+				WT_CHECK(w <= TOL);
+			} else {
+				w = h_rel_l2(got[r].weights, want, numel);
+				WT_CHECK(w <= 1e-4);
+			}
+			if (w > worst)
+				worst = w;
+			/* the dp replicas and the pipeline's ranks end with the same shards */
+			WT_CHECK(!memcmp(got[r].weights, got[t].weights, (size_t)numel * 4));
+			WT_CHECK(got[r].rep[0].comm_bytes > 0);
+		}
+		free(want);
+	}
+	fprintf(stderr, "hybrid dp %d x tp %d x pp %d 1f1b %s: step-20 loss %.6f (ref %.6f), grad "
+		"norm %.4f (ref %.4f), worst weight error %.3g (%s), %d ranks\n", dp, tp, pp,
+		sgd ? "sgd+clip" : "adamw", got[0].loss[ref.steps - 1], ref.loss[ref.steps - 1],
+		got[0].rep[ref.steps - 1].grad_norm, ref.rep[ref.steps - 1].grad_norm, worst,
+		sgd ? "max rel" : "rel L2", n);
+	for (int r = 0; r < n; r++)
+		h_result_free(&got[r]);
+	h_result_free(&ref);
+}
+
+/* n_head not divisible by hybrid's tp: each of 2 ranks asserts the
+ * message (the model is built before any collective, so both fail). */
+static void test_tp_errors(const char *self)
+{
+	h_spawn_result sp;
+	char *argv[] = { (char *)self, "rank", "tp_errors", "2", "pptpe", NULL };
+
+	WT_REQUIRE(h_spawn(2, argv, 60, &sp) == 0);
+	WT_CHECK(!sp.hung);
+	WT_CHECK(h_spawn_ok(&sp, 0));
+	WT_CHECK(h_spawn_ok(&sp, 1));
+}
+
 /* Each rank's WEFT_MEM_ACTIVATIONS peak in a p-rank run of `sched` with m
  * micro-batches. */
 static int act_peaks(const char *self, int p, const char *sched, int m, int64_t *peak)
@@ -319,13 +500,18 @@ int main(int argc, char **argv)
 	} else if (argc > 5 && !strcmp(argv[1], "hybrid")) {
 		equiv_hybrid(argv[0], atoi(argv[2]), atoi(argv[3]), argv[4], argv[5], 1);
 		equiv_hybrid(argv[0], atoi(argv[2]), atoi(argv[3]), argv[4], argv[5], 0);
+	} else if (argc > 4 && !strcmp(argv[1], "tp")) {
+		equiv_tp(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 1);
+		equiv_tp(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 0);
+	} else if (argc > 1 && !strcmp(argv[1], "tp_errors")) {
+		test_tp_errors(argv[0]);
 	} else if (argc > 2 && !strcmp(argv[1], "memory")) {
 		test_memory(argv[0], atoi(argv[2]));
 	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
 		test_errors();
 	} else {
 		fprintf(stderr, "usage: %s equiv P SCHEDULE V | hybrid DP PP SCHEDULE DP_STRATEGY | "
-			"memory P | errors\n", argv[0]);
+			"memory P | errors | tp DP TP PP | tp_errors\n", argv[0]);
 		return 2;
 	}
 	return wt_done("test_strategy_pp");

@@ -16,8 +16,12 @@
 # reports the bubble fraction, strategy hybrid dp 2 x pp 2 with zero_1 on
 # 4 ranks matches the one-process run of both replicas' rows and prints
 # its mesh, saves resume on the one-process curve (pp interleaved; hybrid
-# saved under ddp, resumed under zero_1), and pp not equal to the world size, a mesh whose product is
-# not the world size, tp > 1 in hybrid and blocks that cannot be split
+# saved under ddp, resumed under zero_1), hybrid tp 2 x pp 2 (tensor
+# parallelism inside the stages, the trainer building each rank's shard
+# from the plan) matches the one-process run and resumes on its curve
+# (optimizer state mapped from shard to whole coordinates), and pp not
+# equal to the world size, a mesh whose product is not the world size, a
+# hybrid tp that does not divide n_head and blocks that cannot be split
 # uniformly are config errors naming the numbers.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
@@ -113,6 +117,13 @@ grep -q "dp 1 tp 0: pipeline ranks \[1 3\]" "$dir/hybrid.out" || fail "no pipeli
 ls "$dir/runs/cfg/version_0/checkpoints/"*/optimizer.bin >/dev/null 2>&1 ||
 	fail "no zero_1 checkpoint"
 
+# hybrid tp 2 x pp 2 on 4 ranks: every pipeline rank holds a tp shard of
+# its stage; same rows as the one-process run
+fit tp2pp2 --trainer.devices=4 --trainer.strategy.name=hybrid --trainer.strategy.dp=1 \
+	--trainer.strategy.tp=2 --trainer.strategy.pp=2
+same tp2pp2 single
+grep -q "dp 0 tp 1: pipeline ranks \[1 3\]" "$dir/tp2pp2.out" || fail "no tp pipeline line"
+
 # resume: a 6-step save continues the one-process curve for steps 7 and 8
 # (the head's copy of the tied embedding has optimizer state too: both its
 # holders report that range, so it is saved and loaded into both copies);
@@ -154,6 +165,9 @@ close pp_resume single8steps
 resumed hybrid_resume --trainer.devices=4 --trainer.strategy.name=hybrid \
 	--trainer.strategy.dp=2 --trainer.strategy.pp=2 --trainer.strategy.dp_strategy=ddp
 close hybrid_resume single8rows
+resumed tp_resume --trainer.devices=4 --trainer.strategy.name=hybrid --trainer.strategy.dp=1 \
+	--trainer.strategy.tp=2 --trainer.strategy.pp=2
+close tp_resume single8steps
 
 # errors
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=hybrid \
@@ -162,11 +176,12 @@ if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.n
 fi
 grep -q "pp x tp x dp = 2 x 1 x 2 = 4 != 2, the world size" "$dir/out.txt" || fail "mesh message"
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=hybrid \
-	--trainer.strategy.tp=2 --trainer.strategy.pp=1 >"$dir/out.txt" 2>&1; then
-	fail "hybrid tp 2 accepted"
+	--trainer.strategy.tp=2 --trainer.strategy.pp=1 --model.n_head=3 --model.n_embd=30 \
+	>"$dir/out.txt" 2>&1; then
+	fail "hybrid tp 2 with n_head 3 accepted"
 fi
-grep -q "tp 2: pipeline stages of a tensor-parallel GPT are not built" "$dir/out.txt" ||
-	fail "hybrid tp message"
+grep -q "n_head 3 is not divisible by the tensor-parallel size 2 (trainer.strategy.size, or tp" \
+	"$dir/out.txt" || fail "hybrid tp n_head message"
 if "$WEFT" fit --config "$dir/cfg.yaml" --trainer.devices=2 --trainer.strategy.name=pp \
 	--trainer.strategy.pp=3 >"$dir/out.txt" 2>&1; then fail "pp 3 of 2 ranks accepted"; fi
 grep -q "pp is 3 but the world has 2 ranks" "$dir/out.txt" || fail "pp size message"

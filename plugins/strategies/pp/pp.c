@@ -73,6 +73,28 @@ static weft_status create_as(const char *who, const weft_cfg *section,
 				       s->o.pp);
 		goto out_free;
 	}
+	if (s->o.tp > 1) {
+		int32_t msize = 1, mrank = 0;
+		uint32_t mflags = 0;
+
+		if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param)) {
+			st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': tp %d needs a "
+					       "host with the tensor-parallel services (weft ABI "
+					       "1.1 with tp); update weft", who, s->o.tp);
+			goto out_free;
+		}
+		g_host->tp_info(env->params, &msize, &mrank, &mflags);
+		if (msize != s->o.tp || mrank != s->mesh.tp_idx || mflags) {
+			st = g_host->error_set(WEFT_ERR_CONFIG, "strategy '%s': tp %d puts world rank "
+					       "%d at tp rank %d, but the model was built as tp rank "
+					       "%d of %d (flags 0x%x); the trainer builds it from the "
+					       "strategy's plan: build it with weft_model_options "
+					       "tp_size %d, tp_rank %d, tp_flags 0", who, s->o.tp,
+					       (int)env->rank, s->mesh.tp_idx, (int)mrank, (int)msize,
+					       mflags, s->o.tp, s->mesh.tp_idx);
+			goto out_free;
+		}
+	}
 	if (env->device.type != WEFT_DEVICE_CPU) {
 		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': runs on accelerator: "
 				       "cpu only in this version (its stage copies are host memory)",
@@ -137,11 +159,28 @@ static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 	return plan_as("pp", section, rank, world, data_rank, data_world);
 }
 
+/* Under tp > 1 the trainer builds this rank's tp shard of the model (its
+ * tp coordinate, no sequence or vocabulary split): the stages are built
+ * from it with the same shards. */
 static weft_status hybrid_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			       weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
-	(void)mo;
-	return plan_as("hybrid", section, rank, world, data_rank, data_world);
+	weft_strategy_env env = { .struct_size = sizeof(env), .rank = rank, .world_size = world };
+	pp_options o;
+	weft_status st;
+
+	st = plan_as("hybrid", section, rank, world, data_rank, data_world);
+	if (!st)
+		st = pp_options_parse(section, &env, "hybrid", &o);
+	if (st)
+		return st;
+	if (o.tp > 1) {
+		mo->tp_size = o.tp;
+		mo->tp_rank = rank % o.tp;
+		mo->tp_flags = 0;
+		mo->tp_plan = NULL;
+	}
+	return WEFT_OK;
 }
 
 /* The mesh in Megatron's order (tp fastest, then dp, then pp), printed by
@@ -190,6 +229,16 @@ static weft_status split_comms(pp_strategy *s)
 					m->dp_idx, &s->dp_comm);
 		if (st)
 			return g_host->error_wrap(st, "strategy hybrid: the dp group of rank %d",
+						  env->rank);
+	}
+	if (o->tp > 1) {
+		/* the tp shards of one stage replica: ranks tp_idx 0..tp-1 */
+		st = g_host->comm_split(env->comm_ops, env->world, m->pp_idx * o->dp + m->dp_idx,
+					m->tp_idx, &s->tp_comm);
+		if (!st)
+			st = g_host->tp_bind(env->params, env->comm_ops, s->tp_comm);
+		if (st)
+			return g_host->error_wrap(st, "strategy hybrid: the tp group of rank %d",
 						  env->rank);
 	}
 	return WEFT_OK;
@@ -586,6 +635,10 @@ static void pp_destroy(void *p)
 		g_host->ctx_free(s->all_ctx[i]);
 	pp_chunks_free(s);
 	pp_dp_free(s);
+	if (s->tp_comm) {
+		g_host->tp_bind(s->env->params, s->env->comm_ops, NULL);
+		g_host->comm_free(s->tp_comm);
+	}
 	g_host->comm_free(s->dp_comm);
 	g_host->comm_free(s->pp_comm);
 	g_host->mem_free(s->actions);

@@ -103,6 +103,7 @@ typedef struct pp_strategy {
 	pp_group g;
 	weft_comm *pp_comm;     /* from comm_split when the pipeline is not the world */
 	weft_comm *dp_comm;     /* the dp replicas of this rank's stages, or NULL */
+	weft_comm *tp_comm;     /* hybrid tp > 1: the tp shards of this rank's stages */
 	int S;                  /* stages: p * v */
 	int64_t n_layer;
 	int64_t n_embd;
@@ -132,6 +133,8 @@ typedef struct pp_strategy {
 	/* optimizer state of the owned pieces, as ranges for checkpoints */
 	int64_t *ranges;        /* [2 * n_ranges] */
 	int n_ranges;
+	int64_t *whole_ranges;  /* tp > 1: the same state in the whole model's coordinates */
+	int n_whole_ranges;
 	int64_t state_numel;
 	float *wte_tmp;         /* the other copy's tied-embedding gradient */
 	float *dp_stage;        /* zero_1: dp * the largest piece's shard, WEFT_MEM_COMM */
@@ -179,6 +182,13 @@ weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
 /* collectives over the pipeline group (f64 sums) */
 weft_status pp_sum(pp_strategy *s, double *v, int n);
+/* f64 sums over the tp group of a hybrid mesh (pp_stage.c); a no-op
+ * without one. */
+weft_status pp_tp_sum(pp_strategy *s, double *v, int n);
+
+/* pp_tp.c: under tp > 1, whole_ranges from ranges (once; a no-op
+ * without tp). Errors: WEFT_ERR_NOMEM. */
+weft_status pp_tp_ranges(pp_strategy *s);
 
 /* pp_dp.c: the dp replicas of a hybrid mesh. pp_dp_shard: the range of a
  * piece this rank steps. pp_dp_setup: buffers (after the chunks). The

@@ -112,12 +112,6 @@ weft_status pp_mesh_check(const pp_options *o, int32_t rank, int32_t world, pp_m
 					 o->tp, o->dp, (long long)o->pp * o->tp * o->dp, (int)world,
 					 (int)world);
 	}
-	if (o->tp > 1)
-		return g_host->cfg_error(g_host->cfg_get(o->section, "tp"), "strategy hybrid: tp %d: "
-					 "pipeline stages of a tensor-parallel GPT are not built by "
-					 "this version (core/nn builds a tp shard of the whole model "
-					 "only); use tp: 1 with dp x pp, or strategy tp for dp x tp",
-					 o->tp);
 	m->tp_idx = rank % o->tp;
 	m->dp_idx = rank / o->tp % o->dp;
 	m->pp_idx = rank / (o->tp * o->dp);

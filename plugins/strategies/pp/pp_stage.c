@@ -202,6 +202,8 @@ weft_status pp_chunks_build(pp_strategy *s)
 			   (c->stage == s->S - 1 ? WEFT_STAGE_HEAD : 0u);
 		st = s->env->stage_create(s->env->trainer, c->parts, c->layer_begin, c->layer_end,
 					  &c->handle, &c->params);
+		if (!st && s->tp_comm)
+			st = g_host->tp_bind(c->params, s->env->comm_ops, s->tp_comm);
 		if (st)
 			goto out;
 		g_host->params_flat(c->params, WEFT_F32, &flat, &grad);
@@ -248,6 +250,8 @@ void pp_chunks_free(pp_strategy *s)
 	}
 	g_host->mem_free(s->bounds);
 	g_host->mem_free(s->ranges);
+	g_host->mem_free(s->whole_ranges);
+	s->whole_ranges = NULL;
 	g_host->mem_free(s->state_slots);
 	g_host->mem_free(s->state_mem);
 	g_host->mem_free(s->wte_tmp);
@@ -333,6 +337,49 @@ weft_status pp_sync_wte(pp_strategy *s)
 	return WEFT_OK;
 }
 
+/* The squares of this rank's gradients (the head's mirror of wte
+ * excluded, as in the norm): part[0] of the parameters every tp rank
+ * holds whole, part[1] of its shards of the split ones. */
+static weft_status pp_tp_sum_squares(pp_strategy *s, double part[2])
+{
+	part[0] = part[1] = 0.0;
+	for (int k = 0; k < s->o.v; k++) {
+		pp_chunk *c = &s->chunk[k];
+		size_t n = g_host->params_count(c->params);
+
+		for (size_t i = 0; i < n; i++) {
+			weft_tensor *t = g_host->params_at(c->params, i);
+			const float *arr;
+			int64_t len = g_host->tensor_numel(t), full;
+			int partial = 0, split = g_host->tp_param_split(c->params, i, &partial, &full);
+
+			if (!strcmp(t->name, WTE) && !(c->parts & WEFT_STAGE_EMBED))
+				continue;
+			if (!t->grad)
+				return g_host->error_set(WEFT_ERR_INTERNAL, "strategy hybrid: stage "
+							 "%d's '%s' has no gradient", c->stage,
+							 t->name);
+			arr = t->grad->data;
+			part[split != 0] += g_host->clip_sum_squares(&arr, &len, 1);
+		}
+	}
+	return WEFT_OK;
+}
+
+weft_status pp_tp_sum(pp_strategy *s, double *v, int n)
+{
+	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
+			    .device = WEFT_COMM_DEVICE_CPU };
+	weft_status st;
+
+	if (!s->tp_comm)
+		return WEFT_OK;
+	st = s->g.ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+	s->msgs.calls++;
+	return st ? g_host->error_wrap(st, "strategy hybrid: all-reduce over the tp group") :
+		    WEFT_OK;
+}
+
 weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm)
 {
 	const weft_strategy_env *env = s->env;
@@ -341,9 +388,9 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 
 	*grad_norm = -1.0;
 	if (env->gradient_clip_val > 0) {
-		double sumsq = 0.0;
+		double sumsq = 0.0, part[2];
 
-		for (int k = 0; k < s->o.v; k++)
+		for (int k = 0; k < s->o.v && !s->tp_comm; k++)
 			for (int i = 0; i < s->chunk[k].n_pieces; i++) {
 				const pp_piece *p = &s->chunk[k].piece[i];
 				const float *arr = s->chunk[k].grad + p->local;
@@ -352,6 +399,17 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 				if (!p->mirror)
 					sumsq += g_host->clip_sum_squares(&arr, &len, 1);
 			}
+		/* under tp the pieces hold shards of the split parameters: their
+		 * squares are summed over the tp group, the replicated ones (the
+		 * same on every tp rank) counted once */
+		if (s->tp_comm) {
+			st = pp_tp_sum_squares(s, part);
+			if (!st)
+				st = pp_tp_sum(s, &part[1], 1);
+			if (st)
+				return st;
+			sumsq = part[0] + part[1];
+		}
 		st = pp_sum(s, &sumsq, 1);
 		if (st)
 			return st;
@@ -430,18 +488,28 @@ weft_status pp_gather(pp_strategy *s)
 
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out)
 {
+	const int64_t *ranges = s->ranges;
+	int n_ranges = s->n_ranges;
+	weft_status st = pp_tp_ranges(s);
+
+	if (st)
+		return st;
+	if (s->tp_comm) {
+		ranges = s->whole_ranges;
+		n_ranges = s->n_whole_ranges;
+	}
 	out->n_slots = (uint32_t)s->n_slots;
 	out->slots = s->state_slots;
-	out->begin = s->n_ranges ? s->ranges[0] : 0;
-	out->end = s->n_ranges ? s->ranges[2 * s->n_ranges - 1] : 0;
-	if (s->n_ranges > 1) {
+	out->begin = n_ranges ? ranges[0] : 0;
+	out->end = n_ranges ? ranges[2 * n_ranges - 1] : 0;
+	if (n_ranges > 1) {
 		if (out->struct_size < offsetof(weft_strategy_state, ranges) + sizeof(out->ranges))
 			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'pp': this rank's "
 						 "optimizer state covers %d separate ranges of the "
 						 "model (interleaved stages) and the trainer reads "
-						 "only one", s->n_ranges);
-		out->n_ranges = (uint32_t)s->n_ranges;
-		out->ranges = s->ranges;
+						 "only one", n_ranges);
+		out->n_ranges = (uint32_t)n_ranges;
+		out->ranges = ranges;
 	}
 	return WEFT_OK;
 }
