@@ -483,6 +483,21 @@ static void test_errors(void)
 	c.strategy_yaml = "{name: pp, partition: [0]}";
 	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "stage 0 gets 0 blocks");
 	h_result_free(&r);
+	/* a stage of a sequence-parallel tp GPT would send split sequences */
+	{
+		weft_gpt_config gc = { .n_layer = 2, .n_head = 2, .n_embd = 16, .vocab_size = 32,
+				       .block_size = 8, .bias = 1 };
+		weft_model_options mo = { .seed = 1, .tp_size = 2, .tp_rank = 0,
+					  .tp_flags = WEFT_TP_SEQUENCE_PARALLEL,
+					  .stage = WEFT_STAGE_BLOCKS, .layer_begin = 0,
+					  .layer_end = 1 };
+		weft_model *m = NULL;
+
+		WT_FAILS(weft_model_create_gpt(&gc, &mo, &m), WEFT_ERR_INVALID_ARG,
+			 "pipeline stages of a tensor-parallel GPT (tp 2) exchange whole sequences",
+			 "without sequence parallelism");
+		weft_model_free(m);
+	}
 	/* one process, one stage: the pipeline degenerates to the model */
 	c.strategy_yaml = "{name: pp, partition: parameters}";
 	c.steps = 2;
