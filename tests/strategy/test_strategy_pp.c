@@ -8,14 +8,16 @@
  *   test_strategy_pp memory P             activation peaks (allocator
  *       accounting, steady state) of GPipe and 1F1B with P ranks, m = 8:
  *       micro-batches held at once per rank, from runs holding 1 and 2.
- *   test_strategy_pp errors               config errors naming the numbers.
+ *   test_strategy_pp errors               config errors naming the numbers
+ *       (with hybrid's tp: n_head not divisible, a model not built from
+ *       the plan, stages of a sequence-parallel GPT).
  *   test_strategy_pp tp DP TP PP          strategy hybrid with tensor
  *       parallelism inside the stages (dp x tp x pp ranks, 1F1B, Megatron's
- *       order): every step's loss and gradient norm (SGD run clipped), and
+ *       order; SGD with dp_strategy ddp, AdamW with zero_1): every step's
+ *       loss and gradient norm (SGD run clipped), and
  *       each rank's weight shards against the same shards of the
  *       one-process run's final weights; a tiny 4-block GPT (n_embd 32, 2
  *       heads, T 8, vocab 32) so 8 processes fit on 2 cores.
- *   test_strategy_pp tp_errors            tp not dividing n_head (2 ranks).
  * The bubble is measured through weft fit --trace: test_strategy_pp_bubble.sh.
  *
  * Model: the harness GPT with 8 blocks (so 8 stages for p = 4, v = 2),
@@ -105,27 +107,17 @@ static int rank_main(int argc, char **argv)
 		c.strategy = "hybrid";
 		c.strategy_yaml = yaml;
 	} else if (!strcmp(argv[2], "tp")) {
-		/* tp DP TP PP SGD PREFIX: rank r is dp (r / TP) % DP */
+		/* tp DP TP PP SGD PREFIX: rank r is dp (r / TP) % DP; SGD runs under
+		 * dp_strategy ddp, AdamW under zero_1 */
 		c = tp_config(atoi(argv[6]));
 		c.data_ranks = atoi(argv[3]);
 		c.data_stride = atoi(argv[4]);
 		c.gpt_tp = atoi(argv[4]);
-		snprintf(yaml, sizeof(yaml), "{name: hybrid, dp: %s, tp: %s, pp: %s, schedule: 1f1b}",
-			 argv[3], argv[4], argv[5]);
+		snprintf(yaml, sizeof(yaml), "{name: hybrid, dp: %s, tp: %s, pp: %s, schedule: 1f1b, "
+			 "dp_strategy: %s}", argv[3], argv[4], argv[5],
+			 atoi(argv[6]) ? "ddp" : "zero_1");
 		c.strategy = "hybrid";
 		c.strategy_yaml = yaml;
-	} else if (!strcmp(argv[2], "tp_errors")) {
-		/* tp_errors 2 PREFIX: n_head 3 at tp 2 (n_embd 30 divides) */
-		c = tp_config(1);
-		c.gpt_n_head = 3;
-		c.gpt_n_embd = 30;
-		c.strategy = "hybrid";
-		c.strategy_yaml = "{name: hybrid, dp: 1, tp: 2, pp: 1}";
-		c.gpt_tp = 2;
-		WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "n_head 3 is not divisible by the "
-			 "tensor-parallel size 2", "tp under strategy hybrid", "divides 3");
-		h_result_free(&r);
-		return wt_done("test_strategy_pp tp_errors rank");
 	} else if (!strcmp(argv[2], "memory")) {
 		/* memory SCHED MICRO PREFIX: steady-state peaks (steps 3-4) */
 		c = pp_config(atoi(argv[4]), 1);
@@ -375,25 +367,12 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 	}
 	fprintf(stderr, "hybrid dp %d x tp %d x pp %d 1f1b %s: step-20 loss %.6f (ref %.6f), grad "
 		"norm %.4f (ref %.4f), worst weight error %.3g (%s), %d ranks\n", dp, tp, pp,
-		sgd ? "sgd+clip" : "adamw", got[0].loss[ref.steps - 1], ref.loss[ref.steps - 1],
+		sgd ? "sgd+clip, ddp" : "adamw, zero_1", got[0].loss[ref.steps - 1], ref.loss[ref.steps - 1],
 		got[0].rep[ref.steps - 1].grad_norm, ref.rep[ref.steps - 1].grad_norm, worst,
 		sgd ? "max rel" : "rel L2", n);
 	for (int r = 0; r < n; r++)
 		h_result_free(&got[r]);
 	h_result_free(&ref);
-}
-
-/* n_head not divisible by hybrid's tp: each of 2 ranks asserts the
- * message (the model is built before any collective, so both fail). */
-static void test_tp_errors(const char *self)
-{
-	h_spawn_result sp;
-	char *argv[] = { (char *)self, "rank", "tp_errors", "2", "pptpe", NULL };
-
-	WT_REQUIRE(h_spawn(2, argv, 60, &sp) == 0);
-	WT_CHECK(!sp.hung);
-	WT_CHECK(h_spawn_ok(&sp, 0));
-	WT_CHECK(h_spawn_ok(&sp, 1));
 }
 
 /* Each rank's WEFT_MEM_ACTIVATIONS peak in a p-rank run of `sched` with m
@@ -483,6 +462,29 @@ static void test_errors(void)
 	c.strategy_yaml = "{name: pp, partition: [0]}";
 	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "stage 0 gets 0 blocks");
 	h_result_free(&r);
+	/* hybrid tp 2 with n_head 3 (n_embd 30 divides): the model's check;
+	 * a model built whole (not from hybrid's plan) under tp 2. Both fail
+	 * before any communication, so one process claims a world of 2. */
+	c = tp_config(1);
+	c.strategy = "hybrid";
+	c.strategy_yaml = "{name: hybrid, dp: 1, tp: 2, pp: 1}";
+	c.steps = 1;
+	c.env_world_size = 2;
+	c.gpt_n_head = 3;
+	c.gpt_n_embd = 30;
+	c.gpt_tp = 2;
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "n_head 3 is not divisible by the tensor-parallel "
+		 "size 2", "tp under strategy hybrid", "divides 3");
+	h_result_free(&r);
+	c.gpt_n_head = 2;
+	c.gpt_n_embd = 32;
+	c.gpt_tp = 0;
+	WT_FAILS(h_run(&c, &r), WEFT_ERR_CONFIG, "strategy 'hybrid': tp 2 puts world rank 0 at tp "
+		 "rank 0, but the model was built as tp rank 0 of 1", "tp_size 2, tp_rank 0");
+	h_result_free(&r);
+	c = pp_config(8, 1);
+	c.strategy = "pp";
+	c.steps = 2;
 	/* a stage of a sequence-parallel tp GPT would send split sequences */
 	{
 		weft_gpt_config gc = { .n_layer = 2, .n_head = 2, .n_embd = 16, .vocab_size = 32,
@@ -518,15 +520,13 @@ int main(int argc, char **argv)
 	} else if (argc > 4 && !strcmp(argv[1], "tp")) {
 		equiv_tp(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 1);
 		equiv_tp(argv[0], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), 0);
-	} else if (argc > 1 && !strcmp(argv[1], "tp_errors")) {
-		test_tp_errors(argv[0]);
 	} else if (argc > 2 && !strcmp(argv[1], "memory")) {
 		test_memory(argv[0], atoi(argv[2]));
 	} else if (argc > 1 && !strcmp(argv[1], "errors")) {
 		test_errors();
 	} else {
 		fprintf(stderr, "usage: %s equiv P SCHEDULE V | hybrid DP PP SCHEDULE DP_STRATEGY | "
-			"memory P | errors | tp DP TP PP | tp_errors\n", argv[0]);
+			"memory P | errors | tp DP TP PP\n", argv[0]);
 		return 2;
 	}
 	return wt_done("test_strategy_pp");
