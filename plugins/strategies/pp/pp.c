@@ -13,7 +13,12 @@
  * gradients, the optimizer steps each rank's own parameters, and the loss
  * is reduced so every rank reports it. Each rank keeps the values of the
  * stages it owns current in env->params after every step;
- * gather_params(1) makes all of env->params current on every rank. */
+ * gather_params(1) makes all of env->params current on every rank.
+ * Strategy hybrid runs dp replicas of the pipeline (pp_dp.c) and, with
+ * tp > 1, tensor-parallel stages: the plan has the trainer build this
+ * rank's tp shard, every stage is the same shard of its blocks, and a tp
+ * communicator per stage replica is bound to both (pp_tp.c maps the
+ * optimizer state to whole-model coordinates). */
 #include <stdio.h>
 #include <string.h>
 
