@@ -56,6 +56,11 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 	weft_json_int(&w, t->next_batch);
 	weft_json_key(&w, "seed");
 	weft_json_int(&w, (int64_t)t->tc.seed);
+	/* the global batch in rows (per-rank batch x data-parallel ranks):
+	 * a mid-epoch position means the same samples at any world size only
+	 * when this stays the same */
+	weft_json_key(&w, "global_batch");
+	weft_json_int(&w, t->data->batch_size * (int64_t)t->data_world);
 	weft_json_key(&w, "world_size");
 	weft_json_int(&w, t->world);
 	weft_json_key(&w, "strategy");
@@ -397,6 +402,26 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 		st = json_int(js, "numel", path, &numel);
 	if (!st)
 		st = json_int(js, "bad_checks", path, &bad);
+	if (!st && next > 0) {
+		/* Ranks take strided shares of one permutation, so the first k
+		 * global batches are the first k x global_batch samples whatever
+		 * the world size: a mid-epoch position carries over exactly when
+		 * the global batch is the same. */
+		const weft_json_value *gb = weft_json_get(js, "global_batch");
+		int64_t now = t->data->batch_size * (int64_t)t->data_world;
+
+		if (gb && gb->kind == WEFT_JSON_NUMBER && gb->is_integer && gb->integer != now)
+			st = weft_error_set(WEFT_ERR_CONFIG,
+					    "checkpoint '%s' stopped %lld batches into epoch %lld with "
+					    "a global batch of %lld rows; this run's is %lld "
+					    "(data.batch_size %lld x %d data-parallel ranks), so that "
+					    "position names other samples: keep data.batch_size x ranks "
+					    "= %lld, or resume from a checkpoint saved at an epoch's end",
+					    dir, (long long)next, (long long)epoch,
+					    (long long)gb->integer, (long long)now,
+					    (long long)t->data->batch_size, t->data_world,
+					    (long long)gb->integer);
+	}
 	if (!st && numel != flat_numel(t))
 		st = weft_error_set(WEFT_ERR_CORRUPT,
 				    "checkpoint '%s' holds optimizer state for %lld parameters, the "
