@@ -15,15 +15,7 @@
 # 0.195-0.257 at load average 8-15), so it is not what is asserted.
 # Label: timing. Takes about 10 s.
 set -eu
-WEFT="$WEFT_BUILD_DIR/bin/weft"
-TEXT=/usr/share/games/fortunes/fortunes
-if [ ! -r "$TEXT" ]; then
-	echo "skip: $TEXT not installed (fortunes-min)"
-	exit 77
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/out.txt" ] && cat "$dir/out.txt"; exit 1; }
+. "$(dirname "$0")/fit_lib.sh"
 cat > "$dir/cfg.yaml" <<YAML
 seed_everything: 7
 trainer:

@@ -19,15 +19,7 @@
 # dp_strategy zero_1 too (saved, resumed under it and without tp), and
 # vocabulary parallelism (wte split by rows) saves and resumes the same way.
 set -eu
-WEFT="$WEFT_BUILD_DIR/bin/weft"
-TEXT=/usr/share/games/fortunes/fortunes
-if [ ! -r "$TEXT" ]; then
-	echo "skip: $TEXT not installed (fortunes-min)"
-	exit 77
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/out.txt" ] && cat "$dir/out.txt"; exit 1; }
+. "$(dirname "$0")/fit_lib.sh"
 cat > "$dir/cfg.yaml" <<YAML
 seed_everything: 7
 trainer:
@@ -43,15 +35,10 @@ data: {class: text, paths: [$TEXT], block_size: 16, batch_size: 4, val_fraction:
 optimizer: {name: adamw, lr: 0.01, weight_decay: 0.1}
 YAML
 
-# fit NAME ARGS...: a fresh run; its metrics at $dir/NAME.csv, its last
-# checkpoint at $dir/NAME.ckpt
+# fit NAME ARGS...: a fresh run (fit_lib.sh) that must leave a checkpoint
 fit() {
-	name=$1
-	shift
-	rm -rf "$dir/runs"
-	"$WEFT" fit --config "$dir/cfg.yaml" "$@" >"$dir/out.txt" 2>&1 || fail "fit $name failed"
-	cp "$dir/runs/cfg/version_0/metrics.csv" "$dir/$name.csv" || fail "no metrics for $name"
-	cp -r "$dir/runs/cfg/version_0/checkpoints/last" "$dir/$name.ckpt" || fail "no checkpoint for $name"
+	fit_run "$@"
+	[ -d "$dir/$1.ckpt" ] || fail "no checkpoint for $1"
 }
 
 # resume NAME CKPT ARGS...: resumes CKPT to step 8; metrics at $dir/NAME.csv

@@ -12,15 +12,7 @@
 # count, n_embd or (vocab_parallel) vocab_size not divisible by the size are
 # config errors naming both numbers. Checkpoints: test_strategy_tp_ckpt.sh.
 set -eu
-WEFT="$WEFT_BUILD_DIR/bin/weft"
-TEXT=/usr/share/games/fortunes/fortunes
-if [ ! -r "$TEXT" ]; then
-	echo "skip: $TEXT not installed (fortunes-min)"
-	exit 77
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; [ -f "$dir/out.txt" ] && cat "$dir/out.txt"; exit 1; }
+. "$(dirname "$0")/fit_lib.sh"
 cat > "$dir/cfg.yaml" <<YAML
 seed_everything: 7
 trainer:
@@ -37,38 +29,12 @@ data: {class: text, paths: [$TEXT], block_size: 16, batch_size: 4, val_fraction:
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
 YAML
 
-# fit NAME ARGS...: runs and leaves the run's metrics.csv at $dir/NAME.csv
-fit() {
-	name=$1
-	shift
-	rm -rf "$dir/runs"
-	"$WEFT" fit --config "$dir/cfg.yaml" "$@" >"$dir/out.txt" 2>&1 || fail "fit $name failed"
-	cp "$dir/runs/cfg/version_0/metrics.csv" "$dir/$name.csv" || fail "no metrics for $name"
-	cp "$dir/out.txt" "$dir/$name.out"
-	cp "$dir/runs/cfg/version_0/summary.json" "$dir/$name.json"
-}
 
 # optim NAME: peak optimizer-state bytes of rank 0 (summary.json)
 optim() {
 	sed -n 's/.*"optim": \([0-9]*\).*/\1/p' "$dir/$1.json"
 }
 
-# same A B: every number of the two metrics files within 1e-5 relative
-same() {
-	paste -d, "$dir/$1.csv" "$dir/$2.csv" | awk -F, -v a="$1" -v b="$2" '
-		NR == 1 { n = NF / 2; next }
-		{
-			for (i = 1; i <= n; i++) {
-				x = $i; y = $(i + n)
-				if (x == "" && y == "") continue
-				d = x - y; if (d < 0) d = -d
-				s = y < 0 ? -y : y
-				if (d > 1e-5 * s) { printf "%s vs %s line %d col %d: %s != %s\n", a, b, NR, i, x, y; bad = 1 }
-				rows++
-			}
-		}
-		END { if (rows < 9) { print "too few values"; bad = 1 } exit bad }' || fail "$1 differs from $2"
-}
 
 fit single --trainer.strategy=single
 fit tp2sp --trainer.devices=2 --trainer.strategy.name=tp --trainer.strategy.size=2 \
