@@ -361,6 +361,98 @@ static weft_status cuda_synchronize(void *kctx)
 	       cuda_fail("synchronize", c->index, err, "work queued earlier on the stream");
 }
 
+/* ---- staging for host-side comm backends (kernels_cuda.h) ---- */
+
+static weft_status cuda_host_alloc(weft_mem_category cat, size_t bytes, void **out)
+{
+	cudaError_t err;
+
+	*out = NULL;
+	err = cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocPortable);
+	if (err != cudaSuccess) {
+		*out = NULL;
+		cudaGetLastError(); /* allocation failures are not sticky */
+		return cuda_host->error_set(err == cudaErrorMemoryAllocation ? WEFT_ERR_NOMEM :
+					    status_for(err),
+					    "cannot allocate %zu bytes of pinned host memory for "
+					    "%s: %s: %s (lower the bucket size, or free host memory)",
+					    bytes, cat_name(cat), cudaGetErrorName(err),
+					    cudaGetErrorString(err));
+	}
+	cuda_host->mem_account(cat, (int64_t)bytes);
+	return WEFT_OK;
+}
+
+static void cuda_host_free(weft_mem_category cat, void *ptr, size_t bytes)
+{
+	if (!ptr)
+		return;
+	cudaFreeHost(ptr);
+	cuda_host->mem_account(cat, -(int64_t)bytes);
+}
+
+/* cudaStreamLegacy names the legacy default stream even in code built
+ * with per-thread default streams; every context's stream is created
+ * blocking (cudaStreamCreate), so the copy is ordered after their earlier
+ * work and their later work after it. */
+static weft_status cuda_copy_sync(int32_t index, void *dst, const void *src, size_t bytes,
+				  weft_copy_kind kind)
+{
+	static const enum cudaMemcpyKind kinds[] = { cudaMemcpyHostToDevice,
+						     cudaMemcpyDeviceToHost,
+						     cudaMemcpyDeviceToDevice };
+	const char *what = "cudaSetDevice";
+	cudaError_t err, restore;
+	int prev = -1;
+
+	if (!bytes)
+		return WEFT_OK;
+	if ((unsigned)kind > WEFT_COPY_DEVICE_TO_DEVICE)
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy_sync: unknown kind %d",
+					    (int)kind);
+	err = cudaGetDevice(&prev);
+	if (err == cudaSuccess)
+		err = cudaSetDevice(index);
+	if (err == cudaSuccess) {
+		what = "cudaMemcpyAsync";
+		err = cudaMemcpyAsync(dst, src, bytes, kinds[kind], cudaStreamLegacy);
+	}
+	if (err == cudaSuccess) {
+		what = "cudaStreamSynchronize";
+		err = cudaStreamSynchronize(cudaStreamLegacy);
+	}
+	if (prev >= 0 && prev != index) {
+		restore = cudaSetDevice(prev);
+		if (err == cudaSuccess && restore != cudaSuccess) {
+			what = "restoring the current device";
+			err = restore;
+		}
+	}
+	return err == cudaSuccess ? WEFT_OK :
+	       cuda_fail("copy_sync", index, err, "%s, %zu bytes %s", what, bytes,
+			 kind_name(kind));
+}
+
+static weft_status cuda_device_count(int32_t *out)
+{
+	cudaError_t err;
+	int n = 0;
+
+	*out = 0;
+	err = cudaGetDeviceCount(&n);
+	if (err != cudaSuccess) {
+		cudaGetLastError();
+		return cuda_host->error_set(WEFT_ERR_UNSUPPORTED, "cudaGetDeviceCount failed: %s: %s "
+					    "(check nvidia-smi and CUDA_VISIBLE_DEVICES)",
+					    cudaGetErrorName(err), cudaGetErrorString(err));
+	}
+	if (n < 1)
+		return cuda_host->error_set(WEFT_ERR_UNSUPPORTED, "cudaGetDeviceCount found no GPU "
+					    "(check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+	*out = (int32_t)n;
+	return WEFT_OK;
+}
+
 static const weft_kernel_table cuda_table = {
 	.head = WEFT_PLUGIN_HEAD(weft_kernel_table, "cuda"),
 	.float_dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_BF16) |
@@ -400,12 +492,16 @@ static const weft_kernel_table cuda_table = {
 	.cross_entropy_backward = cuda_cross_entropy_backward,
 	.accuracy = cuda_accuracy,
 	.set_threads = NULL,
+	.device_count = cuda_device_count,
 };
 
 static const weft_cuda_extras cuda_extras = {
 	.head = WEFT_PLUGIN_HEAD(weft_cuda_extras, "cuda-extras"),
 	.adamw_step = cuda_adamw_step,
 	.unscale_check = cuda_unscale_check,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
+	.copy_sync = cuda_copy_sync,
 };
 
 /* The entry symbol (weft/device.h): the table, or NULL with the reason in

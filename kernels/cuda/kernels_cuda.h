@@ -83,6 +83,30 @@ typedef struct weft_cuda_extras {
 	 * collect several tensors (zero it before the first). Asynchronous. */
 	weft_status (*unscale_check)(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
 				     float *found_nonfinite);
+
+	/* ---- appended: staging for host-side comm backends (comm gloo on
+	 * CUDA tensors). Check WEFT_HAS_MEMBER(ex, weft_cuda_extras,
+	 * copy_sync) first. ---- */
+
+	/* Allocates `bytes` (0 counts as 1) of pinned, portable host memory
+	 * (cudaHostAlloc), counted under `cat` with the host's mem_account.
+	 * The caller owns it; free with host_free and the same cat and bytes.
+	 * Blocking. Errors: WEFT_ERR_NOMEM naming the bytes and category. */
+	weft_status (*host_alloc)(weft_mem_category cat, size_t bytes, void **out);
+	/* Frees a block from host_alloc (cudaFreeHost, which waits for copies
+	 * still using it). NULL is ignored. */
+	void (*host_free)(weft_mem_category cat, void *ptr, size_t bytes);
+	/* Copies `bytes` between memory of device `index` and host memory
+	 * (`kind` says which side is the host; pinned host memory is fastest)
+	 * on the device's legacy default stream, from any thread: the copy
+	 * starts after all work issued earlier on every blocking stream of the
+	 * device (each kernel-table context's stream is one), so a buffer
+	 * that kernels are still writing is read only once they finished, and
+	 * work issued on those streams later starts after it. Returns when the
+	 * copy is complete. The calling thread's current device is restored.
+	 * Errors: CUDA's, naming the device, the bytes and the direction. */
+	weft_status (*copy_sync)(int32_t index, void *dst, const void *src, size_t bytes,
+				 weft_copy_kind kind);
 } weft_cuda_extras;
 
 #define WEFT_CUDA_EXTRAS_SYMBOL "weft_kernels_cuda_extras"

@@ -318,6 +318,15 @@ typedef struct weft_kernel_table {
 	/* (optional, NULL: no effect) Sets the number of threads the device's
 	 * host-side libraries use (OpenBLAS on the CPU). n >= 1. */
 	void (*set_threads)(int64_t n);
+
+	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
+	 * device_count) first ---- */
+
+	/* (optional, NULL: 1 device) How many devices of this kind this
+	 * process can use (CUDA: cudaGetDeviceCount, after
+	 * CUDA_VISIBLE_DEVICES), in *out (>= 1 on success). Blocking.
+	 * Errors: WEFT_ERR_UNSUPPORTED naming the reason when none can be. */
+	weft_status (*device_count)(int32_t *out);
 } weft_kernel_table;
 
 /* The entry symbol a kernel shared object (kernels/cuda) exports:
