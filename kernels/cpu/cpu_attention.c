@@ -10,7 +10,7 @@
 #include "cpu_impl.h"
 #include "kernels_cpu.h"
 
-#define TILE 128
+#define TILE 64
 
 /* Heads run in parallel on the CPU threads, each head's GEMMs single-
  * threaded: OpenBLAS's own threading costs more than it gains on these
