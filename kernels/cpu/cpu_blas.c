@@ -1,7 +1,9 @@
-/* Matrix products through OpenBLAS (cblas_sgemm), and row sums. */
+/* Matrix products through OpenBLAS (cblas_sgemm), the low-precision
+ * product of mixed precision, and row sums. */
 #include <cblas.h>
 
 #include "cpu_impl.h"
+#include "half.h"
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
@@ -35,6 +37,46 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 			    (int)ldc);
 	}
 	return WEFT_OK;
+}
+
+/* The reference for mixed precision's matrix product: A and B (16-bit)
+ * are widened exactly into F32 scratch, then multiplied by sgemm, so C is
+ * the F32 GEMM of the 16-bit values, as a tensor core computes it (up to
+ * the order of the F32 sums). Speed is not the point on the CPU: it lets
+ * the mixed-precision path run, and be tested, without a GPU. */
+weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			  int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+			  float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+			  void *scratch)
+{
+	int64_t na, nb;
+	float *wa = scratch, *wb;
+
+	if (in_dt == WEFT_F32)
+		return cpu_gemm(kctx, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b,
+				ldb, stride_b, beta, c, ldc, stride_c, batch);
+	if (in_dt != WEFT_F16 && in_dt != WEFT_BF16)
+		return weft_error_set(WEFT_ERR_DTYPE, "gemm_lowp: inputs of dtype %d; the CPU "
+				      "takes F32, F16 or BF16", (int)in_dt);
+	na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, stride_a, batch);
+	nb = weft_gemm_span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b, batch);
+	if ((na || nb) && !scratch)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gemm_lowp: %lld x %lld x %lld needs "
+				      "%zu bytes of scratch and got none", (long long)m,
+				      (long long)n, (long long)k, cpu_gemm_lowp_scratch(in_dt, na, nb));
+	wb = wa + na;
+	half_convert(na, in_dt, a, WEFT_F32, wa);
+	half_convert(nb, in_dt, b, WEFT_F32, wb);
+	return cpu_gemm(kctx, WEFT_F32, trans_a, trans_b, m, n, k, alpha, wa, lda, stride_a, wb,
+			ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+size_t cpu_gemm_lowp_scratch(weft_dtype in_dt, int64_t a_elems, int64_t b_elems)
+{
+	if (in_dt == WEFT_F32)
+		return 0;
+	return (size_t)(a_elems + b_elems) * sizeof(float);
 }
 
 typedef struct sum_args {

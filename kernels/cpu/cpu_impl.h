@@ -44,6 +44,14 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		     int64_t ldc, int64_t stride_c, int64_t batch);
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
 			 void *y);
+/* gemm_lowp and its scratch (cpu_blas.c): F16/BF16 inputs widened into
+ * scratch, then sgemm. */
+weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			  int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+			  float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+			  void *scratch);
+size_t cpu_gemm_lowp_scratch(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
 
 weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 		    const void *b, void *out);

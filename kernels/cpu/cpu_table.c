@@ -101,6 +101,8 @@ static const weft_kernel_table cpu_table = {
 	.cross_entropy_backward = cpu_cross_entropy_backward,
 	.accuracy = cpu_accuracy,
 	.set_threads = weft_kernels_cpu_set_threads,
+	.gemm_lowp = cpu_gemm_lowp,
+	.gemm_lowp_scratch = cpu_gemm_lowp_scratch,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -1,5 +1,6 @@
 /* Matrix products through cuBLAS (cublasGemmStridedBatchedEx, fp32
- * accumulation; F32 without TF32), and the GEMM helper attention uses. */
+ * accumulation; F32 without TF32), the GEMM helper attention uses, and the
+ * low-precision product of mixed precision (16-bit A and B, F32 C). */
 #include "cuda_impl.h"
 
 static cudaDataType_t blas_type(weft_dtype dt)
@@ -77,4 +78,24 @@ weft_status cuda_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64
 		return st;
 	return cuda_gemm_ex(kctx, "gemm", dt, dt, trans_a, trans_b, m, n, k, alpha, a, lda,
 			    stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+/* Mixed precision's product: BF16 or F16 A and B, F32 C, CUBLAS_COMPUTE_32F
+ * (the tensor-core path); needs no scratch. */
+weft_status cuda_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			   int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+			   float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+			   void *scratch)
+{
+	weft_status st = cuda_need_ctx(kctx, "gemm_lowp");
+
+	(void)scratch;
+	if (st)
+		return st;
+	if (in_dt != WEFT_F32 && in_dt != WEFT_F16 && in_dt != WEFT_BF16)
+		return cuda_host->error_set(WEFT_ERR_DTYPE, "cuda kernel gemm_lowp: inputs of dtype "
+					    "%d; it takes F32, F16 or BF16", (int)in_dt);
+	return cuda_gemm_ex(kctx, "gemm_lowp", in_dt, WEFT_F32, trans_a, trans_b, m, n, k, alpha,
+			    a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }

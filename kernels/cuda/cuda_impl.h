@@ -92,6 +92,12 @@ weft_status cuda_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64
 		      int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
 		      const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
 		      int64_t ldc, int64_t stride_c, int64_t batch);
+/* gemm_lowp (weft_kernel_table): 16-bit A and B, F32 C. */
+weft_status cuda_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			   int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+			   float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+			   void *scratch);
 /* A GEMM with separate input and output dtypes (in_dt for A and B, out_dt
  * for C), fp32 accumulation; what attention uses to keep scores in F32. */
 weft_status cuda_gemm_ex(cuda_ctx *c, const char *kernel, weft_dtype in_dt, weft_dtype out_dt,

@@ -493,6 +493,8 @@ static const weft_kernel_table cuda_table = {
 	.accuracy = cuda_accuracy,
 	.set_threads = NULL,
 	.device_count = cuda_device_count,
+	.gemm_lowp = cuda_gemm_lowp,
+	.gemm_lowp_scratch = NULL,
 };
 
 static const weft_cuda_extras cuda_extras = {

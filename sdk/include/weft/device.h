@@ -327,7 +327,42 @@ typedef struct weft_kernel_table {
 	 * CUDA_VISIBLE_DEVICES), in *out (>= 1 on success). Blocking.
 	 * Errors: WEFT_ERR_UNSUPPORTED naming the reason when none can be. */
 	weft_status (*device_count)(int32_t *out);
+
+	/* ---- appended (mixed precision): check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, gemm_lowp_scratch) first ---- */
+
+	/* (optional, NULL: the device has no low-precision matrix products,
+	 * and bf16-mixed / 16-mixed cannot run on it) The matrix product of
+	 * mixed precision, as tensor cores run it: the same operands,
+	 * conventions and batching as `gemm`, but A and B hold `in_dt`
+	 * elements (BF16 or F16; F32 makes it `gemm`) and C is F32: every
+	 * product and sum is taken in F32, so the result is the F32 GEMM of
+	 * the 16-bit values. `scratch` is device memory of
+	 * gemm_lowp_scratch(in_dt, a_elems, b_elems) bytes the kernel may use
+	 * during the call (NULL when that is 0), where a_elems and b_elems
+	 * are the elements A and B span (weft_gemm_span). Asynchronous on
+	 * kctx. Errors: WEFT_ERR_DTYPE for an in_dt that is not F32, F16 or
+	 * BF16; sizes the device library cannot take, as gemm. */
+	weft_status (*gemm_lowp)(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+				 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+				 int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+				 float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+				 void *scratch);
+	/* (optional, NULL: no scratch) Bytes of scratch gemm_lowp needs for
+	 * inputs of in_dt spanning a_elems and b_elems elements. */
+	size_t (*gemm_lowp_scratch)(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
 } weft_kernel_table;
+
+/* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
+ * one matrix reused), each `rows` rows of `ld` elements whose first `cols`
+ * are used; rows and cols as stored (before any transpose). */
+static inline int64_t weft_gemm_span(int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+				     int64_t batch)
+{
+	if (rows <= 0 || cols <= 0 || batch <= 0)
+		return 0;
+	return (stride > 0 ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
+}
 
 /* The entry symbol a kernel shared object (kernels/cuda) exports:
  *     const weft_kernel_table *weft_kernels_entry(const weft_host *host);
