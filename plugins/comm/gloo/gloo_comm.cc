@@ -255,11 +255,16 @@ void comm_thread(weft_comm *c)
 		lk.unlock();
 		weft_status st = WEFT_OK;
 		std::string msg;
+		bool peer_advice = true; /* a staging failure is this rank's own */
 		try {
 			run_op(c, w);
 		} catch (const StoreError &e) {
 			st = e.st;
 			msg = e.what();
+		} catch (const StatusError &e) {
+			st = e.st;
+			msg = e.what();
+			peer_advice = false;
 		} catch (const std::bad_alloc &) {
 			st = WEFT_ERR_NOMEM;
 			msg = "out of memory for scratch buffers";
@@ -272,7 +277,7 @@ void comm_thread(weft_comm *c)
 		}
 		if (st)
 			msg = who(c) + ": " + describe(w) + " failed: " + msg +
-			      (st == WEFT_ERR_TIMEOUT ?
+			      (!peer_advice ? "" : st == WEFT_ERR_TIMEOUT ?
 				       " (a peer is stuck or behind; raise trainer.comm_timeout "
 				       "if it is merely slow)" :
 				       " (a peer has probably exited; see its log)");
@@ -298,15 +303,18 @@ weft_status check_buf(const weft_comm *c, const char *op, const char *which,
 	if (weft_comm_dtype_size(b->dtype) == 0)
 		return fail(WEFT_ERR_DTYPE, format("%s: %s: %s has unknown dtype %d",
 						   who(c).c_str(), op, which, (int)b->dtype));
-	if (b->device != WEFT_COMM_DEVICE_CPU)
+	if (b->device != WEFT_COMM_DEVICE_CPU && b->device != WEFT_COMM_DEVICE_CUDA)
 		return fail(WEFT_ERR_UNSUPPORTED,
-			    format("%s: %s: %s is device memory (device %d); the gloo backend "
-				   "moves CPU buffers only: use trainer.comm=nccl for GPU tensors",
-				   who(c).c_str(), op, which, (int)b->device));
+			    format("%s: %s: %s is on device kind %d, which the gloo backend does "
+				   "not know: it moves CPU and CUDA buffers", who(c).c_str(), op,
+				   which, (int)b->device));
 	if (b->count > 0 && !b->data)
 		return fail(WEFT_ERR_INVALID_ARG, format("%s: %s: %s has %lld elements but no "
 							 "data pointer", who(c).c_str(), op, which,
 							 (long long)b->count));
+	/* CUDA memory is staged through pinned host memory (gloo_cuda.cc) */
+	if (b->device == WEFT_COMM_DEVICE_CUDA && b->count > 0)
+		return cuda_staging_check((who(c) + ": " + op + ": " + which).c_str(), b);
 	return WEFT_OK;
 }
 
@@ -378,6 +386,7 @@ weft_status issue(weft_comm *c, const weft_comm_work &proto, weft_comm_work **wo
 		w->root = proto.root;
 		w->seq = 0;
 		w->p2p_seq = 0;
+		w->staged_dst = weft_comm_buf{};
 		if (proto.op == Op::send)
 			w->p2p_seq = ++c->send_seq[(size_t)proto.root];
 		else if (proto.op == Op::recv)
@@ -430,7 +439,12 @@ weft_status wait_impl(weft_comm_work *w, int64_t timeout_ms)
 			if (!ok) {
 				st = WEFT_ERR_CANCELLED;
 				msg = who(c) + ": " + describe(w) + " was aborted";
+			} else if (w->staged_dst.count > 0) {
+				finish_staged_recv(w); /* a CUDA recv: to the device now */
 			}
+		} catch (const StatusError &e) {
+			st = e.st;
+			msg = who(c) + ": " + describe(w) + " failed: " + e.what();
 		} catch (const std::exception &e) {
 			st = classify(e.what());
 			msg = who(c) + ": " + describe(w) + " failed: " + e.what();
@@ -461,9 +475,14 @@ weft_status g_init(const weft_comm_init_args *a, weft_comm **out)
 	if (a->timeout_ms <= 0)
 		return host->error_set(WEFT_ERR_INVALID_ARG, "gloo: the comm timeout must be "
 				       "positive, got %lld ms", (long long)a->timeout_ms);
-	if (a->device != WEFT_COMM_DEVICE_CPU)
-		return host->error_set(WEFT_ERR_UNSUPPORTED, "gloo moves CPU memory only; for "
-				       "trainer.accelerator=cuda use trainer.comm=nccl");
+	/* CUDA buffers are staged through pinned host memory (gloo_cuda.cc);
+	 * whether that can work is checked with the first CUDA buffer, since
+	 * the CUDA kernel library may be loaded only after init */
+	if (a->device != WEFT_COMM_DEVICE_CPU && a->device != WEFT_COMM_DEVICE_CUDA)
+		return host->error_set(WEFT_ERR_UNSUPPORTED, "gloo: comm '%s' rank %d/%d: device "
+				       "kind %d is unknown; gloo moves CPU and CUDA buffers",
+				       a->name ? a->name : "world", a->rank, a->size,
+				       (int)a->device);
 	weft_comm *c = nullptr;
 	try {
 		c = new weft_comm();

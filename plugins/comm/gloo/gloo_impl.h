@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "cuda/kernels_cuda.h"
 #include "weft/comm.h"
 
 namespace weft_gloo {
@@ -48,6 +50,27 @@ private:
 	size_t size_ = 0;
 };
 
+/* Pinned host memory for staging CUDA buffers (gloo_cuda.cc), from the
+ * CUDA kernel library's extras, counted under WEFT_MEM_COMM; grown only
+ * when a larger transfer comes, freed by the destructor. Only used once
+ * cuda_staging_check succeeded. */
+class Pinned {
+public:
+	~Pinned();
+	/* At least `bytes` bytes; throws StatusError when they cannot be had. */
+	void *get(size_t bytes);
+
+private:
+	void *ptr_ = nullptr;
+	size_t size_ = 0;
+};
+
+/* A failure that already has a weft_status and a message. */
+struct StatusError : std::runtime_error {
+	weft_status st;
+	StatusError(weft_status s, const std::string &m) : std::runtime_error(m), st(s) {}
+};
+
 /* Point-to-point slots live above every collective's. */
 constexpr uint64_t kP2PSlotBase = 0xF0ull << 56;
 
@@ -67,6 +90,10 @@ struct weft_comm_work {
 	/* posted p2p transfer, waited on by the issuer */
 	std::unique_ptr<gloo::transport::UnboundBuffer> p2p;
 	int64_t timeout_ms;
+	/* a CUDA-memory recv staged in `pin`: the issuer's wait copies the
+	 * bytes there (count 0: none) */
+	weft_comm_buf staged_dst;
+	weft_gloo::Pinned pin; /* this handle's p2p staging, kept when recycled */
 
 	/* protected by comm->mu */
 	bool done;
@@ -99,6 +126,8 @@ struct weft_comm {
 	/* touched only by the comm thread */
 	weft_gloo::Scratch scratch_a;
 	weft_gloo::Scratch scratch_b;
+	weft_gloo::Pinned pin_send; /* staged CUDA buffers of collectives */
+	weft_gloo::Pinned pin_recv;
 };
 
 namespace weft_gloo {
@@ -107,6 +136,28 @@ namespace weft_gloo {
  * (gloo::Exception, std::exception); returns normally on success. For
  * send/recv it only posts the transfer into w->p2p. */
 void run_op(weft_comm *comm, weft_comm_work *w);
+
+/* run_op for buffers in host memory only (gloo_ops.cc). */
+void run_host_op(weft_comm *comm, weft_comm_work *w);
+
+/* ---- CUDA buffers, staged through pinned host memory (gloo_cuda.cc) ---- */
+
+/* Whether a CUDA buffer can be staged here: finds the loaded CUDA kernel
+ * library's staging copies once. `who` starts the message ("comm 'world'
+ * rank 0/2: all_reduce: send"). Errors: WEFT_ERR_UNSUPPORTED saying why
+ * (the library is not loaded, or too old) and what to do. Issuer thread. */
+weft_status cuda_staging_check(const char *who, const weft_comm_buf *b);
+
+/* run_op for a work with a CUDA buffer: copies it to pinned host memory
+ * (after the device's pending work), runs the collective there, and copies
+ * the result back before returning; a recv's copy back is left to
+ * finish_staged_recv. Comm thread. Throws StatusError (CUDA failures) or
+ * what run_host_op throws. */
+void run_staged(weft_comm *comm, weft_comm_work *w);
+
+/* Copies a finished staged recv (w->staged_dst.count > 0) to the device
+ * and clears staged_dst. Issuer thread, in wait. Throws StatusError. */
+void finish_staged_recv(weft_comm_work *w);
 
 }  // namespace weft_gloo
 

@@ -319,6 +319,14 @@ void post_p2p(weft_comm *c, weft_comm_work *w)
 
 void run_op(weft_comm *c, weft_comm_work *w)
 {
+	if ((w->send.device == WEFT_COMM_DEVICE_CUDA && w->send.count > 0) ||
+	    (w->recv.device == WEFT_COMM_DEVICE_CUDA && w->recv.count > 0))
+		return run_staged(c, w);
+	run_host_op(c, w);
+}
+
+void run_host_op(weft_comm *c, weft_comm_work *w)
+{
 	switch (w->op) {
 	case Op::all_reduce: return all_reduce(c, w);
 	case Op::reduce_scatter: return reduce_scatter(c, w);
