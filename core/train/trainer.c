@@ -15,6 +15,7 @@
 #include "runlog/report.h"
 #include "runlog/rundir.h"
 #include "tp/tp.h"
+#include "train/device_map.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 #include "weft/ops.h"
@@ -640,8 +641,11 @@ static weft_status run(weft_trainer *t, int *exit_code)
 				      "'%s' needs the CUDA kernels' mixed-precision path, which this "
 				      "build does not provide yet; use 32-true",
 				      t->tc.precision);
-	if (t->tc.device.type == WEFT_DEVICE_CUDA)
-		t->tc.device.index = t->denv.local_rank;
+	/* local rank r on GPU r mod (visible GPUs); nccl refuses to share one */
+	if (t->tc.device.type == WEFT_DEVICE_CUDA &&
+	    (st = weft_device_map_apply(&t->tc.device, t->denv.local_rank,
+					t->denv.local_world_size, t->tc.comm_name)))
+		return st;
 	st = weft_registry_create(&t->reg);
 	if (st)
 		return st;
