@@ -355,8 +355,10 @@ static weft_status relu_backward(weft_ctx *ctx, weft_tape_node *n)
 
 static weft_status gelu_backward(weft_ctx *ctx, weft_tape_node *n)
 {
-	return ctx->k->gelu_backward(ctx->kctx, DT(n->out), weft_tensor_numel(n->out),
-				     n->in[0]->data, n->out->grad->data, bw_grad(n, 0));
+	/* bw_first only where the forward found gelu_backward_write */
+	return (bw_first(n, 0) ? ctx->k->gelu_backward_write : ctx->k->gelu_backward)(
+		ctx->kctx, DT(n->out), weft_tensor_numel(n->out), n->in[0]->data,
+		n->out->grad->data, bw_grad(n, 0));
 }
 
 static weft_status softmax_backward(weft_ctx *ctx, weft_tape_node *n)
@@ -396,6 +398,10 @@ static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, we
 		st = ctx->k->softmax_forward(ctx->kctx, DT(x), n / cols, cols, x->data, y->data);
 	if (st || (st = op_record(ctx, op, bw[kind], y, 1, &x, &node)))
 		return st;
+	if (node && kind == UNARY_GELU &&
+	    WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, gelu_backward_write) &&
+	    ctx->k->gelu_backward_write)
+		node->overwrites = 1u << 0;
 	*out = y;
 	return WEFT_OK;
 }

@@ -159,8 +159,10 @@ static weft_status attention_backward(weft_ctx *ctx, weft_tape_node *n)
 
 	if (bytes && (st = op_scratch(ctx, "attention backward", bytes, &scratch)))
 		return st;
-	return ctx->k->attention_backward(ctx->kctx, DT(qkv), B, T, C, nh, qkv->data, n->saved[0],
-					  n->out->grad->data, bw_grad(n, 0), scratch);
+	/* bw_first only where the forward found attention_backward_write */
+	return (bw_first(n, 0) ? ctx->k->attention_backward_write : ctx->k->attention_backward)(
+		ctx->kctx, DT(qkv), B, T, C, nh, qkv->data, n->saved[0], n->out->grad->data,
+		bw_grad(n, 0), scratch);
 }
 
 weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, weft_tensor **out)
@@ -208,6 +210,10 @@ weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, w
 		node->i[2] = C;
 		node->i[3] = n_head;
 		node->saved[0] = att;
+		if (B && T && C && WEFT_HAS_MEMBER(ctx->k, weft_kernel_table,
+						   attention_backward_write) &&
+		    ctx->k->attention_backward_write)
+			node->overwrites = 1u << 0;
 	}
 	*out = y;
 	return WEFT_OK;

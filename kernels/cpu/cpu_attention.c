@@ -74,6 +74,7 @@ static void softmax_grad(const float *a, float *da, int64_t T, int64_t r0, int64
 
 typedef struct att_job {
 	int backward;
+	int write; /* backward: write dqkv rather than add to it */
 	int64_t B, T, C, nh;
 	const float *qkv, *att, *dout;
 	float *out, *att_w, *dqkv, *scratch;
@@ -101,6 +102,10 @@ static void head_forward(const att_job *j, int64_t b, int64_t h)
 	}
 }
 
+/* The tiles run from the last to the first: the last tile's products
+ * cover every key, so in write mode its dK and dV products write all T
+ * rows (beta 0) and the earlier tiles add; each tile's dQ rows are its
+ * own (beta 0 in write mode). */
 static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 {
 	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
@@ -111,21 +116,23 @@ static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 	const float *go = j->dout + b * T * C + h * hs;
 	float *dq = j->dqkv + b * T * C3 + h * hs;
 	float *dk = dq + C, *dv = dq + 2 * C;
+	float beta_q = j->write ? 0.0f : 1.0f;
 
-	for (int64_t r0 = 0; r0 < T; r0 += TILE) {
+	for (int64_t r0 = T > 0 ? (T - 1) / TILE * TILE : -1; r0 >= 0; r0 -= TILE) {
 		int64_t r1 = r0 + TILE < T ? r0 + TILE : T, nr = r1 - r0;
+		float beta_kv = j->write && r1 == T ? 0.0f : 1.0f;
 
 		/* dA = dO V^T;  dV += A^T dO */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)r1, (int)hs, 1.0f,
 			    go + r0 * C, (int)C, v, (int)C3, 0.0f, da + r0 * T, (int)T);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
-			    a + r0 * T, (int)T, go + r0 * C, (int)C, 1.0f, dv, (int)C3);
+			    a + r0 * T, (int)T, go + r0 * C, (int)C, beta_kv, dv, (int)C3);
 		softmax_grad(a, da, T, r0, r1, scale);
 		/* dQ += dS K;  dK += dS^T Q */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hs, (int)r1, 1.0f,
-			    da + r0 * T, (int)T, k, (int)C3, 1.0f, dq + r0 * C3, (int)C3);
+			    da + r0 * T, (int)T, k, (int)C3, beta_q, dq + r0 * C3, (int)C3);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
-			    da + r0 * T, (int)T, q + r0 * C3, (int)C3, 1.0f, dk, (int)C3);
+			    da + r0 * T, (int)T, q + r0 * C3, (int)C3, beta_kv, dk, (int)C3);
 	}
 }
 
@@ -199,15 +206,13 @@ weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t 
 	return WEFT_OK;
 }
 
-weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
-				   int64_t nh, const void *qkv, const void *att,
-				   const void *dout, void *dqkv, void *scratch)
+static weft_status attention_backward(int write, int64_t B, int64_t T, int64_t C, int64_t nh,
+				      const void *qkv, const void *att, const void *dout, void *dqkv,
+				      void *scratch)
 {
-	att_job j = { .backward = 1, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .att = att,
+	att_job j = { .backward = 1, .write = write, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .att = att,
 		      .dout = dout, .dqkv = dqkv, .scratch = scratch };
 
-	(void)kctx;
-	(void)dt;
 	if (!dqkv)
 		return WEFT_OK;
 	if (too_big(T, C))
@@ -215,4 +220,22 @@ weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t
 				      "OpenBLAS's 32-bit sizes", (long long)T, (long long)C);
 	att_run(&j);
 	return WEFT_OK;
+}
+
+weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				   int64_t nh, const void *qkv, const void *att,
+				   const void *dout, void *dqkv, void *scratch)
+{
+	(void)kctx;
+	(void)dt;
+	return attention_backward(0, B, T, C, nh, qkv, att, dout, dqkv, scratch);
+}
+
+weft_status cpu_attention_backward_write(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					 int64_t C, int64_t nh, const void *qkv, const void *att,
+					 const void *dout, void *dqkv, void *scratch)
+{
+	(void)kctx;
+	(void)dt;
+	return attention_backward(1, B, T, C, nh, qkv, att, dout, dqkv, scratch);
 }

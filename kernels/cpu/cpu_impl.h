@@ -71,6 +71,8 @@ weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
 weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			      const void *dy, void *dx);
+weft_status cpu_gelu_backward_write(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				    const void *dy, void *dx);
 weft_status cpu_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
 				int64_t first, const void *x, void *out);
 weft_status cpu_dropout_backward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,
@@ -111,6 +113,9 @@ weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t 
 weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
 				   int64_t nh, const void *qkv, const void *att,
 				   const void *dout, void *dqkv, void *scratch);
+weft_status cpu_attention_backward_write(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					 int64_t C, int64_t nh, const void *qkv, const void *att,
+					 const void *dout, void *dqkv, void *scratch);
 size_t cpu_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
 
 /* exp(x) in float, branch-free so loops over it vectorize (libm's expf

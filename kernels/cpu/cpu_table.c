@@ -103,6 +103,8 @@ static const weft_kernel_table cpu_table = {
 	.set_threads = weft_kernels_cpu_set_threads,
 	.gemm_lowp = cpu_gemm_lowp,
 	.gemm_lowp_scratch = cpu_gemm_lowp_scratch,
+	.gelu_backward_write = cpu_gelu_backward_write,
+	.attention_backward_write = cpu_attention_backward_write,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -351,6 +351,23 @@ typedef struct weft_kernel_table {
 	/* (optional, NULL: no scratch) Bytes of scratch gemm_lowp needs for
 	 * inputs of in_dt spanning a_elems and b_elems elements. */
 	size_t (*gemm_lowp_scratch)(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
+
+	/* ---- appended (first-write gradients): check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, attention_backward_write) first ---- */
+
+	/* (optional, NULL: the core zero-fills dx and calls gelu_backward)
+	 * As gelu_backward, but dx = dy * gelu'(x): every element of dx is
+	 * written and its previous contents are never read, which spares a
+	 * gradient its zero fill and a read when this is its first writer. */
+	weft_status (*gelu_backward_write)(void *kctx, weft_dtype dt, int64_t n, const void *x,
+					   const void *dy, void *dx);
+	/* (optional, NULL: zero fill and attention_backward) As
+	 * attention_backward, but writes every element of dqkv (B, T, 3C)
+	 * instead of adding to it. */
+	weft_status (*attention_backward_write)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+						int64_t C, int64_t nh, const void *qkv,
+						const void *att, const void *dout, void *dqkv,
+						void *scratch);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:

@@ -1,0 +1,177 @@
+/* The write forms of the CPU kernel table's backward kernels
+ * (gelu_backward_write, attention_backward_write) against their
+ * accumulating forms, and the autograd's choice between the two.
+ *
+ * Kernels: the write form, into a buffer of NaNs (any element it fails to
+ * write stays NaN, any element it reads poisons its output), must equal
+ * the accumulating form run into zeros; and the accumulating form into a
+ * prefilled P must equal P + the write form. GELU: the same float
+ * operations in the same order, so bit-identical (tolerance 0). Attention:
+ * the same products, but the accumulating form adds the tiles' dK and dV
+ * contributions to P one by one where the write form starts from the
+ * first, so the sums round differently: 1e-5 relative + 1e-6 absolute
+ * (float32 rounding of sums of up to T/64 = 3 tile products of size ~1,
+ * ~1e-7 each, with margin).
+ *
+ * Autograd: x feeds both gelu and a multiply; the multiply's backward runs
+ * first (the tape runs backwards), so gelu must add to x's gradient, and
+ * the result must be c1 * gelu'(x) + c2 computed here in double, within
+ * 1e-6 + 1e-5 |want|: gelu' of the kernel's float tanh is off by up to
+ * ~3e-7 absolute near x = -2.5, where 1 + tanh cancels (measured worst
+ * 1.6e-7 over the excess of 1e-5 |want|). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_testutil.h"
+#include "weft/device.h"
+
+/* 1 when every |a - b| <= atol + rtol |b| (NaN fails), else 0 after
+ * printing the first offending element. */
+static int close_array(const char *what, const float *a, const float *b, int64_t n,
+		       double rtol, double atol)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (!(fabs((double)a[i] - (double)b[i]) <= atol + rtol * fabs((double)b[i]))) {
+			fprintf(stderr, "%s: element %lld: %.9g against %.9g (rtol %g, atol %g)\n",
+				what, (long long)i, (double)a[i], (double)b[i], rtol, atol);
+			return 0;
+		}
+	return 1;
+}
+
+static void fill_nan(float *p, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		p[i] = NAN;
+}
+
+static void check_gelu(const weft_kernel_table *k)
+{
+	enum { N = 70001 };
+	static float x[N], dy[N], p[N], w[N], acc[N], zero_acc[N];
+
+	for (int i = 0; i < N; i++) {
+		x[i] = tu_uniform(-4, 4);
+		dy[i] = tu_uniform(-1, 1);
+		p[i] = tu_uniform(-1, 1);
+	}
+	fill_nan(w, N);
+	memcpy(acc, p, sizeof(p));
+	memset(zero_acc, 0, sizeof(zero_acc));
+	WT_OK(k->gelu_backward_write(NULL, WEFT_F32, N, x, dy, w));
+	WT_OK(k->gelu_backward(NULL, WEFT_F32, N, x, dy, acc));
+	WT_OK(k->gelu_backward(NULL, WEFT_F32, N, x, dy, zero_acc));
+	WT_CHECK(close_array("gelu write vs add into zeros", w, zero_acc, N, 0, 0));
+	for (int i = 0; i < N; i++)
+		zero_acc[i] = p[i] + w[i];
+	WT_CHECK(close_array("gelu add into P vs P + write", acc, zero_acc, N, 0, 0));
+}
+
+static void check_attention(const weft_kernel_table *k, int64_t B, int64_t T, int64_t C,
+			    int64_t nh)
+{
+	int64_t n_qkv = B * T * 3 * C, n_out = B * T * C;
+	size_t scratch_bytes = k->attention_scratch(WEFT_F32, B, T, C, nh);
+	float *qkv = malloc((size_t)n_qkv * sizeof(float)), *out = malloc((size_t)n_out * 4);
+	float *att = malloc((size_t)(B * nh * T * T) * sizeof(float));
+	float *dout = malloc((size_t)n_out * sizeof(float)), *w = malloc((size_t)n_qkv * 4);
+	float *acc = malloc((size_t)n_qkv * 4), *zacc = malloc((size_t)n_qkv * 4);
+	float *p = malloc((size_t)n_qkv * 4), *want = malloc((size_t)n_qkv * 4);
+	void *scratch = scratch_bytes ? malloc(scratch_bytes) : NULL;
+
+	WT_REQUIRE(qkv && out && att && dout && w && acc && zacc && p && want &&
+		   (scratch || !scratch_bytes));
+	for (int64_t i = 0; i < n_qkv; i++) {
+		qkv[i] = tu_uniform(-1, 1);
+		p[i] = tu_uniform(-1, 1);
+	}
+	for (int64_t i = 0; i < n_out; i++)
+		dout[i] = tu_uniform(-1, 1);
+	WT_OK(k->attention_forward(NULL, WEFT_F32, B, T, C, nh, qkv, out, att, scratch));
+	fill_nan(w, n_qkv);
+	memcpy(acc, p, (size_t)n_qkv * sizeof(float));
+	memset(zacc, 0, (size_t)n_qkv * sizeof(float));
+	WT_OK(k->attention_backward_write(NULL, WEFT_F32, B, T, C, nh, qkv, att, dout, w,
+					  scratch));
+	WT_OK(k->attention_backward(NULL, WEFT_F32, B, T, C, nh, qkv, att, dout, acc, scratch));
+	WT_OK(k->attention_backward(NULL, WEFT_F32, B, T, C, nh, qkv, att, dout, zacc, scratch));
+	WT_CHECK(close_array("attention write vs add into zeros", w, zacc, n_qkv, 1e-5, 1e-6));
+	for (int64_t i = 0; i < n_qkv; i++)
+		want[i] = p[i] + w[i];
+	WT_CHECK(close_array("attention add into P vs P + write", acc, want, n_qkv, 1e-5, 1e-6));
+	free(qkv);
+	free(out);
+	free(att);
+	free(dout);
+	free(w);
+	free(acc);
+	free(zacc);
+	free(p);
+	free(want);
+	free(scratch);
+}
+
+static double gelu_grad_ref(double v)
+{
+	const double s = 0.7978845608028654, c = 0.044715;
+	double t = tanh(s * (v + c * v * v * v));
+
+	return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * s * (1.0 + 3.0 * c * v * v);
+}
+
+static void check_autograd_accumulates(void)
+{
+	int64_t shape[1] = { 4099 };
+	weft_tensor *x = tu_rand("x", 1, shape, -3, 3, 0);
+	weft_tensor *c1 = tu_rand("c1", 1, shape, -1, 1, 0);
+	weft_tensor *c2 = tu_rand("c2", 1, shape, -1, 1, 0);
+	weft_tensor *ones = tu_rand("ones", 1, shape, 1, 1, 0);
+	weft_tensor *g, *a, *b, *y;
+	weft_ctx *ctx;
+	const float *gx, *xv, *c1v, *c2v;
+	double worst = -1;
+
+	weft_tensor_requires_grad(x, 1);
+	WT_OK(weft_ctx_create(NULL, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_op_gelu(ctx, x, &g));
+	WT_OK(weft_op_mul(ctx, g, c1, &a));
+	WT_OK(weft_op_mul(ctx, x, c2, &b));
+	WT_OK(weft_op_add(ctx, a, b, &y));
+	WT_OK(weft_backward_from(ctx, y, ones));
+	WT_REQUIRE(x->grad);
+	gx = x->grad->data;
+	xv = x->data;
+	c1v = c1->data;
+	c2v = c2->data;
+	for (int64_t i = 0; i < shape[0]; i++) {
+		double t1 = c1v[i] * gelu_grad_ref(xv[i]), want = t1 + c2v[i];
+		double err = fabs(gx[i] - want) - 1e-5 * fabs(want);
+
+		worst = err > worst ? err : worst;
+	}
+	fprintf(stderr, "gelu after another writer: worst |error| - 1e-5 |want|: %.2e\n", worst);
+	WT_CHECK(worst <= 1e-6);
+	weft_ctx_free(ctx);
+	weft_tensor_free(x);
+	weft_tensor_free(c1);
+	weft_tensor_free(c2);
+	weft_tensor_free(ones);
+}
+
+int main(void)
+{
+	const weft_kernel_table *k;
+
+	WT_OK(weft_kernels_get(WEFT_CPU, &k));
+	WT_REQUIRE(WEFT_HAS_MEMBER(k, weft_kernel_table, attention_backward_write));
+	WT_REQUIRE(k->gelu_backward_write && k->attention_backward_write);
+	check_gelu(k);
+	check_attention(k, 2, 150, 64, 4); /* T not a multiple of the 64-row tile */
+	check_attention(k, 1, 64, 32, 2);  /* one tile */
+	check_attention(k, 1, 1, 32, 2);
+	check_autograd_accumulates();
+	return wt_done("test_tensor_write_grads");
+}
