@@ -237,6 +237,10 @@ static void test_single(int fake_loaded)
 	void *dev;
 
 	WT_OK(weft_store_connect("127.0.0.1", weft_store_server_port(srv), "staging", 10000, &cl));
+	a = args(cl, "single-bad", 0, 1);
+	a.device = (weft_comm_device)7;
+	WT_FAILS(ops->init(&a, &c), WEFT_ERR_UNSUPPORTED, "comm 'single-bad' rank 0/1: device "
+		 "kind 7 is unknown", "moves CPU and CUDA buffers");
 	a = args(cl, fake_loaded ? "single-fake" : "single-none", 0, 1);
 	WT_OK(ops->init(&a, &c));
 	if (!fake_loaded) {

@@ -303,11 +303,12 @@ weft_status check_buf(const weft_comm *c, const char *op, const char *which,
 	if (weft_comm_dtype_size(b->dtype) == 0)
 		return fail(WEFT_ERR_DTYPE, format("%s: %s: %s has unknown dtype %d",
 						   who(c).c_str(), op, which, (int)b->dtype));
-	if (b->device != WEFT_COMM_DEVICE_CPU && b->device != WEFT_COMM_DEVICE_CUDA)
+	int32_t kind = device_kind(&b->device);
+	if (kind != WEFT_COMM_DEVICE_CPU && kind != WEFT_COMM_DEVICE_CUDA)
 		return fail(WEFT_ERR_UNSUPPORTED,
 			    format("%s: %s: %s is on device kind %d, which the gloo backend does "
 				   "not know: it moves CPU and CUDA buffers", who(c).c_str(), op,
-				   which, (int)b->device));
+				   which, (int)kind));
 	if (b->count > 0 && !b->data)
 		return fail(WEFT_ERR_INVALID_ARG, format("%s: %s: %s has %lld elements but no "
 							 "data pointer", who(c).c_str(), op, which,
@@ -478,11 +479,11 @@ weft_status g_init(const weft_comm_init_args *a, weft_comm **out)
 	/* CUDA buffers are staged through pinned host memory (gloo_cuda.cc);
 	 * whether that can work is checked with the first CUDA buffer, since
 	 * the CUDA kernel library may be loaded only after init */
-	if (a->device != WEFT_COMM_DEVICE_CPU && a->device != WEFT_COMM_DEVICE_CUDA)
+	int32_t kind = device_kind(&a->device);
+	if (kind != WEFT_COMM_DEVICE_CPU && kind != WEFT_COMM_DEVICE_CUDA)
 		return host->error_set(WEFT_ERR_UNSUPPORTED, "gloo: comm '%s' rank %d/%d: device "
 				       "kind %d is unknown; gloo moves CPU and CUDA buffers",
-				       a->name ? a->name : "world", a->rank, a->size,
-				       (int)a->device);
+				       a->name ? a->name : "world", a->rank, a->size, (int)kind);
 	weft_comm *c = nullptr;
 	try {
 		c = new weft_comm();

@@ -4,6 +4,7 @@
 #define WEFT_GLOO_IMPL_H
 
 #include <condition_variable>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -64,6 +65,18 @@ private:
 	void *ptr_ = nullptr;
 	size_t size_ = 0;
 };
+
+/* A device tag as the C caller stored it: a value outside the enum is
+ * undefined behaviour to load as the C++ enum, so validation reads the
+ * integer. */
+inline int32_t device_kind(const weft_comm_device *d)
+{
+	int32_t v;
+
+	static_assert(sizeof(*d) == sizeof(v), "weft_comm_device is 32 bits in the C ABI");
+	memcpy(&v, d, sizeof(v));
+	return v;
+}
 
 /* A failure that already has a weft_status and a message. */
 struct StatusError : std::runtime_error {
