@@ -116,6 +116,8 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	void *dx = bw_grad(n, 0), *dw = bw_grad(n, 1), *db = bw_grad(n, 2);
 	weft_status st = WEFT_OK;
 
+	if (n->saved[0]) /* recorded under autocast */
+		return autocast_linear_backward(ctx, n);
 	if (dx)
 		st = k->gemm(ctx->kctx, DT(x), 0, 0, rows, in_f, out_f, 1.0f, dy, out_f, 0, w->data,
 			     in_f, 0, bw_first(n, 0) ? 0.0f : 1.0f, dx, in_f, 0, 1);
@@ -148,6 +150,7 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 	int64_t shape[WEFT_MAX_DIMS], rows, in_f, out_f;
 	weft_tensor *in[3] = { x, w, b }, *y;
 	weft_tape_node *node;
+	void *low[2] = { NULL, NULL };
 	weft_status st;
 
 	if (!out)
@@ -183,7 +186,9 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(x), x->ndim, shape, &y)))
 		return st;
-	if (b && ctx->dev.type == WEFT_DEVICE_CPU) {
+	if (ctx->autocast != WEFT_F32 && DT(x) == WEFT_F32) {
+		st = autocast_linear_forward(ctx, x, w, b, rows, in_f, out_f, y, low);
+	} else if (b && ctx->dev.type == WEFT_DEVICE_CPU) {
 		/* y = bias in every row, then y += x w^T: the GEMM adds (beta 1)
 		 * where it would have cleared, and no pass adds the bias after */
 		st = bias_rows(ctx, y->data, b->data, rows, (size_t)out_f * weft_dtype_size(DT(x)));
@@ -203,6 +208,9 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 		node->i[0] = rows;
 		node->i[1] = in_f;
 		node->i[2] = out_f;
+		node->i[3] = ctx->autocast;
+		node->saved[0] = low[0]; /* x and w rounded (autocast), or NULL */
+		node->saved[1] = low[1];
 		node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: GEMMs with beta 0 */
 	}
 	*out = y;

@@ -77,6 +77,8 @@ struct weft_ctx {
 	int module_depth;
 	const char *module_names[MODULE_MAX_DEPTH];
 	void *module_ptrs[MODULE_MAX_DEPTH];
+	int32_t autocast;       /* weft_dtype matrix products of F32 ops take their
+				 * inputs in (autocast.c); WEFT_F32: off */
 };
 
 /* Checks dtype, ndim and dims; messages start with `what`. */
@@ -138,5 +140,15 @@ static inline int bw_first(const weft_tape_node *n, int32_t i)
 {
 	return (int)((n->fresh >> i) & 1u);
 }
+
+/* autocast.c: the linear layer's matrix products under autocast
+ * (ctx->autocast BF16 or F16, for F32 x and w). Forward: y = x w^T (+ b)
+ * with x and w rounded to ctx->autocast into the arena, F32 accumulation;
+ * saved[0..1] receive the rounded x and w for the backward. Backward (the
+ * node of such a forward): dx, dw, db as linear_backward, dy rounded too. */
+weft_status autocast_linear_forward(weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
+				    const weft_tensor *b, int64_t rows, int64_t in_f,
+				    int64_t out_f, weft_tensor *y, void **saved);
+weft_status autocast_linear_backward(weft_ctx *ctx, weft_tape_node *n);
 
 #endif /* WEFT_TENSOR_IMPL_H */

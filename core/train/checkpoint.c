@@ -84,6 +84,19 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 	weft_json_int(&w, t->bad_checks);
 	weft_json_key(&w, "train_loss");
 	weft_json_number(&w, t->last_train_loss); /* null before the first step */
+	if (t->tc.loss_scale.enabled) { /* 16-mixed: the scaler goes on where it was */
+		weft_json_key(&w, "loss_scaler");
+		weft_json_begin_object(&w);
+		weft_json_key(&w, "scale");
+		weft_json_number(&w, t->scaler.scale);
+		weft_json_key(&w, "good_steps");
+		weft_json_int(&w, t->scaler.good_steps);
+		weft_json_key(&w, "hysteresis_left");
+		weft_json_int(&w, t->scaler.hysteresis_left);
+		weft_json_key(&w, "skipped_steps");
+		weft_json_int(&w, t->scaler.skipped);
+		weft_json_end_object(&w);
+	}
 	weft_json_end_object(&w);
 	st = weft_json_finish(&w, &text);
 	if (st)
@@ -319,6 +332,36 @@ static weft_status json_int(const weft_json_value *root, const char *key, const 
 	return WEFT_OK;
 }
 
+/* 16-mixed: the loss scaler of trainer_state.json. A checkpoint of another
+ * precision has none: the scaler then starts afresh, as configured. */
+static weft_status read_scaler(weft_trainer *t, const weft_json_value *js, const char *path)
+{
+	const weft_json_value *ls = weft_json_get(js, "loss_scaler");
+	const weft_json_value *sc;
+	weft_loss_scaler s = t->scaler;
+	weft_status st;
+
+	if (!ls) {
+		weft_log(WEFT_LOG_WARN, "'%s' has no loss scaler (saved by a run of another "
+			 "precision): 16-mixed starts at loss scale %g", path, t->scaler.scale);
+		return WEFT_OK;
+	}
+	sc = weft_json_get(ls, "scale");
+	if (!sc || sc->kind != WEFT_JSON_NUMBER || !(sc->number > 0) || !isfinite(sc->number))
+		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': loss_scaler.scale is missing or not "
+				      "a positive number; the checkpoint is damaged", path);
+	s.scale = sc->number;
+	if ((st = json_int(ls, "good_steps", path, &s.good_steps)) ||
+	    (st = json_int(ls, "hysteresis_left", path, &s.hysteresis_left)) ||
+	    (st = json_int(ls, "skipped_steps", path, &s.skipped)))
+		return st;
+	/* a resumed run may configure a smaller hysteresis than the saved run */
+	if (s.hysteresis_left > s.cfg.hysteresis)
+		s.hysteresis_left = s.cfg.hysteresis;
+	t->scaler = s;
+	return WEFT_OK;
+}
+
 /* A directory without manifest.json is no checkpoint: say where the
  * checkpoints are when it is a run (version_N) or its checkpoints folder. */
 static weft_status not_a_checkpoint(const char *dir)
@@ -436,6 +479,8 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 					    "config asks for '%s'; its state cannot be reused",
 					    dir, opt->string, t->optim_ops->head.name);
 	}
+	if (!st && t->tc.loss_scale.enabled)
+		st = read_scaler(t, js, path);
 	if (!st) {
 		const weft_json_value *bs = weft_json_get(js, "best_score");
 		const weft_json_value *tl = weft_json_get(js, "train_loss");

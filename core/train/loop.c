@@ -187,6 +187,33 @@ static int time_is_up(const weft_trainer *t)
 	return t->tc.max_time_s > 0 && weft_trainer_now() - t->t_start >= t->tc.max_time_s;
 }
 
+/* 16-mixed, after a train_step: the strategy must have checked the
+ * gradients (weft_strategy_env.grads_check); the scaler learns whether
+ * they overflowed, and a skipped step is logged with the new scale. */
+static weft_status scaler_step(weft_trainer *t)
+{
+	double old = t->scaler.scale;
+	int64_t step = t->global_step + 1;
+
+	if (t->step_grad_checks == 0)
+		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"),
+				      "16-mixed needs the strategy to check the gradients for "
+				      "overflow before its optimizer step, and strategy '%s' does "
+				      "not (weft_strategy_env.grads_check); use precision "
+				      "bf16-mixed (no loss scaling) or 32-true with it",
+				      t->tc.strategy_name);
+	weft_loss_scaler_update(&t->scaler, t->step_overflow);
+	if (t->step_overflow)
+		weft_log(WEFT_LOG_WARN, "step %lld: gradient overflow (inf or NaN) at loss scale "
+			 "%g: optimizer step skipped (%lld so far); loss scale now %g",
+			 (long long)step, old, (long long)t->scaler.skipped, t->scaler.scale);
+	else if (t->scaler.scale != old)
+		weft_log(WEFT_LOG_INFO, "step %lld: %lld steps without overflow: loss scale "
+			 "raised from %g to %g", (long long)step,
+			 (long long)t->tc.loss_scale.window, old, t->scaler.scale);
+	return WEFT_OK;
+}
+
 /* One optimizer step: up to `accumulate` micro-batches from the loader. */
 static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_done)
 {
@@ -224,20 +251,30 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		*epoch_done = 1;
 		return WEFT_OK;
 	}
+	/* 16-mixed: the loss is scaled (trainer.c), the gradients divided back
+	 * as they are read; the optimizer counts only the steps it took, as
+	 * torch's does when GradScaler skips one */
 	in.optim = (weft_optim_step_info){
 		.struct_size = sizeof(weft_optim_step_info),
-		.step = t->global_step + 1,
+		.step = t->global_step + 1 - t->scaler.skipped,
 		.lr = weft_lr_schedule_at(&t->sched, t->global_step),
-		.grad_scale = 1.0,
+		.grad_scale = 1.0 / t->scaler.scale,
 	};
 	t0 = weft_trainer_now();
 	t->micro_in_step = 0;
 	t->step_micro = micro;
 	t->step_n_micro = in.n_micro;
+	t->step_grad_checks = 0;
+	t->step_overflow = 0;
 	st = t->strat_ops->train_step(t->strat, &in, &rep);
 	t->step_micro = NULL;
 	if (st)
 		return st;
+	if (t->tc.loss_scale.enabled) {
+		st = scaler_step(t);
+		if (st)
+			return st;
+	}
 	st = weft_trainer_record_step(t, &rep, t0, weft_trainer_now());
 	if (st)
 		return st;
@@ -263,7 +300,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->exposed_ns += rep.exposed_comm_ns;
 	t->comm_bytes += rep.comm_bytes;
 	if (t->global_step % t->tc.log_every_n_steps == 0 || t->global_step == 1) {
-		weft_metric m[4];
+		weft_metric m[5];
 		size_t n = 0;
 
 		m[n++] = (weft_metric){ "train_loss", rep.loss };
@@ -271,6 +308,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		m[n++] = (weft_metric){ "epoch", (double)t->epoch };
 		if (rep.grad_norm >= 0)
 			m[n++] = (weft_metric){ "grad_norm", rep.grad_norm };
+		if (t->tc.loss_scale.enabled) /* the scale the next step uses */
+			m[n++] = (weft_metric){ "loss_scale", t->scaler.scale };
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;
@@ -395,7 +434,7 @@ out:
 
 weft_status weft_trainer_write_summary(weft_trainer *t)
 {
-	weft_metric fin[4], tm[4], tot[8];
+	weft_metric fin[4], tm[4], tot[10];
 	size_t nf = 0, nt = 0, ntot = 0;
 	weft_mem_stats mem;
 	weft_run_summary s;
@@ -431,6 +470,10 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	tot[ntot++] = (weft_metric){ "data_wait_seconds", t->data_wait_s };
 	tot[ntot++] = (weft_metric){ lm ? "tokens" : "samples",
 				     lm ? (double)t->tokens_seen : (double)t->samples_seen };
+	if (t->tc.loss_scale.enabled) {
+		tot[ntot++] = (weft_metric){ "skipped_steps", (double)t->scaler.skipped };
+		tot[ntot++] = (weft_metric){ "loss_scale", t->scaler.scale };
+	}
 	weft_mem_get_stats(&mem);
 	s = (weft_run_summary){
 		.strategy = t->tc.strategy_name,

@@ -69,6 +69,7 @@ static weft_status run_forward_backward(weft_trainer *t, weft_model *model, weft
 	 * how many steps this process's context has seen (validation steps
 	 * count there too, and a resumed run starts a new context at 0). */
 	weft_ctx_set_step(ctx, (uint64_t)(t->global_step * t->tc.accumulate + micro) + 1);
+	loss_scale *= t->scaler.scale; /* 16-mixed; 1 otherwise */
 	st = weft_model_loss(model, ctx, &b->data, &out);
 	if (st)
 		return st;
@@ -119,6 +120,8 @@ static weft_status tr_replica_create(void *p, int32_t index, weft_device dev, vo
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &r->model);
 	if (!st)
 		st = weft_ctx_create(&co, &r->ctx);
+	if (!st)
+		st = weft_ctx_set_autocast(r->ctx, t->tc.autocast);
 	if (st) {
 		weft_model_free(r->model);
 		free(r);
@@ -201,10 +204,17 @@ static weft_status tr_stage_forward(void *p, void *stage, weft_ctx *ctx, const w
 {
 	weft_trainer *t = p;
 	uint64_t key = 0;
+	weft_status st;
 
 	/* the key tr_forward_backward gives the same micro-batch */
 	if (train && t->step_micro && b >= t->step_micro && b < t->step_micro + t->step_n_micro)
 		key = (uint64_t)(t->global_step * t->tc.accumulate + (b - t->step_micro)) + 1;
+	/* the strategy made ctx: mixed precision and the loss scale apply there too */
+	st = weft_ctx_set_autocast(ctx, t->tc.autocast);
+	if (st)
+		return st;
+	if (train)
+		loss_scale *= t->scaler.scale;
 	return weft_pp_stage_forward(stage, ctx, t->tc.seed, key, b, x, train, loss_scale, out,
 				     loss, rep);
 }
@@ -213,6 +223,29 @@ static void tr_stage_free(void *p, void *stage)
 {
 	(void)p;
 	weft_pp_stage_free(stage);
+}
+
+/* 16-mixed: the strategy's gradients, final and about to be stepped on;
+ * every rank learns whether any rank's hold an inf or a NaN. */
+static weft_status tr_grads_check(void *p, const float *const *arrays, const int64_t *lens,
+				  size_t n, int *skip)
+{
+	weft_trainer *t = p;
+	int32_t flag = weft_grads_nonfinite(arrays, lens, n);
+	weft_comm_buf b = { .data = &flag, .count = 1, .dtype = WEFT_COMM_I32,
+			    .device = WEFT_COMM_DEVICE_CPU };
+	weft_status st;
+
+	if (t->pg && t->world > 1) {
+		st = weft_pg_all_reduce(t->pg, &b, &b, WEFT_COMM_MAX, NULL);
+		if (st)
+			return weft_error_wrap(st, "16-mixed: agreeing on a gradient overflow at "
+					       "step %lld", (long long)t->global_step + 1);
+	}
+	t->step_grad_checks++;
+	t->step_overflow = flag != 0;
+	*skip = t->step_overflow;
+	return WEFT_OK;
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -432,6 +465,7 @@ static weft_status setup_strategy(weft_trainer *t)
 		.stage_create = tr_stage_create,
 		.stage_forward = tr_stage_forward,
 		.stage_free = tr_stage_free,
+		.grads_check = t->tc.loss_scale.enabled ? tr_grads_check : NULL,
 	};
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }
@@ -542,6 +576,16 @@ static void print_start(weft_trainer *t)
 	if (t->rank != 0)
 		return;
 	weft_print_banner(stderr, &banner);
+	if (t->tc.autocast != WEFT_F32)
+		fprintf(stderr, "precision %s: linear layers multiply %s inputs with float32 "
+			"accumulation; parameters, gradients and optimizer state are float32%s\n",
+			t->tc.precision, weft_dtype_name(t->tc.autocast),
+			t->tc.loss_scale.enabled ? "; dynamic loss scaling" : "");
+	if (t->tc.loss_scale.enabled)
+		fprintf(stderr, "loss scale %g (halves after %lld consecutive overflows, not "
+			"below %g; doubles after %lld clean steps)\n", t->scaler.scale,
+			(long long)t->tc.loss_scale.hysteresis, t->tc.loss_scale.min_scale,
+			(long long)t->tc.loss_scale.window);
 	rows = calloc(n, sizeof(*rows));
 	if (!rows)
 		return;
@@ -636,11 +680,7 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	if (t->tc.devices * t->tc.num_nodes > 1 && t->denv.source == WEFT_DIST_SINGLE &&
 	    !one_process_strategy(t))
 		return relaunch(t, exit_code);
-	if (strcmp(t->tc.precision, "32-true") != 0)
-		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"),
-				      "'%s' needs the CUDA kernels' mixed-precision path, which this "
-				      "build does not provide yet; use 32-true",
-				      t->tc.precision);
+	weft_loss_scaler_init(&t->scaler, &t->tc.loss_scale);
 	/* local rank r on GPU r mod (visible GPUs); nccl refuses to share one */
 	if (t->tc.device.type == WEFT_DEVICE_CUDA &&
 	    (st = weft_device_map_apply(&t->tc.device, t->denv.local_rank,
@@ -677,6 +717,14 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = weft_ctx_create(&co, &t->ctx);
 	if (st)
 		return st;
+	st = weft_ctx_set_autocast(t->ctx, t->tc.autocast);
+	if (st) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"), "%s is not "
+				      "available: %s", t->tc.precision, why);
+	}
 	st = setup_optimizer(t);
 	if (st)
 		return st;

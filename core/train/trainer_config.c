@@ -193,6 +193,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	if ((st = weft_cfg_choice(tr, "precision", precisions, "32-true", &prec)))
 		return st;
 	c->precision = prec <= 1 ? "32-true" : precisions[prec];
+	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)))
+		return st;
 	if ((st = weft_cfg_int(tr, "max_epochs", -1, &c->max_epochs)) ||
 	    (st = weft_cfg_int(tr, "max_steps", -1, &c->max_steps)) ||
 	    (st = parse_max_time(tr, &c->max_time_s)) ||

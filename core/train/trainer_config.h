@@ -8,6 +8,7 @@
 #define WEFT_TRAIN_TRAINER_CONFIG_H
 
 #include <stdint.h>
+#include "train/precision.h"
 #include "weft/config.h"
 #include "weft/device.h"
 #include "weft/status.h"
@@ -51,7 +52,7 @@ typedef struct weft_trainer_config {
 	const char *comm_name;       /* resolved: "gloo" | "nccl" | ... */
 	const weft_cfg *comm_options;/* the comm mapping, or NULL */
 	int64_t comm_timeout_ms;     /* trainer.comm_timeout (seconds) */
-	const char *precision;       /* "32-true" */
+	const char *precision;       /* "32-true", "bf16-mixed", "16-mixed" */
 	int64_t max_epochs;          /* -1: unlimited (then max_steps or max_time bound) */
 	int64_t max_steps;           /* -1: unlimited */
 	double max_time_s;           /* 0: unlimited */
@@ -70,6 +71,10 @@ typedef struct weft_trainer_config {
 	weft_checkpoint_config ckpt;
 	weft_early_stop_config early;
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
+	/* appended (precision): the matrix products' input dtype (F32: off)
+	 * and 16-mixed's loss scaling (train/precision.h) */
+	weft_dtype autocast;
+	weft_loss_scale_config loss_scale;
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`

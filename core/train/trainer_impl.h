@@ -15,6 +15,7 @@
 #include "runlog/tb_events.h"
 #include "train/lr_schedule.h"
 #include "train/optim_config.h"
+#include "train/precision.h"
 #include "train/trainer.h"
 #include "train/trainer_config.h"
 #include "weft/module.h"
@@ -132,6 +133,12 @@ typedef struct weft_trainer {
 	struct weft_timeline *timeline;
 	double bubble_sum, bubble_first;
 	int64_t bubble_steps;
+
+	/* appended (precision): 16-mixed's loss scaler (saved in checkpoints),
+	 * and what the strategy's grads_check found in the step in flight */
+	weft_loss_scaler scaler;
+	int64_t step_grad_checks;
+	int step_overflow;
 } weft_trainer;
 
 /* trainer.c */

@@ -546,6 +546,7 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
+	out->skipped = s->rep.last_skipped;
 	out->loss = loss_sum / (double)rows;
 	out->comm_bytes = s->bytes + out->metric_comm_bytes;
 	out->comm_elements = s->elements + (s->world > 1 ? 2 : 0);

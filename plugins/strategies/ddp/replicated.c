@@ -1,6 +1,7 @@
 /* Optimizer state, clipping and the optimizer step for replicated
  * strategies. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -56,8 +57,20 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 {
 	weft_optim_step_info in = *info;
 	double clip = r->env->gradient_clip_val;
+	const weft_strategy_env *env = r->env;
 
 	*grad_norm = -1.0;
+	r->last_skipped = 0;
+	/* 16-mixed: every rank agrees whether the scaled gradients overflowed */
+	if (env->struct_size >= offsetof(weft_strategy_env, grads_check) + sizeof(env->grads_check) &&
+	    env->grads_check) {
+		const float *arr = r->grads;
+		int64_t len = r->numel;
+		weft_status st = env->grads_check(env->trainer, &arr, &len, 1, &r->last_skipped);
+
+		if (st || r->last_skipped)
+			return st;
+	}
 	in.grad_scale = info->grad_scale * grad_scale;
 	if (clip > 0) {
 		const float *arr = r->grads;

@@ -17,6 +17,7 @@ typedef struct replicated {
 	size_t n_slots;
 	float *slot_mem;    /* n_slots * numel floats, WEFT_MEM_OPTIM */
 	float *slots[8];
+	int last_skipped;   /* the last replicated_step skipped the optimizer (16-mixed overflow) */
 } replicated;
 
 /* Finds the flat buffers and allocates zeroed optimizer state.
@@ -28,7 +29,9 @@ weft_status replicated_init(replicated *r, const weft_strategy_env *env);
 void replicated_fini(replicated *r);
 
 /* Clips the gradients (when env->gradient_clip_val > 0) and steps the
- * optimizer over every element. *grad_norm gets the norm before clipping
+ * optimizer over every element; with 16-mixed (env->grads_check) first
+ * checks them, and skips clipping and the optimizer when any rank's
+ * overflowed (r->last_skipped = 1). *grad_norm gets the norm before clipping
  * (-1 when clipping is off). `grad_scale` multiplies the gradients as they
  * are read (e.g. 1/world for averaging), before the norm is taken. */
 weft_status replicated_step(replicated *r, const weft_optim_step_info *info, double grad_scale,

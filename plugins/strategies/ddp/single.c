@@ -66,6 +66,7 @@ static weft_status single_train_step(void *p, const weft_step_input *in, weft_st
 	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
+	out->skipped = s->rep.last_skipped;
 	out->loss = loss_sum / (double)rows;
 	out->compute_ns = replicated_now_ns() - t0;
 	return WEFT_OK;

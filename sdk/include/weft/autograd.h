@@ -111,6 +111,18 @@ WEFT_API weft_status weft_ctx_tensor(weft_ctx *ctx, const char *name, weft_dtype
  * stages use this on the activations they receive. */
 WEFT_API void weft_tensor_requires_grad(weft_tensor *t, int on);
 
+/* Mixed precision (autocast, as torch.autocast): the matrix products of
+ * F32 linear layers on ctx take their inputs rounded to `dt` (WEFT_BF16 or
+ * WEFT_F16) and accumulate in F32 (the kernel table's gemm_lowp), forward
+ * and backward; parameters, gradients and every other op stay F32.
+ * WEFT_F32 (the default) turns it off. Takes effect for ops recorded
+ * afterwards. Errors: WEFT_ERR_DTYPE for any other dtype;
+ * WEFT_ERR_UNSUPPORTED when the device's kernels have no gemm_lowp. */
+WEFT_API weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt);
+
+/* The autocast dtype of ctx (WEFT_F32: off). */
+WEFT_API weft_dtype weft_ctx_autocast(const weft_ctx *ctx);
+
 /* ---- backward ----------------------------------------------------------- */
 
 /* Back-propagates from a scalar (numel 1) `loss` with d(loss) = 1.

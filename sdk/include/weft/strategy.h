@@ -244,6 +244,25 @@ typedef struct weft_strategy_env {
 				     weft_eval_report *rep);
 	/* Frees a stage from stage_create. NULL is ignored. */
 	void (*stage_free)(void *trainer, void *stage);
+
+	/* ---- appended (precision): 16-mixed's dynamic loss scaling. NULL
+	 * when the run scales no loss; check struct_size (offsetof) first. ----
+	 *
+	 * The step's loss was multiplied by the loss scale and
+	 * weft_step_input.optim.grad_scale divides it out again. A strategy
+	 * calls this once per train_step on EVERY rank (it is collective over
+	 * the world communicator), after this rank's gradients are final
+	 * (reduced, or reduce-scattered into its shard) and before clipping
+	 * and the optimizer, with the n F32 arrays (lens[i] elements each) its
+	 * optimizer step will read. *skip is set to 1 on every rank when any
+	 * rank's arrays hold an inf or a NaN (the scale overflowed): the
+	 * strategy then leaves the parameters and the optimizer state as they
+	 * are, does whatever else keeps its ranks consistent, and reports
+	 * weft_step_report.skipped = 1. A strategy that runs no optimizer on a
+	 * rank still calls it (n = 0). The trainer refuses a 16-mixed step in
+	 * which the strategy did not call it. Blocking. Errors: comm errors. */
+	weft_status (*grads_check)(void *trainer, const float *const *arrays, const int64_t *lens,
+				   size_t n, int *skip);
 } weft_strategy_env;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
