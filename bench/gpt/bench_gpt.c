@@ -5,15 +5,27 @@
  * plus attention), and the sgemm GFLOP/s of the model's main GEMM shape
  * measured in the same run, the yardstick the target is stated against.
  *
- *   bench_gpt [--shape gpt-small-cpu|gpt-tiny] [--threads N] [--steps S]
- *             [--warmup W] [--no-yardstick]
+ *   bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N]
+ *             [--steps S] [--warmup W] [--no-yardstick] [--device cpu|cuda[:N]]
+ *             [--precision 32-true|bf16-mixed] [--batch B]
+ *             [--peak-tflops P]
  *
  * --no-yardstick skips the sgemm measurement (ratio 0 in RESULT): for runs
  * under valgrind --tool=callgrind, which count the instructions of the
  * steps alone.
  *
  * gpt-small-cpu: 6 layers, width 384, 6 heads, context 256, batch 4,
- * vocab 256. The last line is machine-readable: "RESULT key=value ...".
+ * vocab 256. gpt2-124m: GPT-2 small (12 layers, width 768, 12 heads,
+ * context 1024, vocab 50257), batch 8, for a GPU (scripts/gpu-check).
+ *
+ * --device cuda runs the model on a GPU (no sgemm yardstick there) and
+ * reports MFU: the model's FLOPs per second over --peak-tflops (default
+ * 989, the dense bf16 peak of an H100 SXM or H200; use the figure of the
+ * GPU at hand). --precision bf16-mixed is trainer.precision's autocast
+ * (linear layers in bf16 with F32 accumulation, F32 parameters); the
+ * figure is printed with the precision it was measured in.
+ *
+ * The last line is machine-readable: "RESULT key=value ...".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +49,14 @@ static const shape shapes[] = {
 			     .block_size = 256, .bias = 1 }, 4 },
 	{ "gpt-tiny", { .n_layer = 2, .n_head = 4, .n_embd = 128, .vocab_size = 256,
 			.block_size = 64, .bias = 1 }, 4 },
+	{ "gpt2-124m", { .n_layer = 12, .n_head = 12, .n_embd = 768, .vocab_size = 50257,
+			 .block_size = 1024, .bias = 1 }, 8 },
 };
+
+static const char usage[] =
+	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
+	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
+	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -65,12 +84,16 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	const shape *sh = &shapes[0];
-	int64_t threads = 0, steps = 5, warmup = 2, B, T, n_tok;
+	int64_t threads = 0, steps = 5, warmup = 2, batch = 0, B, T, n_tok;
+	weft_device dev = WEFT_CPU;
+	const char *precision = "32-true";
+	double peak_tflops = 989.0, mfu = 0.0;
+	char devname[32];
 	weft_model_options mopt = { .seed = 1 };
 	weft_ctx_options copt = { .seed = 1 };
 	weft_model *m;
 	weft_ctx *ctx;
-	weft_tensor *ids, *tg, *flat, *flat_grad;
+	weft_tensor *ids, *tg, *flat, *flat_grad, *hids = NULL, *htg = NULL;
 	int64_t shape2[2];
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	float loss = 0;
@@ -86,6 +109,20 @@ int main(int argc, char **argv)
 			warmup = atoll(argv[++i]);
 		} else if (!strcmp(argv[i], "--no-yardstick")) {
 			yardstick = 0;
+		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+			batch = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--peak-tflops") && i + 1 < argc) {
+			peak_tflops = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+			if ((st = weft_device_parse(argv[++i], &dev)))
+				return fail("--device", st);
+		} else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+			precision = argv[++i];
+			if (strcmp(precision, "32-true") && strcmp(precision, "bf16-mixed")) {
+				fprintf(stderr, "bench_gpt: unknown precision '%s' (32-true, "
+					"bf16-mixed)\n", precision);
+				return 2;
+			}
 		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
 			const char *want = argv[++i];
 
@@ -95,12 +132,11 @@ int main(int argc, char **argv)
 					sh = &shapes[k];
 			if (!sh) {
 				fprintf(stderr, "bench_gpt: unknown shape '%s' (gpt-small-cpu, "
-					"gpt-tiny)\n", want);
+					"gpt-tiny, gpt2-124m)\n", want);
 				return 2;
 			}
 		} else {
-			fprintf(stderr, "usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny] "
-				"[--threads N] [--steps S] [--warmup W] [--no-yardstick]\n");
+			fputs(usage, stderr);
 			return 2;
 		}
 	}
@@ -108,22 +144,38 @@ int main(int argc, char **argv)
 		steps = 1;
 	threads = weft_cpu_threads_resolve(threads, 1);
 	weft_cpu_set_threads(threads);
-	B = sh->batch;
+	B = batch > 0 ? batch : sh->batch;
 	T = sh->cfg.block_size;
 	n_tok = B * T;
+	if (dev.type != WEFT_DEVICE_CPU)
+		yardstick = 0; /* the sgemm yardstick is the CPU's */
 
+	mopt.device = dev;
+	copt.device = dev;
 	if ((st = weft_model_create_gpt(&sh->cfg, &mopt, &m)))
 		return fail("creating the model", st);
 	if ((st = weft_ctx_create(&copt, &ctx)))
 		return fail("creating the context", st);
+	if (!strcmp(precision, "bf16-mixed") && (st = weft_ctx_set_autocast(ctx, WEFT_BF16)))
+		return fail("precision bf16-mixed", st);
 	shape2[0] = B;
 	shape2[1] = T;
-	if ((st = weft_tensor_alloc("idx", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &ids)) ||
-	    (st = weft_tensor_alloc("targets", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &tg)))
+	if ((st = weft_tensor_alloc("idx", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &hids)) ||
+	    (st = weft_tensor_alloc("targets", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &htg)))
 		return fail("allocating the batch", st);
 	for (int64_t i = 0; i < n_tok; i++) {
-		((int32_t *)ids->data)[i] = (int32_t)((i * 2654435761u) % (uint64_t)sh->cfg.vocab_size);
-		((int32_t *)tg->data)[i] = (int32_t)((i * 40503u + 7) % (uint64_t)sh->cfg.vocab_size);
+		((int32_t *)hids->data)[i] = (int32_t)((i * 2654435761u) % (uint64_t)sh->cfg.vocab_size);
+		((int32_t *)htg->data)[i] = (int32_t)((i * 40503u + 7) % (uint64_t)sh->cfg.vocab_size);
+	}
+	ids = hids;
+	tg = htg;
+	if (dev.type != WEFT_DEVICE_CPU) {
+		/* the batch on the device, once: the steps measure the model */
+		if ((st = weft_tensor_alloc("idx", WEFT_I32, 2, shape2, dev, WEFT_MEM_OTHER, &ids)) ||
+		    (st = weft_tensor_alloc("targets", WEFT_I32, 2, shape2, dev, WEFT_MEM_OTHER, &tg)) ||
+		    (st = weft_tensor_copy_from_host(ids, hids->data, (size_t)n_tok * 4)) ||
+		    (st = weft_tensor_copy_from_host(tg, htg->data, (size_t)n_tok * 4)))
+			return fail("copying the batch to the device", st);
 	}
 	weft_params_flat(weft_model_params(m), WEFT_F32, &flat, &flat_grad);
 	times = calloc((size_t)steps, sizeof(double));
@@ -158,13 +210,16 @@ int main(int argc, char **argv)
 	/* the model's main GEMM: mlp.c_fc, (B T) x C times C x 4C */
 	sgemm = yardstick ? weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 1.0)
 			  : 0.0;
+	if (peak_tflops > 0 && dev.type != WEFT_DEVICE_CPU)
+		mfu = gflops / (peak_tflops * 1e3);
+	weft_device_str(dev, devname, sizeof(devname));
 
 	printf("shape %s: %lld layers, width %lld, %lld heads, context %lld, batch %lld, vocab "
 	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
 	       (long long)sh->cfg.n_embd, (long long)sh->cfg.n_head, (long long)T, (long long)B,
 	       (long long)sh->cfg.vocab_size, (long long)weft_model_num_params(m));
-	printf("threads %lld, %lld timed steps (median), loss %.4f\n", (long long)threads,
-	       (long long)steps, (double)loss);
+	printf("device %s, precision %s, threads %lld, %lld timed steps (median), loss %.4f\n",
+	       devname, precision, (long long)threads, (long long)steps, (double)loss);
 	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
 	       times[steps - 1] * 1e3, tok_s);
 	printf("cpu time per step %.1f ms (median; all threads), %.0f tokens per cpu-second\n",
@@ -173,14 +228,23 @@ int main(int argc, char **argv)
 	       "GFLOP/s; ratio %.0f%%\n", flops / 1e9, gflops, (long long)n_tok,
 	       (long long)(4 * sh->cfg.n_embd), (long long)sh->cfg.n_embd, sgemm,
 	       sgemm > 0 ? 100.0 * gflops / sgemm : 0.0);
+	if (dev.type != WEFT_DEVICE_CPU)
+		printf("MFU %.1f%% (%.1f TFLOP/s achieved, %s, over a %.0f TFLOP/s dense bf16 "
+		       "peak; 6 N + 12 L C T FLOPs per token)\n", 100.0 * mfu, gflops / 1e3, precision,
+		       peak_tflops);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
-	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f\n", sh->name,
+	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f device=%s "
+	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f\n", sh->name,
 	       (long long)threads, tok_s, gflops, sgemm, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
-	       times[0] * 1e3, cpu_med * 1e3);
+	       times[0] * 1e3, cpu_med * 1e3, devname, precision, (long long)B, mfu, peak_tflops);
 	free(times);
 	free(cpu);
-	weft_tensor_free(ids);
-	weft_tensor_free(tg);
+	if (ids != hids) {
+		weft_tensor_free(ids);
+		weft_tensor_free(tg);
+	}
+	weft_tensor_free(hids);
+	weft_tensor_free(htg);
 	weft_ctx_free(ctx);
 	weft_model_free(m);
 	return 0;
