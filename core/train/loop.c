@@ -203,11 +203,11 @@ static weft_status scaler_step(weft_trainer *t)
 				      "bf16-mixed (no loss scaling) or 32-true with it",
 				      t->tc.strategy_name);
 	weft_loss_scaler_update(&t->scaler, t->step_overflow);
-	if (t->step_overflow)
+	if (t->step_overflow && t->rank == 0) /* every rank agreed: one line */
 		weft_log(WEFT_LOG_WARN, "step %lld: gradient overflow (inf or NaN) at loss scale "
 			 "%g: optimizer step skipped (%lld so far); loss scale now %g",
 			 (long long)step, old, (long long)t->scaler.skipped, t->scaler.scale);
-	else if (t->scaler.scale != old)
+	else if (t->scaler.scale != old && t->rank == 0)
 		weft_log(WEFT_LOG_INFO, "step %lld: %lld steps without overflow: loss scale "
 			 "raised from %g to %g", (long long)step,
 			 (long long)t->tc.loss_scale.window, old, t->scaler.scale);

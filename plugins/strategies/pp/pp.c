@@ -537,6 +537,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	t0 = pp_now_ns();
 	c0 = pp_cpu_ns();
 	st = pp_optim_step(s, &in->optim, &out->grad_norm);
+	out->skipped = s->skipped;
 	if (!st)
 		st = pp_dp_params(s, &dp_bytes, &dp_calls);
 	if (st)

@@ -109,6 +109,7 @@ typedef struct pp_strategy {
 	int64_t n_embd;
 	int64_t *bounds;        /* [S + 1]: stage s holds blocks [bounds[s], bounds[s+1]) */
 	pp_chunk chunk[PP_MAX_CHUNKS];
+	int skipped;            /* 16-mixed: pp_optim_step skipped this step (overflow) */
 	size_t n_slots;
 	pp_msgs msgs;
 

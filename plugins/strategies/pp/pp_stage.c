@@ -387,6 +387,22 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 	weft_status st;
 
 	*grad_norm = -1.0;
+	s->skipped = 0;
+	/* 16-mixed: every rank of every stage agrees whether the gradients
+	 * overflowed (each rank checks its chunks' flat gradients) */
+	if (env->struct_size >= offsetof(weft_strategy_env, grads_check) +
+				sizeof(env->grads_check) && env->grads_check) {
+		const float *arr[PP_MAX_CHUNKS];
+		int64_t len[PP_MAX_CHUNKS];
+
+		for (int k = 0; k < s->o.v; k++) {
+			arr[k] = s->chunk[k].grad;
+			len[k] = s->chunk[k].numel;
+		}
+		st = env->grads_check(env->trainer, arr, len, (size_t)s->o.v, &s->skipped);
+		if (st || s->skipped)
+			return st;
+	}
 	if (env->gradient_clip_val > 0) {
 		double sumsq = 0.0, part[2];
 

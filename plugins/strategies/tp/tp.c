@@ -598,7 +598,20 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 		calls++;
 	}
 	out->grad_norm = -1.0;
-	if (env->gradient_clip_val > 0) {
+	/* 16-mixed: agree over the world whether the gradients overflowed (a
+	 * local inf or NaN makes the reduced value non-finite too) */
+	if (env->struct_size >= offsetof(weft_strategy_env, grads_check) +
+				sizeof(env->grads_check) && env->grads_check) {
+		const float *arr = s->grads;
+		int64_t len = s->numel;
+		int skip = 0;
+
+		st = env->grads_check(env->trainer, &arr, &len, 1, &skip);
+		if (st)
+			return st;
+		out->skipped = skip;
+	}
+	if (env->gradient_clip_val > 0 && !out->skipped) {
 		double sumsq = 0.0;
 
 		st = s->zero ? zero_sumsq(s, &sumsq, &bytes, &calls) :
@@ -611,12 +624,12 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	}
 	comm_ns += now_ns() - c0;
 	if (s->zero) {
-		st = tp_dpz_step(&s->z, env, s->params, s->grads, &info);
+		st = out->skipped ? WEFT_OK : tp_dpz_step(&s->z, env, s->params, s->grads, &info);
 		c0 = now_ns();
 		if (!st)
 			st = tp_dpz_gather(&s->z, s->params, &bytes, &calls);
 		comm_ns += now_ns() - c0;
-	} else {
+	} else if (!out->skipped) {
 		st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
 					  s->slots, 0, s->numel, &info);
 	}

@@ -685,10 +685,24 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 						 (long long)rows);
 	}
 	out->grad_norm = -1.0;
-	if (clip > 0)
+	/* 16-mixed: agree over the world whether the gradients overflowed. Stage
+	 * 1 checks its whole gradient buffer: an inf or NaN in any rank's local
+	 * part makes the reduced piece that owns it non-finite too. */
+	if (env->struct_size >= offsetof(weft_strategy_env, grads_check) +
+				sizeof(env->grads_check) && env->grads_check) {
+		const float *arr = z->stage == 1 ? z->full_grads : z->gshard;
+		int64_t len = z->stage == 1 ? z->numel : z->shard_numel;
+		int skip = 0;
+
+		st = env->grads_check(env->trainer, &arr, &len, 1, &skip);
+		if (st)
+			return st;
+		out->skipped = skip;
+	}
+	if (clip > 0 && !out->skipped)
 		info.grad_scale *= g_host->clip_coef(red[2] * info.grad_scale * info.grad_scale, clip,
 						     &out->grad_norm);
-	st = optimizer_step(z, &info);
+	st = out->skipped ? WEFT_OK : optimizer_step(z, &info);
 	for (size_t k = 0; !st && z->stage <= 2 && k < z->n_units; k++)
 		st = staged(z, k, 0);
 	if (!st && z->stage == 3)
