@@ -142,6 +142,7 @@ adam_run(float *restrict p, const float *restrict g, float *restrict m, float *r
 	}
 }
 
+OPTIM_HOT
 static void adam_span(const struct adam *o, float *p, const float *g, float *const *slots,
 		      int64_t lo, int64_t n, const struct adam_coef *c, int decay)
 {

@@ -11,6 +11,18 @@
 #include <stdint.h>
 #include "weft/optim.h"
 
+/* On the loops that update the elements: a version per x86-64 level, the
+ * widest the machine runs picked at load time. The element updates take
+ * no sums across elements and the plugin builds with -ffp-contract=off,
+ * so every version rounds each element exactly as the baseline one does:
+ * only the speed differs (AVX-512 does 16 sqrt/div at a time, the
+ * baseline SSE2 4). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPTIM_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OPTIM_HOT
+#endif
+
 /* The host services table; set by weft_plugin_entry before any create. */
 extern const weft_host *optim_host;
 

@@ -95,6 +95,16 @@ lion_run(float *restrict p, const float *restrict g, float *restrict m, int64_t 
 	}
 }
 
+OPTIM_HOT
+static void lion_span(float *p, const float *g, float *m, int64_t n, const struct lion_coef *c,
+		      int decay)
+{
+	if (decay)
+		lion_run(p, g, m, n, c, 1);
+	else
+		lion_run(p, g, m, n, c, 0);
+}
+
 static weft_status lion_step(const void *state, const weft_optim_segment *segs, size_t nseg,
 			     float *params, const float *grads, float *const *slots,
 			     int64_t begin, int64_t end, const weft_optim_step_info *info)
@@ -121,10 +131,8 @@ static weft_status lion_step(const void *state, const weft_optim_segment *segs, 
 
 		if (!optim_clip_segment(&segs[s], begin, end, &lo, &hi))
 			continue;
-		if (segs[s].decay && o->weight_decay != 0.0)
-			lion_run(params + lo, grads + lo, slots[0] + lo, hi - lo, &c, 1);
-		else
-			lion_run(params + lo, grads + lo, slots[0] + lo, hi - lo, &c, 0);
+		lion_span(params + lo, grads + lo, slots[0] + lo, hi - lo, &c,
+			  segs[s].decay && o->weight_decay != 0.0);
 	}
 	return WEFT_OK;
 }

@@ -114,6 +114,7 @@ sgd_run(float *restrict p, const float *restrict g, float *restrict buf, int64_t
 	}
 }
 
+OPTIM_HOT
 static void sgd_span(const struct sgd *o, float *p, const float *g, float *buf, int64_t n,
 		     const struct sgd_coef *c, int use_wd, int first)
 {
