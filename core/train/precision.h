@@ -65,4 +65,15 @@ int weft_loss_scaler_update(weft_loss_scaler *s, int overflow);
 /* 1 when any of the n arrays (lens[i] floats each) holds an inf or a NaN. */
 int weft_grads_nonfinite(const float *const *arrays, const int64_t *lens, size_t n);
 
+struct weft_ctx;
+
+/* The same test on ctx's device (precision_device.c): host memory on the
+ * CPU; on CUDA the arrays are device memory, checked on ctx's stream by the
+ * CUDA library's unscale_check (factor 1) and one flag copied back, so the
+ * call blocks until the work queued on ctx before it is done. *found: 1
+ * when an inf or a NaN was seen. Errors: WEFT_ERR_UNSUPPORTED when the
+ * CUDA library has no unscale_check (naming the file); device errors. */
+weft_status weft_grads_nonfinite_on(struct weft_ctx *ctx, const float *const *arrays,
+				    const int64_t *lens, size_t n, int *found);
+
 #endif /* WEFT_TRAIN_PRECISION_H */

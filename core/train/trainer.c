@@ -231,11 +231,16 @@ static weft_status tr_grads_check(void *p, const float *const *arrays, const int
 				  size_t n, int *skip)
 {
 	weft_trainer *t = p;
-	int32_t flag = weft_grads_nonfinite(arrays, lens, n);
+	int found = 0;
+	int32_t flag;
 	weft_comm_buf b = { .data = &flag, .count = 1, .dtype = WEFT_COMM_I32,
 			    .device = WEFT_COMM_DEVICE_CPU };
 	weft_status st;
 
+	st = weft_grads_nonfinite_on(t->ctx, arrays, lens, n, &found);
+	if (st)
+		return st;
+	flag = found;
 	if (t->pg && t->world > 1) {
 		st = weft_pg_all_reduce(t->pg, &b, &b, WEFT_COMM_MAX, NULL);
 		if (st)
