@@ -385,9 +385,15 @@ static weft_status cuda_host_alloc(weft_mem_category cat, size_t bytes, void **o
 
 static void cuda_host_free(weft_mem_category cat, void *ptr, size_t bytes)
 {
+	cudaError_t err;
+
 	if (!ptr)
 		return;
-	cudaFreeHost(ptr);
+	err = cudaFreeHost(ptr);
+	if (err != cudaSuccess) /* nothing to return it to: say so */
+		cuda_host->log(WEFT_LOG_WARN, "cuda host_free: cudaFreeHost of %zu bytes of %s "
+			       "failed: %s: %s", bytes, cat_name(cat), cudaGetErrorName(err),
+			       cudaGetErrorString(err));
 	cuda_host->mem_account(cat, -(int64_t)bytes);
 }
 
