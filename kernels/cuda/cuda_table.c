@@ -407,7 +407,7 @@ static weft_status cuda_copy_sync(int32_t index, void *dst, const void *src, siz
 	static const enum cudaMemcpyKind kinds[] = { cudaMemcpyHostToDevice,
 						     cudaMemcpyDeviceToHost,
 						     cudaMemcpyDeviceToDevice };
-	const char *what = "cudaSetDevice";
+	const char *what = "cudaGetDevice";
 	cudaError_t err, restore;
 	int prev = -1;
 
@@ -417,8 +417,10 @@ static weft_status cuda_copy_sync(int32_t index, void *dst, const void *src, siz
 		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy_sync: unknown kind %d",
 					    (int)kind);
 	err = cudaGetDevice(&prev);
-	if (err == cudaSuccess)
+	if (err == cudaSuccess) {
+		what = "cudaSetDevice";
 		err = cudaSetDevice(index);
+	}
 	if (err == cudaSuccess) {
 		what = "cudaMemcpyAsync";
 		err = cudaMemcpyAsync(dst, src, bytes, kinds[kind], cudaStreamLegacy);
