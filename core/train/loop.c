@@ -187,33 +187,6 @@ static int time_is_up(const weft_trainer *t)
 	return t->tc.max_time_s > 0 && weft_trainer_now() - t->t_start >= t->tc.max_time_s;
 }
 
-/* 16-mixed, after a train_step: the strategy must have checked the
- * gradients (weft_strategy_env.grads_check); the scaler learns whether
- * they overflowed, and a skipped step is logged with the new scale. */
-static weft_status scaler_step(weft_trainer *t)
-{
-	double old = t->scaler.scale;
-	int64_t step = t->global_step + 1;
-
-	if (t->step_grad_checks == 0)
-		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"),
-				      "16-mixed needs the strategy to check the gradients for "
-				      "overflow before its optimizer step, and strategy '%s' does "
-				      "not (weft_strategy_env.grads_check); use precision "
-				      "bf16-mixed (no loss scaling) or 32-true with it",
-				      t->tc.strategy_name);
-	weft_loss_scaler_update(&t->scaler, t->step_overflow);
-	if (t->step_overflow && t->rank == 0) /* every rank agreed: one line */
-		weft_log(WEFT_LOG_WARN, "step %lld: gradient overflow (inf or NaN) at loss scale "
-			 "%g: optimizer step skipped (%lld so far); loss scale now %g",
-			 (long long)step, old, (long long)t->scaler.skipped, t->scaler.scale);
-	else if (t->scaler.scale != old && t->rank == 0)
-		weft_log(WEFT_LOG_INFO, "step %lld: %lld steps without overflow: loss scale "
-			 "raised from %g to %g", (long long)step,
-			 (long long)t->tc.loss_scale.window, old, t->scaler.scale);
-	return WEFT_OK;
-}
-
 /* One optimizer step: up to `accumulate` micro-batches from the loader. */
 static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_done)
 {
@@ -271,7 +244,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	if (st)
 		return st;
 	if (t->tc.loss_scale.enabled) {
-		st = scaler_step(t);
+		st = weft_trainer_scaler_step(t);
 		if (st)
 			return st;
 	}

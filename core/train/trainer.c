@@ -225,34 +225,6 @@ static void tr_stage_free(void *p, void *stage)
 	weft_pp_stage_free(stage);
 }
 
-/* 16-mixed: the strategy's gradients, final and about to be stepped on;
- * every rank learns whether any rank's hold an inf or a NaN. */
-static weft_status tr_grads_check(void *p, const float *const *arrays, const int64_t *lens,
-				  size_t n, int *skip)
-{
-	weft_trainer *t = p;
-	int found = 0;
-	int32_t flag;
-	weft_comm_buf b = { .data = &flag, .count = 1, .dtype = WEFT_COMM_I32,
-			    .device = WEFT_COMM_DEVICE_CPU };
-	weft_status st;
-
-	st = weft_grads_nonfinite_on(t->ctx, arrays, lens, n, &found);
-	if (st)
-		return st;
-	flag = found;
-	if (t->pg && t->world > 1) {
-		st = weft_pg_all_reduce(t->pg, &b, &b, WEFT_COMM_MAX, NULL);
-		if (st)
-			return weft_error_wrap(st, "16-mixed: agreeing on a gradient overflow at "
-					       "step %lld", (long long)t->global_step + 1);
-	}
-	t->step_grad_checks++;
-	t->step_overflow = flag != 0;
-	*skip = t->step_overflow;
-	return WEFT_OK;
-}
-
 /* ---- setup ------------------------------------------------------------- */
 
 static weft_status relaunch(weft_trainer *t, int *exit_code)
@@ -470,7 +442,7 @@ static weft_status setup_strategy(weft_trainer *t)
 		.stage_create = tr_stage_create,
 		.stage_forward = tr_stage_forward,
 		.stage_free = tr_stage_free,
-		.grads_check = t->tc.loss_scale.enabled ? tr_grads_check : NULL,
+		.grads_check = t->tc.loss_scale.enabled ? weft_trainer_grads_check : NULL,
 	};
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }
@@ -581,16 +553,7 @@ static void print_start(weft_trainer *t)
 	if (t->rank != 0)
 		return;
 	weft_print_banner(stderr, &banner);
-	if (t->tc.autocast != WEFT_F32)
-		fprintf(stderr, "precision %s: linear layers multiply %s inputs with float32 "
-			"accumulation; parameters, gradients and optimizer state are float32%s\n",
-			t->tc.precision, weft_dtype_name(t->tc.autocast),
-			t->tc.loss_scale.enabled ? "; dynamic loss scaling" : "");
-	if (t->tc.loss_scale.enabled)
-		fprintf(stderr, "loss scale %g (halves after %lld consecutive overflows, not "
-			"below %g; doubles after %lld clean steps)\n", t->scaler.scale,
-			(long long)t->tc.loss_scale.hysteresis, t->tc.loss_scale.min_scale,
-			(long long)t->tc.loss_scale.window);
+	weft_trainer_print_precision(t, stderr);
 	rows = calloc(n, sizeof(*rows));
 	if (!rows)
 		return;

@@ -4,6 +4,7 @@
 #define WEFT_TRAIN_TRAINER_IMPL_H
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "data/data_module.h"
@@ -173,6 +174,17 @@ weft_status weft_trainer_callbacks_create(weft_trainer *t);
 weft_status weft_trainer_callbacks_call(weft_trainer *t, size_t hook, const char *checkpoint);
 void weft_trainer_callbacks_free(weft_trainer *t);
 #define WEFT_CALLBACK_HOOK(member) offsetof(weft_callback_ops, member)
+
+/* trainer_precision.c: mixed precision. print_precision: rank 0's banner
+ * lines (the autocast dtype, the loss scaler). grads_check: the
+ * weft_strategy_env member (16-mixed; collective over the world).
+ * scaler_step: after each train_step under 16-mixed: refuses a strategy
+ * that did not call grads_check, updates the scaler, logs a skipped step
+ * (rank 0) with the new scale. */
+void weft_trainer_print_precision(const weft_trainer *t, FILE *out);
+weft_status weft_trainer_grads_check(void *trainer, const float *const *arrays,
+				     const int64_t *lens, size_t n, int *skip);
+weft_status weft_trainer_scaler_step(weft_trainer *t);
 
 /* checkpoint.c */
 weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason);
