@@ -14,6 +14,12 @@ static weft_status host_params_add(weft_params *ps, const char *name, int dtype,
 	return weft_params_add(ps, name, (weft_dtype)dtype, ndim, shape, out);
 }
 
+static void host_ctx_kernels(const weft_ctx *ctx, const weft_kernel_table **kernels, void **kctx)
+{
+	*kernels = weft_ctx_kernels(ctx);
+	*kctx = weft_ctx_kctx(ctx);
+}
+
 /* Adapters where the table spells an enum as int (the table cannot name
  * the enums of headers that include plugin.h). */
 static void host_params_flat(const weft_params *ps, int dtype, weft_tensor **flat,
@@ -131,6 +137,7 @@ static const weft_host host = {
 	.op_dropout = weft_op_dropout,
 	.op_cross_entropy = weft_op_cross_entropy,
 	.op_reshape = weft_op_reshape,
+	.ctx_kernels = host_ctx_kernels,
 };
 
 const weft_host *weft_host_services(void)

@@ -193,6 +193,7 @@ weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_
 			    float *exp_avg_sq, weft_dtype copy_dt, void *param_copy);
 weft_status cuda_unscale_check(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
 			       float *found_nonfinite);
+weft_status cuda_sum_squares(void *kctx, int64_t n, const float *x, double *out);
 
 #ifdef __cplusplus
 }

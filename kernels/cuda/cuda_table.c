@@ -512,6 +512,7 @@ static const weft_cuda_extras cuda_extras = {
 	.host_alloc = cuda_host_alloc,
 	.host_free = cuda_host_free,
 	.copy_sync = cuda_copy_sync,
+	.sum_squares = cuda_sum_squares,
 };
 
 /* The entry symbol (weft/device.h): the table, or NULL with the reason in

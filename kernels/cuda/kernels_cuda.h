@@ -107,6 +107,19 @@ typedef struct weft_cuda_extras {
 	 * Errors: CUDA's, naming the device, the bytes and the direction. */
 	weft_status (*copy_sync)(int32_t index, void *dst, const void *src, size_t bytes,
 				 weft_copy_kind kind);
+
+	/* ---- appended: gradient clipping on the device. Check
+	 * WEFT_HAS_MEMBER(ex, weft_cuda_extras, sum_squares) first. ---- */
+
+	/* Stores in *out (host memory) the sum of x[i]^2 over n F32 device
+	 * elements, accumulated in double in a fixed order (the same inputs
+	 * give the same bits every time; the order differs from the CPU's
+	 * weft_clip_sum_squares, so the two agree to double rounding, about
+	 * 1e-15 relative). Runs on kctx's stream after the work issued there
+	 * before and waits for the result. Scratch: the context's reduction
+	 * buffer, kept (steady state allocates nothing). Errors: CUDA's,
+	 * naming n and the device. */
+	weft_status (*sum_squares)(void *kctx, int64_t n, const float *x, double *out);
 } weft_cuda_extras;
 
 #define WEFT_CUDA_EXTRAS_SYMBOL "weft_kernels_cuda_extras"

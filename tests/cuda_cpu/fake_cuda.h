@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/device.h"
 #include "weft/plugin.h"
 
 typedef struct fake_cuda_stats {
@@ -29,6 +30,14 @@ typedef struct fake_cuda_stats {
 	int64_t copies_to_device;
 	int64_t bad_copies;      /* wrong sides, or a host side outside a pinned block */
 	int32_t last_index;      /* device_index of the last copy */
+	/* ---- appended: the fake kernel table and the optimizer extras ---- */
+	int64_t dev_live;        /* device blocks from the table's mem_alloc not freed */
+	int64_t table_copies;    /* the table's copy calls */
+	int64_t adamw_launches;  /* adamw_step calls */
+	int64_t adamw_elements;  /* elements they stepped */
+	int64_t sumsq_calls;     /* sum_squares calls */
+	int64_t bad_calls;       /* table or extras calls with a host pointer where device
+				  * memory belongs, or without the fake's context */
 } fake_cuda_stats;
 
 /* Sets the host services the fake reports errors through. */
@@ -42,5 +51,17 @@ typedef void *(*fake_cuda_dev_host_fn)(void *dev);
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats *out);
 /* Makes the next n copy_sync calls fail with WEFT_ERR_INTERNAL. */
 typedef void (*fake_cuda_fail_copies_fn)(int n);
+/* A kernel table named "cuda" with only the context and memory members
+ * (ctx_create, ctx_destroy, mem_alloc, mem_free, copy, zero, synchronize,
+ * fill) over the same fake device memory; register it with
+ * weft_kernels_register(WEFT_DEVICE_CUDA, ...) so that parameters and
+ * contexts on cuda:N live there. Its compute members are NULL: no op can
+ * run on it. The extras' adamw_step and sum_squares compute on the host
+ * behind the fake addresses, in the CUDA kernels' order of operations
+ * (kernels/cuda/cuda_optim.cu), and insist on the table's context. */
+typedef const weft_kernel_table *(*fake_cuda_kernels_fn)(void);
+/* Whether the fake's extras offer adamw_step and sum_squares (1, the
+ * default) or not (0, as an older CUDA library). */
+typedef void (*fake_cuda_offer_fused_fn)(int on);
 
 #endif /* WEFT_TEST_FAKE_CUDA_H */

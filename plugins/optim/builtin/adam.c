@@ -200,6 +200,20 @@ static weft_status adam_step(const void *state, const weft_optim_segment *segs, 
 	return WEFT_OK;
 }
 
+/* adam_params (weft/optim.h): adam and adamw are exactly that update. */
+static int adam_describe(const void *state, weft_optim_adam_params *out)
+{
+	const struct adam *o = state;
+
+	out->decoupled = o->decoupled;
+	out->amsgrad = o->amsgrad;
+	out->beta1 = o->beta1;
+	out->beta2 = o->beta2;
+	out->eps = o->eps;
+	out->weight_decay = o->weight_decay;
+	return 1;
+}
+
 const weft_optim_ops optim_adam_ops = {
 	.head = WEFT_PLUGIN_HEAD(weft_optim_ops, "adam"),
 	.create = adam_create,
@@ -207,6 +221,7 @@ const weft_optim_ops optim_adam_ops = {
 	.state_slots = adam_state_slots,
 	.slot_name = adam_slot_name,
 	.step = adam_step,
+	.adam_params = adam_describe,
 };
 
 const weft_optim_ops optim_adamw_ops = {
@@ -216,4 +231,5 @@ const weft_optim_ops optim_adamw_ops = {
 	.state_slots = adam_state_slots,
 	.slot_name = adam_slot_name,
 	.step = adam_step,
+	.adam_params = adam_describe,
 };

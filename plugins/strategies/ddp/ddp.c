@@ -595,8 +595,7 @@ static weft_status ddp_state(void *p, weft_strategy_state *out)
 {
 	ddp *s = p;
 
-	replicated_state(&s->rep, out);
-	return WEFT_OK;
+	return replicated_state(&s->rep, out);
 }
 
 static void ddp_destroy(void *p)

@@ -365,8 +365,7 @@ static weft_status dp_state(void *p, weft_strategy_state *out)
 {
 	dp *s = p;
 
-	replicated_state(&s->rep, out);
-	return WEFT_OK;
+	return replicated_state(&s->rep, out);
 }
 
 static void dp_destroy(void *p)

@@ -35,6 +35,8 @@ weft_status replicated_init(replicated *r, const weft_strategy_env *env)
 					 "strategy: optimizer '%s' wants %zu state slots per element; "
 					 "at most 8 are supported",
 					 env->optim_ops->head.name, r->n_slots);
+	if (env->device.type != WEFT_DEVICE_CPU)
+		return replicated_dev_init(r);
 	if (r->n_slots) {
 		r->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM,
 						 r->n_slots * (size_t)r->numel * sizeof(float));
@@ -48,6 +50,7 @@ weft_status replicated_init(replicated *r, const weft_strategy_env *env)
 
 void replicated_fini(replicated *r)
 {
+	replicated_dev_fini(r);
 	g_host->mem_free(r->slot_mem);
 	r->slot_mem = NULL;
 }
@@ -72,6 +75,8 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 			return st;
 	}
 	in.grad_scale = info->grad_scale * grad_scale;
+	if (r->dev)
+		return replicated_dev_step(r, &in, grad_norm);
 	if (clip > 0) {
 		const float *arr = r->grads;
 		int64_t len = r->numel;
@@ -83,11 +88,14 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 				       r->grads, r->slots, 0, r->numel, &in);
 }
 
-void replicated_state(const replicated *r, weft_strategy_state *out)
+weft_status replicated_state(replicated *r, weft_strategy_state *out)
 {
+	if (r->dev)
+		return replicated_dev_state(r, out);
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)r->n_slots;
 	out->begin = 0;
 	out->end = r->numel;
 	out->slots = r->slots;
+	return WEFT_OK;
 }

@@ -84,8 +84,7 @@ static weft_status single_state(void *p, weft_strategy_state *out)
 {
 	single *s = p;
 
-	replicated_state(&s->rep, out);
-	return WEFT_OK;
+	return replicated_state(&s->rep, out);
 }
 
 static void single_destroy(void *p)

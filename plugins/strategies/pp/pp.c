@@ -102,7 +102,8 @@ static weft_status create_as(const char *who, const weft_cfg *section,
 	}
 	if (env->device.type != WEFT_DEVICE_CPU) {
 		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': runs on accelerator: "
-				       "cpu only in this version (its stage copies are host memory)",
+				       "cpu only in this version (its stage copies are host memory); "
+				       "on GPUs use strategy: ddp",
 				       who);
 		goto out_free;
 	}

@@ -208,6 +208,11 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	weft_status st;
 
 	*out = NULL;
+	/* its partial-gradient sums and layout copies are host memcpys */
+	if (env->device.type != WEFT_DEVICE_CPU)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' runs on accelerator: "
+					 "cpu only in this version (it copies gradient shards in "
+					 "host memory); on GPUs use strategy: ddp");
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");

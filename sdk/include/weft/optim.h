@@ -73,6 +73,24 @@ typedef struct weft_optim_step_info {
 			       * 1.0 for none */
 } weft_optim_step_info;
 
+/* What an optimizer of the Adam family is, for a host that runs its update
+ * as a fused device kernel instead of calling step() on host memory
+ * (weft_optim_ops.adam_params). The update is exactly the one
+ * plugins/optim/builtin/adam.c documents, element by element:
+ *   g = g * grad_scale;  g = g + weight_decay * p   (decoupled 0, decay tensors)
+ *   p = p * (1 - lr * weight_decay)                  (decoupled 1, decay tensors)
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
+ *   vmax = max(vmax, v), used for v                  (amsgrad)
+ *   p = p - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * with slots exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad). */
+typedef struct weft_optim_adam_params {
+	uint32_t struct_size;  /* sizeof as the plugin saw it */
+	int32_t decoupled;     /* 1: AdamW's decoupled decay; 0: Adam's L2 term */
+	int32_t amsgrad;       /* 1: the max_exp_avg_sq slot is used */
+	int32_t reserved;
+	double beta1, beta2, eps, weight_decay;
+} weft_optim_adam_params;
+
 /* The optimizer vtable (kind WEFT_PLUGIN_OPTIM). head.name is the name the
  * config selects it by: `optimizer: {name: adamw}`. */
 typedef struct weft_optim_ops {
@@ -124,6 +142,18 @@ typedef struct weft_optim_ops {
 	weft_status (*step)(const void *state, const weft_optim_segment *segs, size_t nseg,
 			    float *params, const float *grads, float *const *slots,
 			    int64_t begin, int64_t end, const weft_optim_step_info *info);
+
+	/* ---- appended (device optimizers): check WEFT_HAS_MEMBER(ops,
+	 * weft_optim_ops, adam_params) first. ---- */
+
+	/* (optional) Says whether this optimizer's update is exactly the Adam
+	 * family's of weft_optim_adam_params (same rounding, same slots in
+	 * the same order): returns 1 and fills *out (its struct_size set by
+	 * the caller) when it is, 0 when it is not. A host may then run the
+	 * update as a fused kernel on device memory (the CUDA strategies do,
+	 * docs/cuda.md) instead of step(). Never blocks, never fails. NULL
+	 * member: never fused; step() runs on host copies. */
+	int (*adam_params)(const void *state, weft_optim_adam_params *out);
 } weft_optim_ops;
 
 /* struct_size of weft_optim_ops at ABI 1.0: the loader refuses a smaller

@@ -101,6 +101,7 @@ struct weft_hook_event;
 struct weft_ctx_options;
 struct weft_comm;     /* weft/comm.h (appended: tp) */
 struct weft_comm_ops;
+struct weft_kernel_table; /* weft/device.h (appended: device optimizers) */
 
 /* Services the host gives every plugin. Valid for the life of the process.
  * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
@@ -298,6 +299,16 @@ typedef struct weft_host {
 					struct weft_tensor **out);
 	weft_status (*op_reshape)(struct weft_ctx *ctx, struct weft_tensor *x, int32_t ndim,
 				  const int64_t *shape, struct weft_tensor **out);
+
+	/* ---- appended (device optimizers): check WEFT_HAS_MEMBER(host,
+	 * weft_host, ctx_kernels) first. ----
+	 * The kernel table (struct weft_kernel_table, weft/device.h) a context
+	 * runs its ops on and that table's device context, borrowed for the
+	 * context's life: a strategy launches device work ordered with the
+	 * context's ops (the fused optimizer step on its stream) and allocates
+	 * device memory through it. Never fails; never blocks. */
+	void (*ctx_kernels)(const struct weft_ctx *ctx, const struct weft_kernel_table **kernels,
+			    void **kctx);
 } weft_host;
 
 /* The entry symbol's name and type. */
