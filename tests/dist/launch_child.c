@@ -1,7 +1,8 @@
 /* launch_child: a rank for the launcher tests. `launch_child MODE DIR`.
  *   ok       checks its variables and exits 0
  *   crash    rank 1 kills itself with SIGKILL; the others wait to be stopped
- *   term     waits; on SIGTERM writes DIR/term.<rank> and exits 0
+ *   term     writes DIR/ready.<rank> once its SIGTERM handler is in place,
+ *            waits; on SIGTERM writes DIR/term.<rank> and exits 0
  *   counter  a "training run" that checkpoints a step counter in DIR/ckpt
  *            (rank 0 writes it, atomically) up to 10 steps; on the first
  *            attempt rank 1 dies by SIGKILL once the counter reached 5;
@@ -100,7 +101,11 @@ int main(int argc, char **argv)
 			pause();
 	}
 	if (!strcmp(argv[1], "term")) {
+		/* the test signals the launcher once every rank says it is ready,
+		 * which is after the handler is in place */
 		signal(SIGTERM, on_term);
+		snprintf(name, sizeof(name), "ready.%d", rank);
+		write_file(name, 1);
 		for (;;)
 			pause();
 	}

@@ -78,10 +78,12 @@ static void check_no_orphans(int n, int restarts)
 static void *send_term(void *arg)
 {
 	(void)arg;
-	/* wait until both ranks are up, then signal this process */
-	for (int i = 0; i < 500 && (read_file("pid.0.0") < 0 || read_file("pid.1.0") < 0); i++)
+	/* wait until both ranks have their SIGTERM handler (the pid files
+	 * would not do: earlier runs in this directory left them), then
+	 * signal this process; after 30 s signal anyway, and the check on
+	 * term.<rank> fails */
+	for (int i = 0; i < 3000 && (read_file("ready.0") < 0 || read_file("ready.1") < 0); i++)
 		usleep(10000);
-	usleep(50000);
 	kill(getpid(), SIGTERM);
 	return NULL;
 }
