@@ -277,9 +277,13 @@ int main(void)
 		WT_FAILS(weft_loader_create(&s, 17, &thr), WEFT_ERR_INVALID_ARG, "0 to 16");
 
 		/* Overlap: 10 batches, 20 ms to fill each, 20 ms of "compute"
-		 * each. Serial would take 400 ms; overlapped ~220 ms. The bound,
-		 * 340 ms, leaves 120 ms for a loaded machine's scheduling delays
-		 * while still failing if fills and compute do not overlap. */
+		 * each. What the consumer waited for batches tells: serial, it
+		 * waits for every fill (10 x 20 = 200 ms); overlapped, only for
+		 * the first (~20 ms), the others being filled during its compute.
+		 * The bound, 120 ms, leaves 100 ms for a loaded machine's late
+		 * wake-ups while failing at 200. The wall time (serial 400 ms,
+		 * overlapped ~220 ms) is printed, not asserted: on a busy CI
+		 * machine both sides' sleeps stretch it. */
 		{
 			double t0, took;
 
@@ -296,7 +300,7 @@ int main(void)
 			took = now() - t0;
 			fprintf(stderr, "10 x (20 ms fill, 20 ms step): %.0f ms, waited %.0f ms\n",
 				took * 1e3, weft_loader_wait_seconds(thr) * 1e3);
-			WT_CHECK(took < 0.340);
+			WT_CHECK(weft_loader_wait_seconds(thr) < 0.120);
 			weft_loader_destroy(thr);
 		}
 	}
