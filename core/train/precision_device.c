@@ -13,8 +13,8 @@
 static _Atomic(const weft_cuda_extras *) extras_found;
 
 /* The extras of the library that provides kernel table k (found from the
- * object its gemm lives in: the library is already loaded), or NULL with
- * the last error set. Remembered once found. */
+ * object the table itself lives in: the library is already loaded), or
+ * NULL with the last error set. Remembered once found. */
 static const weft_cuda_extras *cuda_extras(const weft_kernel_table *k)
 {
 	const weft_cuda_extras *ex = atomic_load(&extras_found);
@@ -24,7 +24,7 @@ static const weft_cuda_extras *cuda_extras(const weft_kernel_table *k)
 
 	if (ex)
 		return ex;
-	if (!dladdr((const void *)(uintptr_t)k->gemm, &info) || !info.dli_fname) {
+	if (!dladdr((const void *)k, &info) || !info.dli_fname) {
 		weft_error_set(WEFT_ERR_UNSUPPORTED, "16-mixed on %s: cannot find the library of "
 			       "its kernels", k->head.name);
 		return NULL;
