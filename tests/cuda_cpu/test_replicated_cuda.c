@@ -23,15 +23,19 @@
  *     without the kernel are host-staged; the INFO line says which;
  *   - the checkpoint view holds the state in host memory, and state
  *     written into it (a checkpoint loaded) is what the next step uses;
+ *   - ddp on 2 ranks (threads, comm gloo staging the fake device memory,
+ *     rank 1 starting from other weights) equals the CPU run bit for bit;
  *   - every pinned and device block is freed with the strategy;
  *   - strategies that cannot run on CUDA refuse it at create with advice. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "dist/dist.h"
 #include "fake_cuda.h"
 #include "plugin/loader_impl.h"
 #include "plugin/registry.h"
@@ -75,6 +79,8 @@ static const struct {
 
 /* One run: a model (a parameter set), its optimizer, the strategy. */
 typedef struct run {
+	const weft_strategy_ops *ops; /* the strategy: single unless set */
+	const weft_cfg *section;      /* its section, or NULL */
 	int cuda;
 	weft_params *ps;
 	weft_ctx *ctx;
@@ -211,9 +217,12 @@ static weft_status run_init(run *r, int cuda, const char *optim_name, const char
 
 static weft_status run_setup(run *r)
 {
-	weft_status st = single_ops->create(NULL, &r->env, &r->strat);
+	weft_status st;
 
-	return st ? st : single_ops->setup(r->strat);
+	if (!r->ops)
+		r->ops = single_ops;
+	st = r->ops->create(r->section, &r->env, &r->strat);
+	return st ? st : r->ops->setup(r->strat);
 }
 
 /* Steps [first, last) of the schedule (lr changes every step). */
@@ -233,7 +242,7 @@ static weft_status run_steps(run *r, int first, int last)
 		weft_status st;
 
 		r->step = s;
-		st = single_ops->train_step(r->strat, &in, &rep);
+		st = r->ops->train_step(r->strat, &in, &rep);
 		if (st)
 			return st;
 		r->grad_norm[s] = rep.grad_norm;
@@ -258,7 +267,7 @@ static float *run_weights(const run *r)
 static void run_free(run *r)
 {
 	if (r->strat)
-		single_ops->destroy(r->strat);
+		r->ops->destroy(r->strat);
 	r->strat = NULL;
 	if (r->optim)
 		r->optim_ops->destroy(r->optim);
@@ -435,6 +444,121 @@ out:
 	offer_fused(1);
 }
 
+/* ---- ddp: 2 ranks (threads) over comm gloo on the fake device memory ---- */
+
+#define DDP_RANKS 2
+
+static const weft_strategy_ops *ddp_ops;
+static const weft_comm_ops *gloo_ops;
+static weft_store_server *srv;
+static float *ddp_weights[DDP_RANKS];
+static weft_status ddp_status[DDP_RANKS];
+static char ddp_error[DDP_RANKS][512];
+
+/* One rank: its own model on cuda:0 (rank 1 starts from other weights, so
+ * only setup's broadcast can make the runs agree), gloo on CUDA buffers,
+ * strategy ddp, the same steps. Every rank computes the same gradient, so
+ * the average is that gradient exactly ((g + g) / 2 = g in float) and the
+ * run must equal the one-process CPU run bit for bit. The callback never
+ * runs autograd, so no bucket hook fires: find_unused_parameters makes ddp
+ * all-reduce every bucket as it is at the end of the step. */
+static void *ddp_rank(void *arg)
+{
+	int rank = (int)(intptr_t)arg;
+	const char *yaml = "{name: ddp, find_unused_parameters: true}";
+	weft_store_client *cl = NULL;
+	weft_config *cfg = NULL;
+	weft_comm *comm = NULL;
+	weft_tensor *flat;
+	run r;
+	weft_status st;
+
+	st = run_init(&r, 1, "adamw", "{name: adamw, lr: 0.02, weight_decay: 0.1}", 1.0);
+	if (!st && rank == 1) {
+		weft_params_flat(r.ps, WEFT_F32, &flat, NULL);
+		st = weft_tensor_fill(flat, 0.5f);
+	}
+	if (!st)
+		st = weft_config_load_string("strategy", yaml, strlen(yaml), &cfg);
+	if (!st)
+		st = weft_store_connect("127.0.0.1", weft_store_server_port(srv), "ddp", 10000,
+					&cl);
+	if (!st)
+		st = gloo_ops->init(&(weft_comm_init_args){
+			.struct_size = sizeof(weft_comm_init_args),
+			.rank = rank,
+			.size = DDP_RANKS,
+			.store = weft_store_client_vtable(cl),
+			.name = "ddp-world",
+			.timeout_ms = 20000,
+			.device = WEFT_COMM_DEVICE_CUDA,
+			.device_index = 0,
+			.bind_host = "127.0.0.1",
+		}, &comm);
+	if (!st) {
+		r.ops = ddp_ops;
+		r.section = weft_config_root(cfg);
+		r.env.rank = rank;
+		r.env.world_size = DDP_RANKS;
+		r.env.local_rank = rank;
+		r.env.local_world_size = DDP_RANKS;
+		r.env.comm_ops = gloo_ops;
+		r.env.world = comm;
+		st = run_setup(&r);
+	}
+	if (!st)
+		st = run_steps(&r, 0, STEPS);
+	if (!st)
+		ddp_weights[rank] = run_weights(&r);
+	if (st)
+		snprintf(ddp_error[rank], sizeof(ddp_error[rank]), "%s", weft_error_last());
+	ddp_status[rank] = st;
+	run_free(&r);
+	if (comm)
+		gloo_ops->destroy(comm);
+	if (cl)
+		weft_store_client_close(cl);
+	weft_config_free(cfg);
+	return NULL;
+}
+
+static void ddp_two_ranks(void)
+{
+	pthread_t th[DDP_RANKS];
+	fake_cuda_stats before, after;
+	float *want;
+	run cpu;
+
+	WT_OK(run_init(&cpu, 0, "adamw", "{name: adamw, lr: 0.02, weight_decay: 0.1}", 1.0));
+	WT_OK(run_setup(&cpu));
+	WT_OK(run_steps(&cpu, 0, STEPS));
+	want = run_weights(&cpu);
+	get_stats(&before);
+	WT_OK(weft_store_server_start("127.0.0.1", 0, "ddp", &srv));
+	for (int r = 0; r < DDP_RANKS; r++)
+		WT_REQUIRE(pthread_create(&th[r], NULL, ddp_rank, (void *)(intptr_t)r) == 0);
+	for (int r = 0; r < DDP_RANKS; r++)
+		pthread_join(th[r], NULL);
+	weft_store_server_stop(srv);
+	get_stats(&after);
+	for (int r = 0; r < DDP_RANKS; r++) {
+		CHECKF(ddp_status[r] == WEFT_OK, "ddp rank %d: %s", r, ddp_error[r]);
+		CHECKF(want && ddp_weights[r] &&
+		       same_bits(ddp_weights[r], want, cpu.numel, "ddp parameters", "ddp"),
+		       "ddp rank %d against one CPU process", r);
+		free(ddp_weights[r]);
+	}
+	/* fused on both ranks (3 runs a step), the gradients reduced through
+	 * pinned memory, nothing on the wrong side, everything freed */
+	CHECKF(after.adamw_launches - before.adamw_launches == DDP_RANKS * STEPS * 3,
+	       "ddp: %lld fused launches", (long long)(after.adamw_launches - before.adamw_launches));
+	WT_CHECK(after.copies_to_host > before.copies_to_host);
+	WT_CHECK(after.bad_copies == before.bad_copies && after.bad_calls == before.bad_calls);
+	WT_CHECK(after.pinned_live == 0 && after.dev_live == 0);
+	free(want);
+	run_free(&cpu);
+}
+
 /* A strategy asked to run on cuda in a process without the CUDA library
  * refuses with the reason; before the fake is loaded. */
 static void no_library(void)
@@ -575,6 +699,16 @@ int main(void)
 	compare("sgd staged", "sgd", "{name: sgd, lr: 0.05, momentum: 0.9, nesterov: true}", 1.0,
 		1, 0, 0);
 	compare("lion staged", "lion", "{name: lion, lr: 0.001}", 0.0, 1, 0, 0);
+	{
+		const void *vt;
+
+		WT_OK(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "ddp", &vt, NULL));
+		ddp_ops = vt;
+		WT_OK(weft_registry_find(reg, WEFT_PLUGIN_COMM, "gloo", &vt, NULL));
+		gloo_ops = vt;
+		if (ddp_ops && gloo_ops)
+			ddp_two_ranks();
+	}
 	resume("resume fused", 1);
 	resume("resume staged", 0);
 
