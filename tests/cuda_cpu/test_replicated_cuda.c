@@ -428,6 +428,10 @@ static void resume(const char *label, int fused)
 	WT_OK(single_ops->state(b.strat, &ss));
 	memcpy(ss.slots[0], slots, (size_t)n * sizeof(float));
 	memcpy(ss.slots[1], slots + n, (size_t)n * sizeof(float));
+	/* asked again before any step (a save right after the load, or after
+	 * a skipped step): the loaded state, not the device's fresh zeros */
+	WT_OK(single_ops->state(b.strat, &ss));
+	CHECKF(same_bits(ss.slots[1], slots + n, n, "state read twice", label), "%s", label);
 	WT_OK(weft_tensor_copy_from_host(flat, w_mid, (size_t)n * sizeof(float)));
 	WT_OK(run_steps(&b, STEPS / 2, STEPS));
 	wa = run_weights(&a);

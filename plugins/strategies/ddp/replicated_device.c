@@ -420,22 +420,26 @@ weft_status replicated_dev_state(replicated *r, weft_strategy_state *out)
 	float *const *slots = r->slots;
 	weft_status st;
 
-	if (d->fused) {
-		if (!d->mirror) {
-			st = d->ex->host_alloc(WEFT_MEM_OPTIM, bytes, (void **)&d->mirror);
-			if (st)
-				return g_host->error_wrap(st, "strategy: a host copy of the optimizer "
-							  "state for a checkpoint");
-			for (size_t k = 0; k < r->n_slots; k++)
-				d->mirror_slots[k] = d->mirror + k * (size_t)r->numel;
-		}
+	/* A mirror that exists already holds the truth: no fused step ran
+	 * since it was made (the next one uploads it first), and it may hold
+	 * a checkpoint loaded since (a skipped 16-mixed step leaves it). */
+	if (d->fused && !d->mirror) {
+		st = d->ex->host_alloc(WEFT_MEM_OPTIM, bytes, (void **)&d->mirror);
+		if (st)
+			return g_host->error_wrap(st, "strategy: a host copy of the optimizer state "
+						  "for a checkpoint");
+		for (size_t k = 0; k < r->n_slots; k++)
+			d->mirror_slots[k] = d->mirror + k * (size_t)r->numel;
 		/* the state as the last step left it (copy_sync waits for it) */
 		st = copy(r, d->mirror, d->d_slots, bytes, WEFT_COPY_DEVICE_TO_HOST,
 			  "the optimizer state");
-		if (st)
+		if (st) {
+			mirror_free(r);
 			return st;
-		slots = d->mirror_slots;
+		}
 	}
+	if (d->fused)
+		slots = d->mirror_slots;
 	*out = (weft_strategy_state){
 		.struct_size = sizeof(*out),
 		.n_slots = (uint32_t)r->n_slots,
