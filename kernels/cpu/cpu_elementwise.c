@@ -267,27 +267,31 @@ static void gelu_bwd_write_range(void *p, int64_t i0, int64_t i1)
 		DX[i] = DY[i] * gelu_grad(X[i]);
 }
 
-weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
-			      const void *dy, void *dx)
+/* dx (+)= dy * gelu'(x) over the threads, by `range`. */
+static void gelu_backward_run(int64_t n, const void *x, const void *dy, void *dx,
+			      cpu_range_fn range)
 {
 	ew_args e = { .x = x, .y = dy, .out = dx };
 
+	if (dx)
+		cpu_parallel_for(n, CPU_GRAIN / 4, range, &e);
+}
+
+weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+			      const void *dy, void *dx)
+{
 	(void)kctx;
 	(void)dt;
-	if (dx)
-		cpu_parallel_for(n, CPU_GRAIN / 4, gelu_bwd_range, &e);
+	gelu_backward_run(n, x, dy, dx, gelu_bwd_range);
 	return WEFT_OK;
 }
 
 weft_status cpu_gelu_backward_write(void *kctx, weft_dtype dt, int64_t n, const void *x,
 				    const void *dy, void *dx)
 {
-	ew_args e = { .x = x, .y = dy, .out = dx };
-
 	(void)kctx;
 	(void)dt;
-	if (dx)
-		cpu_parallel_for(n, CPU_GRAIN / 4, gelu_bwd_write_range, &e);
+	gelu_backward_run(n, x, dy, dx, gelu_bwd_write_range);
 	return WEFT_OK;
 }
 
