@@ -29,6 +29,7 @@
 #include "weft/ops.h"
 #include "weft/tensor.h"
 #include "weft_test.h"
+#include "precision_testutil.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -50,24 +51,6 @@ static void round_to(weft_dtype lo, const float *x, float *out, int64_t n)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = lo == WEFT_BF16 ? weft_bf16_to_f32(weft_f32_to_bf16(x[i])) :
 					   weft_f16_to_f32(weft_f32_to_f16(x[i]));
-}
-
-static double max_abs(const float *x, int64_t n)
-{
-	double m = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)x[i]));
-	return m;
-}
-
-static double max_diff(const float *x, const float *y, int64_t n)
-{
-	double m = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)x[i] - (double)y[i]));
-	return m;
 }
 
 typedef struct gemm_case {

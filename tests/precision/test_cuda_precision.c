@@ -26,24 +26,7 @@
 #include "weft/autograd.h"
 #include "weft/ops.h"
 #include "weft/tensor.h"
-
-static double max_abs(const float *x, int64_t n)
-{
-	double m = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)x[i]));
-	return m;
-}
-
-static double max_diff(const float *x, const float *y, int64_t n)
-{
-	double m = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)x[i] - (double)y[i]));
-	return m;
-}
+#include "precision_testutil.h"
 
 static void close_to(const char *what, const float *got, const float *want, int64_t n)
 {
