@@ -28,6 +28,15 @@ weft_status cuda_gemm_ex(cuda_ctx *c, const char *kernel, weft_dtype in_dt, weft
 
 	if (m <= 0 || n <= 0 || batch <= 0)
 		return WEFT_OK;
+	if (k <= 0 && stride_c == 0 && batch > 1) {
+		/* one shared C scaled once per product, as the CPU does; a single
+		 * launch over the batch would have its threads race on C */
+		weft_status st = WEFT_OK;
+
+		for (int64_t i = 0; i < batch && !st; i++)
+			st = cuda_scale_matrix(c, out_dt, m, n, ldc, 0, 1, beta, cm);
+		return st;
+	}
 	if (k <= 0) /* C = beta * C */
 		return cuda_scale_matrix(c, out_dt, m, n, ldc, stride_c, batch, beta, cm);
 	if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(lda) || !fits_int(ldb) ||

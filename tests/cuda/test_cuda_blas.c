@@ -1,8 +1,9 @@
 /* gemm and sum_rows on CUDA against the CPU kernels: every transpose
  * combination, padded leading dimensions, batches with shared operands
  * (stride 0) and a shared accumulated C, beta 0 (C ignored, even NaN),
- * beta != 0, k = 0; in F32 (no TF32, so 1e-5 relative per sqrt(k)), BF16
- * and F16 (fp32 accumulation; the error is the output rounding). */
+ * beta != 0, k = 0 (also on a shared C, scaled once per product); in F32
+ * (no TF32, so 1e-5 relative per sqrt(k)), BF16 and F16 (fp32
+ * accumulation; the error is the output rounding). */
 #include "cuda_test.h"
 
 struct gemm_case {
@@ -72,6 +73,7 @@ static void test_gemm(weft_dtype dt)
 		{ 1, 0, 6, 5, 11, 3, 0, 1, 1.0f, 1.0f },  /* one C accumulated over the batch */
 		{ 0, 0, 5, 6, 0, 2, 0, 0, 1.0f, 0.25f },  /* k = 0: C = beta C */
 		{ 0, 0, 5, 6, 0, 1, 0, 0, 1.0f, 0.0f },   /* k = 0, beta 0: C = 0 */
+		{ 0, 0, 5, 6, 0, 3, 0, 1, 1.0f, 0.5f },   /* k = 0, one C: beta applied 3 times */
 		{ 0, 0, 1, 1, 1, 1, 0, 0, 1.0f, 0.0f },
 	};
 
