@@ -229,19 +229,35 @@ static const char *cat_name(weft_mem_category cat)
 	return (unsigned)cat < WEFT_MEM_NUM_CATEGORIES ? names[cat] : "?";
 }
 
+/* The current device. weft runs one GPU per process (core/train/
+ * device_map.h), so the members that take a device index or a device
+ * pointer make that device current for the calling thread and leave it so.
+ * Restoring the previous device would be wrong: a thread that never chose
+ * one reports device 0, and since CUDA 12 cudaSetDevice(0) creates a
+ * context on GPU 0, so every rank of a multi-GPU job would hold a context
+ * (hundreds of MiB) on GPU 0, and copies without a context would run on
+ * GPU 0's default stream, unordered with the rank's own GPU. */
+static cudaError_t use_device_of(const void *p)
+{
+	struct cudaPointerAttributes pa;
+
+	if (cudaPointerGetAttributes(&pa, p) != cudaSuccess) {
+		cudaGetLastError(); /* not CUDA's: the copy itself says what is wrong */
+		return cudaSuccess;
+	}
+	return pa.type == cudaMemoryTypeDevice ? cudaSetDevice(pa.device) : cudaSuccess;
+}
+
 static weft_status cuda_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)
 {
 	cudaError_t err;
-	int prev = -1;
 
 	*out = NULL;
-	cudaGetDevice(&prev);
+	/* The device stays current for this thread (see use_device below). */
 	err = cudaSetDevice(index);
 	/* at least one granule, so bytes == 0 still gives a freeable pointer */
 	if (err == cudaSuccess)
 		err = cudaMalloc(out, bytes ? bytes : 256);
-	if (prev >= 0 && prev != index)
-		cudaSetDevice(prev);
 	if (err != cudaSuccess) {
 		*out = NULL;
 		if (err == cudaErrorMemoryAllocation) {
@@ -263,15 +279,10 @@ static weft_status cuda_mem_alloc(int32_t index, weft_mem_category cat, size_t b
 
 static void cuda_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t bytes)
 {
-	int prev = -1;
-
 	if (!ptr)
 		return;
-	cudaGetDevice(&prev);
 	cudaSetDevice(index);
 	cudaFree(ptr); /* waits for work on the block */
-	if (prev >= 0 && prev != index)
-		cudaSetDevice(prev);
 	cuda_host->mem_account(cat, -(int64_t)bytes);
 }
 
@@ -287,8 +298,9 @@ static const char *kind_name(weft_copy_kind kind)
 
 /* Copies: with a context, on its stream (a copy from pinned host memory is
  * waited for, so the caller may reuse its buffer as with the CPU table);
- * without one, cudaMemcpy on the legacy default stream, which is ordered
- * after every context's (blocking) stream. */
+ * without one, cudaMemcpy on the legacy default stream of the device that
+ * holds the device side (made current), which is ordered after every
+ * context's (blocking) stream on it. */
 static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t bytes,
 			     weft_copy_kind kind)
 {
@@ -305,7 +317,9 @@ static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t byte
 		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy: unknown kind %d",
 					    (int)kind);
 	if (!c) {
-		err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+		err = use_device_of(kind == WEFT_COPY_DEVICE_TO_HOST ? src : dst);
+		if (err == cudaSuccess)
+			err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
 		return err == cudaSuccess ? WEFT_OK :
 		       cuda_fail("copy", -1, err, "%zu bytes %s", bytes, kind_name(kind));
 	}
@@ -335,7 +349,9 @@ static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
 	if (!bytes)
 		return WEFT_OK;
 	if (!c) {
-		err = cudaMemset(dst, 0, bytes);
+		err = use_device_of(dst);
+		if (err == cudaSuccess)
+			err = cudaMemset(dst, 0, bytes);
 		return err == cudaSuccess ? WEFT_OK : cuda_fail("zero", -1, err, "%zu bytes", bytes);
 	}
 	if ((st = cuda_need_ctx(c, "zero")))
@@ -407,20 +423,15 @@ static weft_status cuda_copy_sync(int32_t index, void *dst, const void *src, siz
 	static const enum cudaMemcpyKind kinds[] = { cudaMemcpyHostToDevice,
 						     cudaMemcpyDeviceToHost,
 						     cudaMemcpyDeviceToDevice };
-	const char *what = "cudaGetDevice";
-	cudaError_t err, restore;
-	int prev = -1;
+	const char *what = "cudaSetDevice";
+	cudaError_t err;
 
 	if (!bytes)
 		return WEFT_OK;
 	if ((unsigned)kind > WEFT_COPY_DEVICE_TO_DEVICE)
 		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy_sync: unknown kind %d",
 					    (int)kind);
-	err = cudaGetDevice(&prev);
-	if (err == cudaSuccess) {
-		what = "cudaSetDevice";
-		err = cudaSetDevice(index);
-	}
+	err = cudaSetDevice(index); /* left current: see use_device_of */
 	if (err == cudaSuccess) {
 		what = "cudaMemcpyAsync";
 		err = cudaMemcpyAsync(dst, src, bytes, kinds[kind], cudaStreamLegacy);
@@ -428,13 +439,6 @@ static weft_status cuda_copy_sync(int32_t index, void *dst, const void *src, siz
 	if (err == cudaSuccess) {
 		what = "cudaStreamSynchronize";
 		err = cudaStreamSynchronize(cudaStreamLegacy);
-	}
-	if (prev >= 0 && prev != index) {
-		restore = cudaSetDevice(prev);
-		if (err == cudaSuccess && restore != cudaSuccess) {
-			what = "restoring the current device";
-			err = restore;
-		}
 	}
 	return err == cudaSuccess ? WEFT_OK :
 	       cuda_fail("copy_sync", index, err, "%s, %zu bytes %s", what, bytes,

@@ -103,7 +103,9 @@ typedef struct weft_cuda_extras {
 	 * device (each kernel-table context's stream is one), so a buffer
 	 * that kernels are still writing is read only once they finished, and
 	 * work issued on those streams later starts after it. Returns when the
-	 * copy is complete. The calling thread's current device is restored.
+	 * copy is complete. Device `index` is left current for the calling
+	 * thread (one GPU per process; restoring a thread's default device 0
+	 * would create a context on GPU 0 in every rank).
 	 * Errors: CUDA's, naming the device, the bytes and the direction. */
 	weft_status (*copy_sync)(int32_t index, void *dst, const void *src, size_t bytes,
 				 weft_copy_kind kind);
