@@ -5,8 +5,11 @@
  *            waits; on SIGTERM writes DIR/term.<rank> and exits 0
  *   counter  a "training run" that checkpoints a step counter in DIR/ckpt
  *            (rank 0 writes it, atomically) up to 10 steps; on the first
- *            attempt rank 1 dies by SIGKILL once the counter reached 5;
- *            a restarted attempt records where it resumed in DIR/resumed
+ *            attempt rank 1 dies by SIGKILL once the counter reached 5,
+ *            and rank 0 holds at 5 until the launcher stops it (so the
+ *            checkpoint at the failure is exactly 5 however slowly the
+ *            launcher reacts); a restarted attempt records where it
+ *            resumed in DIR/resumed
  * Every mode writes its pid to DIR/pid.<rank>.<restart> first. */
 #include <signal.h>
 #include <stdio.h>
@@ -117,6 +120,12 @@ int main(int argc, char **argv)
 		while (step < 10) {
 			nap(20);
 			if (rank == 0) {
+				/* without the hold, rank 0 raced the launcher: it
+				 * went on to 10 and exited 0 when stopping it took
+				 * over 100 ms on a loaded machine, and the restart
+				 * "resumed" at 10 */
+				if (restart == 0 && step == 5)
+					continue;
 				write_file("ckpt", ++step);
 			} else {
 				step = read_file("ckpt", 0);
