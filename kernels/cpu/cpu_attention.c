@@ -36,7 +36,8 @@ static int too_big(int64_t T, int64_t C)
 }
 
 /* Causal softmax of rows [r0, r1) of the T x T score matrix `a`, in place;
- * entries right of the diagonal become 0. */
+ * entries right of the diagonal, up to column r1, become 0: the tile's
+ * products read columns [0, r1) only, and nothing reads further right. */
 CPU_HOT
 static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
 {
@@ -49,7 +50,7 @@ static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
 		inv = 1.0f / cpu_sum(row, i + 1);
 		for (int64_t j = 0; j <= i; j++)
 			row[j] *= inv;
-		for (int64_t j = i + 1; j < T; j++)
+		for (int64_t j = i + 1; j < r1; j++)
 			row[j] = 0.0f;
 	}
 }
