@@ -14,13 +14,17 @@ if(CMAKE_CUDA_COMPILER)
   check_language(CUDA)
 endif()
 if(CMAKE_CUDA_COMPILER)
+  # sm_80 (A100) and sm_90 (H100/H200), named explicitly; set before
+  # enable_language (which would cache the compiler's own default) and as
+  # a cache entry, so -DCMAKE_CUDA_ARCHITECTURES=... chooses others.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures of kernels/cuda")
+  endif()
   enable_language(CUDA)
   find_package(CUDAToolkit)
 endif()
 if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
   set(WEFT_HAVE_CUDA ON)
-  # sm_80 (A100) and sm_90 (H100/H200), named explicitly.
-  set(CMAKE_CUDA_ARCHITECTURES 80 90)
   find_path(WEFT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/include)
   find_library(WEFT_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/lib)
   if(WEFT_NCCL_INCLUDE AND WEFT_NCCL_LIB)
