@@ -140,17 +140,123 @@ static weft_comm_work *take_work_locked(weft_comm *c)
 	return w;
 }
 
+/* Hands a finished handle back, with its scratch area. */
 static void put_work(weft_comm *c, weft_comm_work *w)
 {
 	pthread_mutex_lock(&c->mu);
+	if (w->stage) {
+		w->stage->next = c->free_stages;
+		c->free_stages = w->stage;
+		w->stage = NULL;
+	}
+	w->out_dst = NULL;
+	w->out_bytes = 0;
 	w->next = c->free_works;
 	c->free_works = w;
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* An idle scratch area of at least `need` bytes in *out: the smallest
+ * idle one that fits, else a new one of nccl_stage_capacity(need) (the
+ * only allocation: once a run's few sizes have an area each, staging
+ * allocates nothing). The caller holds c->mu and has made c->device
+ * current. Errors: WEFT_ERR_NOMEM naming the bytes, WEFT_ERR_COMM for
+ * other CUDA failures. */
+static weft_status take_stage_locked(weft_comm *c, size_t need, const char *what,
+				     struct nccl_stage_buf **out)
+{
+	struct nccl_stage_buf **best = NULL, *b;
+	char who[256];
+	cudaError_t err;
+	weft_status st;
+
+	for (struct nccl_stage_buf **p = &c->free_stages; *p; p = &(*p)->next)
+		if ((*p)->cap >= need && (!best || (*p)->cap < (*best)->cap))
+			best = p;
+	if (best) {
+		b = *best;
+		*best = b->next;
+		b->next = NULL;
+		*out = b;
+		return WEFT_OK;
+	}
+	b = nccl_host->mem_calloc(WEFT_MEM_OTHER, sizeof(*b));
+	if (!b)
+		return nccl_host->error_set(WEFT_ERR_NOMEM, "%s: %s: no memory for a staging area",
+					    nccl_who(c, who, sizeof(who)), what);
+	b->cap = nccl_stage_capacity(need, NCCL_STAGE_MIN_BYTES);
+	err = cudaMalloc(&b->dev, b->cap);
+	if (err == cudaSuccess)
+		err = cudaHostAlloc(&b->host, b->cap, cudaHostAllocDefault);
+	if (err != cudaSuccess) {
+		st = nccl_host->error_set(err == cudaErrorMemoryAllocation ? WEFT_ERR_NOMEM :
+					  WEFT_ERR_COMM, "%s: %s: allocating %zu bytes on cuda:%d and "
+					  "as many pinned host bytes to stage host buffers: %s: %s",
+					  nccl_who(c, who, sizeof(who)), what, b->cap, (int)c->device,
+					  cudaGetErrorName(err), cudaGetErrorString(err));
+		cudaGetLastError();
+		if (b->dev)
+			cudaFree(b->dev);
+		nccl_host->mem_free(b);
+		return st;
+	}
+	nccl_host->mem_account(WEFT_MEM_COMM, 2 * (int64_t)b->cap);
+	b->all_next = c->all_stages;
+	c->all_stages = b;
+	*out = b;
+	return WEFT_OK;
+}
+
+/* Points k->sdev and k->rdev at the buffers or at the scratch area, copies
+ * the host bytes the call reads into pinned memory and queues their copy
+ * to the device; notes on w what wait copies back. The caller holds c->mu
+ * with c->device current. */
+static cudaError_t stage_in_locked(weft_comm *c, struct nccl_call *k, weft_comm_work *w)
+{
+	const nccl_stage_plan *p = &k->plan;
+	char *dev, *host;
+
+	k->sdev = k->send ? k->send->data : NULL;
+	k->rdev = k->recv ? k->recv->data : NULL;
+	if (!p->staged)
+		return cudaSuccess;
+	dev = w->stage->dev;
+	host = w->stage->host;
+	if (p->send_mapped)
+		k->sdev = dev + p->send_off;
+	if (p->recv_mapped)
+		k->rdev = dev + p->recv_off;
+	if (p->in_bytes) {
+		memcpy(host + p->in_off, k->send->data, p->in_bytes);
+		cudaError_t err = cudaMemcpyAsync(dev + p->in_off, host + p->in_off, p->in_bytes,
+						  cudaMemcpyHostToDevice, c->stream);
+
+		if (err != cudaSuccess)
+			return err;
+	}
+	return cudaSuccess;
+}
+
+/* After the collective: queues the copy of what it wrote to pinned memory
+ * and tells wait where it goes. */
+static cudaError_t stage_out_locked(weft_comm *c, const struct nccl_call *k, weft_comm_work *w)
+{
+	const nccl_stage_plan *p = &k->plan;
+	char *host;
+
+	if (!p->staged || !p->out_bytes)
+		return cudaSuccess;
+	host = w->stage->host;
+	w->out_dst = k->recv->data;
+	w->out_src = host + p->out_off;
+	w->out_bytes = p->out_bytes;
+	return cudaMemcpyAsync(host + p->out_off, (char *)w->stage->dev + p->out_off,
+			       p->out_bytes, cudaMemcpyDeviceToHost, c->stream);
+}
+
 weft_status nccl_issue(weft_comm *c, const char *what,
-		       ncclResult_t (*issue_fn)(weft_comm *c, const void *arg), const void *arg,
-		       weft_comm_work **work)
+		       ncclResult_t (*issue_fn)(weft_comm *c, const struct nccl_call *k),
+		       struct nccl_call *k, weft_comm_work **work)
 {
 	char who[256];
 	int timed_out, cancelled;
@@ -167,41 +273,55 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 					    "earlier (%s)", nccl_who(c, who, sizeof(who)), what,
 					    reason_of(c));
 	pthread_mutex_lock(&c->mu);
+	w = take_work_locked(c);
+	if (!w) {
+		pthread_mutex_unlock(&c->mu);
+		return nccl_host->error_set(WEFT_ERR_NOMEM, "%s: no memory for a work handle",
+					    nccl_who(c, who, sizeof(who)));
+	}
+	w->comm = c;
 	err = cudaSetDevice(c->device);
-	if (err == cudaSuccess)
-		err = cudaEventRecord(c->ready, cudaStreamLegacy);
-	if (err == cudaSuccess)
-		err = cudaStreamWaitEvent(c->stream, c->ready, 0);
 	if (err != cudaSuccess) {
 		st = fail_cuda(c, what, err);
-		goto out_unlock;
+		goto out_put_work;
 	}
-	r = settle(c, issue_fn(c, arg), deadline, &timed_out, &cancelled);
+	if (k && k->plan.staged && (st = take_stage_locked(c, k->plan.bytes, what, &w->stage)))
+		goto out_put_work;
+	err = cudaEventRecord(c->ready, cudaStreamLegacy);
+	if (err == cudaSuccess)
+		err = cudaStreamWaitEvent(c->stream, c->ready, 0);
+	if (err == cudaSuccess && k)
+		err = stage_in_locked(c, k, w);
+	if (err != cudaSuccess) {
+		st = fail_cuda(c, what, err);
+		goto out_put_work;
+	}
+	r = settle(c, issue_fn(c, k), deadline, &timed_out, &cancelled);
 	if (timed_out || cancelled) {
 		abort_nc_locked(c);
 		st = timed_out ? fail_nccl(c, WEFT_ERR_TIMEOUT, what, "could not be started within the "
 					   "timeout; a peer is stuck or gone", ncclInProgress) :
 		     fail_nccl(c, WEFT_ERR_CANCELLED, what, "was aborted", ncclInProgress);
-		goto out_unlock;
+		goto out_put_work;
 	}
 	if (r != ncclSuccess) {
 		st = fail_nccl(c, WEFT_ERR_COMM, what, "failed", r);
-		goto out_unlock;
+		goto out_put_work;
 	}
-	w = take_work_locked(c);
-	if (!w) {
-		st = nccl_host->error_set(WEFT_ERR_NOMEM, "%s: no memory for a work handle",
-					  nccl_who(c, who, sizeof(who)));
-		goto out_unlock;
-	}
-	w->comm = c;
 	w->seq = ++c->seq;
 	snprintf(w->what, sizeof(w->what), "%s #%llu", what, (unsigned long long)w->seq);
-	err = cudaEventRecord(w->done, c->stream);
+	err = k ? stage_out_locked(c, k, w) : cudaSuccess;
+	if (err == cudaSuccess)
+		err = cudaEventRecord(w->done, c->stream);
 	pthread_mutex_unlock(&c->mu);
 	if (err != cudaSuccess) {
+		st = fail_cuda(c, what, err);
+		/* the comm is broken now: abort so nothing runs on the area again */
+		pthread_mutex_lock(&c->mu);
+		abort_nc_locked(c);
+		pthread_mutex_unlock(&c->mu);
 		put_work(c, w);
-		return fail_cuda(c, what, err);
+		return st;
 	}
 	if (work) {
 		*work = w;
@@ -209,8 +329,9 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 	}
 	return nccl_wait(w, -1);
 
-out_unlock:
+out_put_work:
 	pthread_mutex_unlock(&c->mu);
+	put_work(c, w);
 	return st;
 }
 
@@ -266,6 +387,9 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 		pthread_mutex_lock(&c->mu);
 		abort_nc_locked(c);
 		pthread_mutex_unlock(&c->mu);
+	} else if (w->out_bytes) {
+		/* a staged host recv: the event covers the copy to pinned memory */
+		memcpy(w->out_dst, w->out_src, w->out_bytes);
 	}
 	put_work(c, w);
 	return st;
@@ -324,6 +448,16 @@ static void nccl_destroy(weft_comm *c)
 		cudaEventDestroy(w->done);
 		nccl_host->mem_free(w);
 	}
+	while (c->all_stages) {
+		struct nccl_stage_buf *b = c->all_stages;
+
+		c->all_stages = b->all_next;
+		cudaFreeHost(b->host);
+		cudaFree(b->dev);
+		nccl_host->mem_account(WEFT_MEM_COMM, -2 * (int64_t)b->cap);
+		nccl_host->mem_free(b);
+	}
+	c->free_stages = NULL;
 	if (c->barrier_buf) {
 		cudaFree(c->barrier_buf);
 		nccl_host->mem_account(WEFT_MEM_COMM, -(int64_t)sizeof(int32_t));

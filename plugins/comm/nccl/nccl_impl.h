@@ -10,9 +10,25 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "nccl_stage.h"
 #include "weft/comm.h"
 
 extern const weft_host *nccl_host;
+
+/* Smallest scratch area for host buffers (bytes, device and pinned each). */
+#define NCCL_STAGE_MIN_BYTES 4096
+
+/* A scratch area for staging host buffers: `cap` bytes on the comm's GPU
+ * and as many pinned host bytes. A call holds one from issue to wait, so
+ * asynchronous staged calls never share one; areas are reused, never
+ * freed before destroy (cudaFree and cudaFreeHost synchronize the device,
+ * which must not wait on a collective stuck behind a lost peer). */
+struct nccl_stage_buf {
+	void *dev, *host;
+	size_t cap;
+	struct nccl_stage_buf *next;     /* the idle areas (free list) */
+	struct nccl_stage_buf *all_next; /* every area of the comm, for destroy */
+};
 
 /* One issued collective: an event recorded on the comm stream after it. */
 struct weft_comm_work {
@@ -20,7 +36,11 @@ struct weft_comm_work {
 	cudaEvent_t done;
 	uint64_t seq;
 	char what[160]; /* "all_reduce #3 (f32 x 1024, sum)" for messages */
-	struct weft_comm_work *next; /* free list */
+	struct nccl_stage_buf *stage; /* held while a staged call is pending */
+	void *out_dst;                /* staged recv: host bytes to fill in wait */
+	const void *out_src;          /* ... from the pinned block */
+	size_t out_bytes;
+	struct weft_comm_work *next;  /* free list */
 };
 
 struct weft_comm {
@@ -35,6 +55,8 @@ struct weft_comm {
 	pthread_mutex_t mu; /* issue, wait's abort, destroy */
 	uint64_t seq;
 	struct weft_comm_work *free_works;
+	struct nccl_stage_buf *free_stages; /* idle scratch areas */
+	struct nccl_stage_buf *all_stages;  /* every area, idle or held, for destroy */
 	atomic_int broken;     /* a collective failed or timed out, or abort was called */
 	atomic_int nc_aborted; /* ncclCommAbort was called: nc must not be used */
 	char broken_reason[512];
@@ -46,14 +68,30 @@ const char *nccl_who(const weft_comm *c, char *buf, size_t len);
 /* Marks c broken with reason (the first reason is kept). Holds no lock. */
 void nccl_break(weft_comm *c, const char *reason);
 
-/* Runs `issue_fn` (which enqueues NCCL calls on c->stream) after ordering
- * the comm stream behind every compute stream, settles a non-blocking
- * communicator, records the completion event, and either hands back a
- * work handle (work != NULL) or waits for it with the comm's timeout.
- * `what` describes the operation for messages. */
+/* One call: the caller's buffers, and the device pointers NCCL gets
+ * (sdev, rdev: the buffers' own for device memory, scratch for staged host
+ * memory; nccl_issue fills them from the plan). */
+struct nccl_call {
+	const weft_comm_buf *send, *recv;
+	weft_comm_redop redop;
+	int32_t peer; /* root or peer */
+	nccl_stage_plan plan;
+	void *sdev, *rdev;
+};
+
+/* Runs `issue_fn` (which enqueues NCCL calls on c->stream with k->sdev and
+ * k->rdev) after ordering the comm stream behind every compute stream,
+ * settles a non-blocking communicator, records the completion event, and
+ * either hands back a work handle (work != NULL) or waits for it with the
+ * comm's timeout. With k->plan.staged it takes a scratch area, copies the
+ * host bytes the call reads into it (host memcpy to pinned memory, then
+ * an asynchronous copy on the comm stream), and after the collective
+ * queues the copy of what it writes back to pinned memory; nccl_wait
+ * copies that into the caller's buffer once the event completed. k may be
+ * NULL (barrier). `what` describes the operation for messages. */
 weft_status nccl_issue(weft_comm *c, const char *what,
-		       ncclResult_t (*issue_fn)(weft_comm *c, const void *arg), const void *arg,
-		       weft_comm_work **work);
+		       ncclResult_t (*issue_fn)(weft_comm *c, const struct nccl_call *k),
+		       struct nccl_call *k, weft_comm_work **work);
 
 /* wait and test of the vtable. */
 weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms);
