@@ -27,6 +27,8 @@ struct weft_pg {
 	int64_t timeout_ms;
 	const char *bind_host;
 	const weft_cfg *options; /* the backend's options mapping, or NULL */
+	weft_comm_device device; /* where the buffers live; splits inherit it */
+	int32_t device_index;
 	int nsplits;
 	int diagnosed;
 	uint64_t seq; /* collectives issued */
@@ -44,6 +46,15 @@ weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *sto
 				int size, const char *name, int64_t timeout_ms,
 				const char *bind_host, const weft_cfg *options, weft_pg **out)
 {
+	return weft_pg_create_dev(ops, store, rank, size, name, timeout_ms, bind_host, options,
+				  WEFT_COMM_DEVICE_CPU, 0, out);
+}
+
+weft_status weft_pg_create_dev(const weft_comm_ops *ops, weft_store_client *store, int rank,
+			       int size, const char *name, int64_t timeout_ms,
+			       const char *bind_host, const weft_cfg *options,
+			       weft_comm_device device, int32_t device_index, weft_pg **out)
+{
 	weft_comm_init_args args = {
 		.struct_size = sizeof(args),
 		.rank = rank,
@@ -51,7 +62,8 @@ weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *sto
 		.store = weft_store_client_vtable(store),
 		.name = name,
 		.timeout_ms = timeout_ms,
-		.device = WEFT_COMM_DEVICE_CPU,
+		.device = device,
+		.device_index = device_index,
 		.bind_host = bind_host,
 		.options = options,
 	};
@@ -81,6 +93,8 @@ weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *sto
 	pg->timeout_ms = timeout_ms;
 	pg->bind_host = bind_host;
 	pg->options = options;
+	pg->device = device;
+	pg->device_index = device_index;
 	*out = pg;
 	return WEFT_OK;
 }
@@ -379,8 +393,8 @@ weft_status weft_pg_split(weft_pg *pg, int color, int key, weft_pg **out)
 		if (all[i].rank == pg->rank)
 			me = i;
 	snprintf(name, sizeof(name), "%s/s%dc%d", pg->name, split, color);
-	st = weft_pg_create_opts(pg->ops, pg->store, me, n, name, pg->timeout_ms, pg->bind_host,
-				 pg->options, out);
+	st = weft_pg_create_dev(pg->ops, pg->store, me, n, name, pg->timeout_ms, pg->bind_host,
+				pg->options, pg->device, pg->device_index, out);
 out_free:
 	free(all);
 	return st;

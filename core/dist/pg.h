@@ -48,6 +48,17 @@ weft_status weft_pg_create_opts(const weft_comm_ops *ops, weft_store_client *sto
 				int size, const char *name, int64_t timeout_ms,
 				const char *bind_host, const weft_cfg *options, weft_pg **out);
 
+/* As weft_pg_create_opts, for buffers on `device` (weft_comm_init_args.
+ * device and device_index: the rank's GPU for a CUDA run, which comm nccl
+ * needs and binds its communicator to; WEFT_COMM_DEVICE_CPU, 0 otherwise).
+ * The groups split from it (weft_pg_split, meshes, host->comm_split) get
+ * the same device. weft_pg_create and weft_pg_create_opts are this with
+ * the CPU. */
+weft_status weft_pg_create_dev(const weft_comm_ops *ops, weft_store_client *store, int rank,
+			       int size, const char *name, int64_t timeout_ms,
+			       const char *bind_host, const weft_cfg *options,
+			       weft_comm_device device, int32_t device_index, weft_pg **out);
+
 /* Destroys the communicator (blocks until its comm thread stopped). */
 void weft_pg_destroy(weft_pg *pg);
 

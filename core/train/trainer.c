@@ -311,6 +311,14 @@ static weft_status setup_dist(weft_trainer *t)
 		return st;
 	/* A restarted group must not read the previous attempt's store keys. */
 	snprintf(t->pg_name, sizeof(t->pg_name), "world-r%d", t->denv.restart_count);
+	/* The group lives where the training buffers do: on a CUDA run, this
+	 * rank's GPU (weft_device_map_apply chose it before), which comm nccl
+	 * binds its communicator to; splits inherit it. Host buffers (the
+	 * loss, eval sums, the config hash) still pass: nccl stages them. */
+	if (t->tc.device.type == WEFT_DEVICE_CUDA)
+		return weft_pg_create_dev(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
+					  t->tc.comm_timeout_ms, NULL, t->tc.comm_options,
+					  WEFT_COMM_DEVICE_CUDA, t->tc.device.index, &t->pg);
 	return weft_pg_create_opts(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
 				   t->tc.comm_timeout_ms, NULL, t->tc.comm_options, &t->pg);
 }

@@ -2,8 +2,8 @@
  * refuses quickly and clearly where it cannot work (no GPU, host memory, a
  * GPU that does not exist). On a GPU: the unique id goes through a real
  * rendezvous store, every collective runs (one rank: results equal the
- * inputs, avg included), asynchronous handles complete, bad buffers give
- * advice, a collective that cannot complete (a send with no receive) ends
+ * inputs, avg included) on device and on host buffers (staged),
+ * asynchronous handles complete, bad buffers give advice, a collective that cannot complete (a send with no receive) ends
  * within its deadline instead of hanging, and after that or an abort the
  * communicator fails fast. */
 #include <dlfcn.h>
@@ -133,10 +133,11 @@ static void test_collectives(void)
 		/* advice for misuse */
 		weft_comm_buf s = dbuf(x, N, WEFT_COMM_F32), h = s, r = dbuf(y, N, WEFT_COMM_BF16);
 
+		/* a GPU buffer described as host memory: advice, not a fault */
 		h.device = WEFT_COMM_DEVICE_CPU;
-		h.data = host;
-		WT_FAILS(ops->all_reduce(c, &h, &h, WEFT_COMM_SUM, NULL), WEFT_ERR_UNSUPPORTED,
-			 "comm 'world' rank 0/1", "all_reduce", "use trainer.comm=gloo");
+		WT_FAILS(ops->all_reduce(c, &h, &h, WEFT_COMM_SUM, NULL), WEFT_ERR_INVALID_ARG,
+			 "comm 'world' rank 0/1", "all_reduce", "says host memory (device cpu) "
+			 "but points into the memory of cuda:0", "describe it as device cuda");
 		WT_FAILS(ops->all_reduce(c, &s, &r, WEFT_COMM_SUM, NULL), WEFT_ERR_DTYPE,
 			 "send is f32 but recv is bf16");
 		WT_FAILS(ops->broadcast(c, &s, 3, NULL), WEFT_ERR_INVALID_ARG,
@@ -157,6 +158,123 @@ static void test_collectives(void)
 	ops->destroy(c);
 	cudaFree(x);
 	cudaFree(y);
+}
+
+static weft_comm_buf hbuf(void *p, int64_t n, weft_comm_dtype dt)
+{
+	return (weft_comm_buf){ .data = p, .count = n, .dtype = dt,
+				.device = WEFT_COMM_DEVICE_CPU };
+}
+
+static void fill(float *x, int64_t n, float v)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] = v;
+}
+
+static int64_t differ(const float *a, const float *b, int64_t n)
+{
+	int64_t bad = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		bad += a[i] != b[i];
+	return bad;
+}
+
+/* Host buffers (the trainer's loss, eval sums, flags, the config hash)
+ * are staged through the plugin's scratch area: on one rank every
+ * collective must give back its input exactly (a byte not copied in or
+ * out shows as the poison -7), in place and not, mixed with device
+ * buffers, asynchronously between device collectives, and past the
+ * first scratch size (4 MiB); the scratch is counted as comm memory while
+ * the communicator lives and returned at destroy. */
+static void test_host_buffers(void)
+{
+	enum { N = 4096, BIG = 1 << 20 };
+	static float src[BIG], dst[BIG];
+	double red[2] = { 2.5, 8.0 };
+	weft_comm_init_args a = args("hostbuf", WEFT_COMM_DEVICE_CUDA, 0, 20000);
+	weft_comm *c = NULL;
+	weft_comm_work *w1 = NULL, *w2 = NULL, *w3 = NULL;
+	weft_mem_stats before, during, after;
+	float *d;
+
+	for (int64_t i = 0; i < BIG; i++)
+		src[i] = (float)(i % 1009) * 0.5f - 100.0f;
+	WT_REQUIRE(cudaMalloc((void **)&d, N * 4) == cudaSuccess);
+	weft_mem_get_stats(&before);
+	WT_OK(ops->init(&a, &c));
+
+	for (int op = 0; op < WEFT_COMM_NUM_REDOPS; op++) {
+		weft_comm_buf s = hbuf(src, N, WEFT_COMM_F32), r = hbuf(dst, N, WEFT_COMM_F32);
+		double r2[2] = { red[0], red[1] };
+		weft_comm_buf l = hbuf(r2, 2, WEFT_COMM_F64);
+
+		fill(dst, N, -7.0f);
+		WT_OK(ops->all_reduce(c, &s, &r, (weft_comm_redop)op, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		WT_OK(ops->all_reduce(c, &l, &l, (weft_comm_redop)op, NULL)); /* in place */
+		WT_CHECK(r2[0] == 2.5 && r2[1] == 8.0);
+	}
+	{
+		weft_comm_buf s = hbuf(src, N, WEFT_COMM_F32), r = hbuf(dst, N, WEFT_COMM_F32);
+		weft_comm_buf dd = dbuf(d, N, WEFT_COMM_F32);
+
+		fill(dst, N, -7.0f);
+		WT_OK(ops->all_gather(c, &s, &r, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		fill(dst, N, -7.0f);
+		WT_OK(ops->reduce_scatter(c, &s, &r, WEFT_COMM_SUM, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		fill(dst, N, -7.0f);
+		WT_OK(ops->all_to_all(c, &s, &r, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		memcpy(dst, src, N * 4);
+		WT_OK(ops->broadcast(c, &r, 0, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		/* in place: all_gather with send at rank 0's block of recv */
+		memcpy(dst, src, N * 4);
+		WT_OK(ops->all_gather(c, &r, &r, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+		/* host to device and back */
+		WT_OK(ops->all_reduce(c, &s, &dd, WEFT_COMM_SUM, NULL));
+		expect_equal("host send, device recv", d, src, N);
+		fill(dst, N, -7.0f);
+		WT_OK(ops->all_reduce(c, &dd, &r, WEFT_COMM_SUM, NULL));
+		WT_CHECK(differ(dst, src, N) == 0);
+	}
+	{
+		/* asynchronous: a staged call between device calls, in FIFO order */
+		weft_comm_buf dd = dbuf(d, N, WEFT_COMM_F32);
+		double r2[2] = { red[0], red[1] };
+		weft_comm_buf l = hbuf(r2, 2, WEFT_COMM_F64);
+		weft_comm_buf s = hbuf(src, 64, WEFT_COMM_F32), r = hbuf(dst, 64, WEFT_COMM_F32);
+
+		fill(dst, 64, -7.0f);
+		WT_OK(ops->all_reduce(c, &dd, &dd, WEFT_COMM_SUM, &w1));
+		WT_OK(ops->all_reduce(c, &l, &l, WEFT_COMM_SUM, &w2));
+		WT_OK(ops->all_reduce(c, &s, &r, WEFT_COMM_MAX, &w3)); /* a second area */
+		WT_OK(ops->wait(w1, -1));
+		WT_OK(ops->wait(w3, -1));
+		WT_OK(ops->wait(w2, -1));
+		WT_CHECK(r2[0] == 2.5 && r2[1] == 8.0);
+		WT_CHECK(differ(dst, src, 64) == 0);
+	}
+	{
+		/* past the first area: 4 MiB */
+		weft_comm_buf s = hbuf(src, BIG, WEFT_COMM_F32), r = hbuf(dst, BIG, WEFT_COMM_F32);
+
+		fill(dst, BIG, -7.0f);
+		WT_OK(ops->all_reduce(c, &s, &r, WEFT_COMM_AVG, NULL));
+		WT_CHECK(differ(dst, src, BIG) == 0);
+	}
+	weft_mem_get_stats(&during);
+	/* at least the big area, device and pinned */
+	WT_CHECK(during.current[WEFT_MEM_COMM] - before.current[WEFT_MEM_COMM] >= 2 * BIG * 4);
+	ops->destroy(c);
+	weft_mem_get_stats(&after);
+	WT_CHECK(after.current[WEFT_MEM_COMM] == before.current[WEFT_MEM_COMM]);
+	cudaFree(d);
 }
 
 /* A send nobody receives cannot finish: the deadline ends it. */
@@ -205,6 +323,7 @@ int main(void)
 	test_refusals(gpu);
 	if (gpu) {
 		test_collectives();
+		test_host_buffers();
 		test_deadline();
 	} else if (req && !strcmp(req, "1")) {
 		fprintf(stderr, "test_nccl_smoke: FAILED: a GPU is required "

@@ -13,6 +13,23 @@
  *   are blocking) is waited for on the comm stream, so the collective sees
  *   everything the compute streams wrote. Completion is an event on the
  *   comm stream; `wait` polls it with the deadline.
+ * - Host buffers (weft_comm_buf.device == WEFT_COMM_DEVICE_CPU: the
+ *   trainer's loss, eval sums, overflow flag, config hash, broadcast paths)
+ *   are staged (nccl_stage.h): the call takes an idle scratch area (device
+ *   memory plus as many pinned host bytes), memcpys what the collective
+ *   reads into the pinned block, queues pinned -> device, the collective
+ *   on the scratch, device -> pinned, then the completion event, all on
+ *   the comm stream; `wait` copies the result into the caller's buffer
+ *   once the event completed. Nothing blocks outside the deadline (no
+ *   pageable copy, which would wait for the collective itself), each
+ *   pending call has its own area, and areas are only freed at destroy
+ *   (cudaFree would synchronize the device).
+ *   Why not a second, host-side group (gloo) for host buffers, as torch
+ *   does: it would need a second backend loaded and connected for every
+ *   group and split, and an order between the two groups' collectives
+ *   (ddp's loss all-reduce is issued behind the bucket all-reduces and
+ *   waited with them); staging keeps one communicator, one FIFO, one
+ *   deadline, at the cost of two small copies per host collective.
  * One communicator per process group: the host calls init for each group
  * (split is left to the host, which builds groups through the store).
  */
@@ -215,6 +232,7 @@ static cudaError_t stage_in_locked(weft_comm *c, struct nccl_call *k, weft_comm_
 {
 	const nccl_stage_plan *p = &k->plan;
 	char *dev, *host;
+	cudaError_t err = cudaSuccess;
 
 	k->sdev = k->send ? k->send->data : NULL;
 	k->rdev = k->recv ? k->recv->data : NULL;
@@ -227,14 +245,12 @@ static cudaError_t stage_in_locked(weft_comm *c, struct nccl_call *k, weft_comm_
 	if (p->recv_mapped)
 		k->rdev = dev + p->recv_off;
 	if (p->in_bytes) {
+		/* the area is idle (its last call was waited for): pinned memory is free */
 		memcpy(host + p->in_off, k->send->data, p->in_bytes);
-		cudaError_t err = cudaMemcpyAsync(dev + p->in_off, host + p->in_off, p->in_bytes,
-						  cudaMemcpyHostToDevice, c->stream);
-
-		if (err != cudaSuccess)
-			return err;
+		err = cudaMemcpyAsync(dev + p->in_off, host + p->in_off, p->in_bytes,
+				      cudaMemcpyHostToDevice, c->stream);
 	}
-	return cudaSuccess;
+	return err;
 }
 
 /* After the collective: queues the copy of what it wrote to pinned memory
@@ -273,18 +289,19 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 					    "earlier (%s)", nccl_who(c, who, sizeof(who)), what,
 					    reason_of(c));
 	pthread_mutex_lock(&c->mu);
-	w = take_work_locked(c);
-	if (!w) {
-		pthread_mutex_unlock(&c->mu);
-		return nccl_host->error_set(WEFT_ERR_NOMEM, "%s: no memory for a work handle",
-					    nccl_who(c, who, sizeof(who)));
-	}
-	w->comm = c;
+	/* first: a new handle's event and a new staging area belong to c's GPU */
 	err = cudaSetDevice(c->device);
 	if (err != cudaSuccess) {
 		st = fail_cuda(c, what, err);
-		goto out_put_work;
+		goto out_unlock;
 	}
+	w = take_work_locked(c);
+	if (!w) {
+		st = nccl_host->error_set(WEFT_ERR_NOMEM, "%s: no memory for a work handle",
+					  nccl_who(c, who, sizeof(who)));
+		goto out_unlock;
+	}
+	w->comm = c;
 	if (k && k->plan.staged && (st = take_stage_locked(c, k->plan.bytes, what, &w->stage)))
 		goto out_put_work;
 	err = cudaEventRecord(c->ready, cudaStreamLegacy);
@@ -332,6 +349,10 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 out_put_work:
 	pthread_mutex_unlock(&c->mu);
 	put_work(c, w);
+	return st;
+
+out_unlock:
+	pthread_mutex_unlock(&c->mu);
 	return st;
 }
 
