@@ -65,7 +65,10 @@ static weft_status check_buf(const weft_comm *c, const char *op, const char *whi
 
 		if (b->count == 0)
 			return WEFT_OK;
-		if (cudaPointerGetAttributes(&at, b->data) != cudaSuccess) {
+		/* on c's GPU: a thread with no current device would get a context
+		 * on GPU 0 from its first runtime call */
+		if (cudaSetDevice(c->device) != cudaSuccess ||
+		    cudaPointerGetAttributes(&at, b->data) != cudaSuccess) {
 			cudaGetLastError(); /* before CUDA 11: unknown host memory */
 			return WEFT_OK;
 		}
