@@ -17,7 +17,8 @@
  *     trainer: the config hash (all_gather), the run directory
  *     (broadcast), ddp's loss and evaluation sums (all_reduce), the
  *     checkpoint's path broadcast and barriers.
- *   - the two ranks ran on different GPUs (cuda:0 and cuda:1 in the log);
+ *   - the two ranks' communicators are on cuda:0 and cuda:1 (the plugin's
+ *     debug line "connected on cuda:N");
  *   - 16-mixed on 2 GPUs over nccl (the overflow flag is a host buffer
  *     reduced with max every step) runs 20 steps with finite losses and
  *     the loss falls.
@@ -67,14 +68,15 @@ static int write_config(const char *corpus)
 	return fclose(f);
 }
 
-/* Runs `weft fit` with extra arguments as run NAME; returns its status. */
-static int fit(const char *name, const char *extra)
+/* Runs `weft fit` with extra arguments as run NAME (env: variables to
+ * set, or ""); returns its status. */
+static int fit(const char *name, const char *env, const char *extra)
 {
 	char cmd[4096];
 	int rc;
 
-	snprintf(cmd, sizeof(cmd), "'%s' fit --config '%s/fit.yaml' --trainer.name=%s %s "
-		 "> '%s/%s.log' 2>&1", WEFT_CLI, dir, name, extra, dir, name);
+	snprintf(cmd, sizeof(cmd), "%s '%s' fit --config '%s/fit.yaml' --trainer.name=%s %s "
+		 "> '%s/%s.log' 2>&1", env, WEFT_CLI, dir, name, extra, dir, name);
 	rc = system(cmd);
 	if (rc != 0) {
 		fprintf(stderr, "run %s failed (status %d); its log ends:\n", name, rc);
@@ -141,10 +143,12 @@ static void test_ddp_vs_single(void)
 	static double a[MAX_ROWS][MAX_COLS], b[MAX_ROWS][MAX_COLS];
 	int ra, rb, ca = 0, cb = 0, values = 0, bad = 0;
 
-	WT_CHECK(fit("single", "--trainer.strategy=single") == 0);
-	WT_CHECK(fit("ddp_nccl", "--trainer.devices=2 --trainer.strategy=ddp "
-		     "--data.batch_size=4") == 0);
-	WT_CHECK(file_has("ddp_nccl", "on cuda:0") && file_has("ddp_nccl", "on cuda:1"));
+	WT_CHECK(fit("single", "", "--trainer.strategy=single") == 0);
+	/* debug: the plugin logs the GPU each rank's communicator is on */
+	WT_CHECK(fit("ddp_nccl", "WEFT_LOG_LEVEL=debug", "--trainer.devices=2 "
+		     "--trainer.strategy=ddp --data.batch_size=4") == 0);
+	WT_CHECK(file_has("ddp_nccl", "rank 0/2 connected on cuda:0"));
+	WT_CHECK(file_has("ddp_nccl", "rank 1/2 connected on cuda:1"));
 	ra = read_metrics("single", a, &ca);
 	rb = read_metrics("ddp_nccl", b, &cb);
 	WT_CHECK(ra >= STEPS && ra == rb && ca == cb);
@@ -170,7 +174,7 @@ static void test_16_mixed(void)
 	double first = NAN, last = NAN;
 	int rows, cols = 0, losses = 0;
 
-	WT_CHECK(fit("ddp_nccl_16", "--trainer.devices=2 --trainer.strategy=ddp "
+	WT_CHECK(fit("ddp_nccl_16", "", "--trainer.devices=2 --trainer.strategy=ddp "
 		     "--data.batch_size=4 --trainer.precision=16-mixed") == 0);
 	rows = read_metrics("ddp_nccl_16", m, &cols);
 	/* column 2: train_loss (column 1 is the step) */
