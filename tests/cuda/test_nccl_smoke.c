@@ -138,6 +138,9 @@ static void test_collectives(void)
 		WT_FAILS(ops->all_reduce(c, &h, &h, WEFT_COMM_SUM, NULL), WEFT_ERR_INVALID_ARG,
 			 "comm 'world' rank 0/1", "all_reduce", "says host memory (device cpu) "
 			 "but points into the memory of cuda:0", "describe it as device cuda");
+		h.device = (weft_comm_device)7;
+		WT_FAILS(ops->all_reduce(c, &h, &h, WEFT_COMM_SUM, NULL), WEFT_ERR_UNSUPPORTED,
+			 "send is on device kind 7", "moves CUDA buffers, and host buffers");
 		WT_FAILS(ops->all_reduce(c, &s, &r, WEFT_COMM_SUM, NULL), WEFT_ERR_DTYPE,
 			 "send is f32 but recv is bf16");
 		WT_FAILS(ops->broadcast(c, &s, 3, NULL), WEFT_ERR_INVALID_ARG,
