@@ -12,6 +12,7 @@
 #include "dist/dist.h"
 #include "dist/pg.h"
 #include "launch/launch.h"
+#include "train/device_map.h"
 #include "plugin/registry.h"
 #include "weft/weft.h"
 
@@ -27,13 +28,14 @@ typedef struct bench_opts {
 static void bench_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: weft bench comm [--backend gloo] [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR]\n"
+		"usage: weft bench comm [--backend gloo|nccl] [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR]\n"
 		"                       [-w WARMUP] [-i ITERS] [--op all_reduce|all_gather|\n"
 		"                        reduce_scatter|broadcast]\n\n"
 		"Prints nccl-tests' table (size, count, type, redop, root, time, algbw, busbw,\n"
 		"#wrong) for float buffers from MIN to MAX bytes (suffixes K, M, G), each\n"
 		"FACTOR times the last. Defaults: gloo, 2 ranks, 8 B to 64M, factor 2,\n"
-		"5 warm-up and 20 timed iterations, all_reduce (sum).\n");
+		"5 warm-up and 20 timed iterations, all_reduce (sum). With nccl the buffers\n"
+		"live on the GPUs (local rank r on GPU r), as in nccl-tests.\n");
 }
 
 static int parse_size(const char *s, int64_t *out)
@@ -76,11 +78,16 @@ static double bus_factor(const char *op, int n)
 	return (double)(n - 1) / n;
 }
 
-static weft_status run_one(weft_pg *pg, const char *op, float *send, float *recv, int64_t count)
+static weft_status run_one(weft_pg *pg, const char *op, float *send, float *recv, int64_t count,
+			   weft_device dev)
 {
 	int n = weft_pg_size(pg);
-	weft_comm_buf s = { .data = send, .count = count, .dtype = WEFT_COMM_F32 };
-	weft_comm_buf r = { .data = recv, .count = count, .dtype = WEFT_COMM_F32 };
+	weft_comm_device cd = dev.type == WEFT_DEVICE_CUDA ? WEFT_COMM_DEVICE_CUDA :
+							     WEFT_COMM_DEVICE_CPU;
+	weft_comm_buf s = { .data = send, .count = count, .dtype = WEFT_COMM_F32, .device = cd,
+			    .device_index = dev.index };
+	weft_comm_buf r = { .data = recv, .count = count, .dtype = WEFT_COMM_F32, .device = cd,
+			    .device_index = dev.index };
 
 	if (!strcmp(op, "all_reduce"))
 		return weft_pg_all_reduce(pg, &s, &r, WEFT_COMM_SUM, NULL);
@@ -118,6 +125,79 @@ static int64_t count_wrong(const char *op, const float *recv, int64_t count, int
 	return wrong;
 }
 
+/* The benchmark's buffers: host arrays to fill and check, and where the
+ * collective runs (the same arrays on the CPU; device copies for nccl). */
+typedef struct bench_bufs {
+	weft_device dev;
+	const weft_kernel_table *k; /* dev's kernels; NULL on the CPU */
+	float *hsend, *hrecv, *send, *recv;
+	size_t bytes;
+} bench_bufs;
+
+static weft_status bufs_alloc(bench_bufs *b, weft_device dev, size_t bytes)
+{
+	weft_status st;
+
+	b->dev = dev;
+	b->bytes = bytes;
+	b->hsend = weft_mem_alloc(WEFT_MEM_COMM, bytes);
+	b->hrecv = weft_mem_alloc(WEFT_MEM_COMM, bytes);
+	if (!b->hsend || !b->hrecv)
+		return WEFT_ERR_NOMEM; /* weft_mem_alloc set the message */
+	if (dev.type == WEFT_DEVICE_CPU) {
+		b->send = b->hsend;
+		b->recv = b->hrecv;
+		return WEFT_OK;
+	}
+	if ((st = weft_kernels_get(dev, &b->k)) ||
+	    (st = weft_device_alloc(dev, WEFT_MEM_COMM, bytes, (void **)&b->send)) ||
+	    (st = weft_device_alloc(dev, WEFT_MEM_COMM, bytes, (void **)&b->recv)))
+		return st;
+	return WEFT_OK;
+}
+
+/* Host arrays -> the collective's buffers (a no-op on the CPU). */
+static weft_status bufs_put(const bench_bufs *b, size_t bytes)
+{
+	weft_status st;
+
+	if (!b->k)
+		return WEFT_OK;
+	if ((st = b->k->copy(NULL, b->send, b->hsend, bytes, WEFT_COPY_HOST_TO_DEVICE)) ||
+	    (st = b->k->copy(NULL, b->recv, b->hrecv, bytes, WEFT_COPY_HOST_TO_DEVICE)))
+		return st;
+	return b->k->synchronize(NULL);
+}
+
+/* The received buffer -> hrecv (a no-op on the CPU). */
+static weft_status bufs_get(const bench_bufs *b, size_t bytes)
+{
+	if (!b->k)
+		return WEFT_OK;
+	return b->k->copy(NULL, b->hrecv, b->recv, bytes, WEFT_COPY_DEVICE_TO_HOST);
+}
+
+static void bufs_free(bench_bufs *b)
+{
+	if (b->k) {
+		weft_device_free(b->dev, WEFT_MEM_COMM, b->send, b->bytes);
+		weft_device_free(b->dev, WEFT_MEM_COMM, b->recv, b->bytes);
+	}
+	weft_mem_free(b->hsend);
+	weft_mem_free(b->hrecv);
+}
+
+/* nccl runs on the GPUs, as nccl-tests do: local rank r on cuda:r (the
+ * trainer's mapping, which refuses ranks sharing a GPU under nccl). */
+static weft_status bench_device(const char *backend, const weft_dist_env *env, weft_device *dev)
+{
+	*dev = WEFT_CPU;
+	if (strcmp(backend, "nccl") != 0)
+		return WEFT_OK;
+	*dev = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
+	return weft_device_map_apply(dev, env->local_rank, env->local_world_size, backend);
+}
+
 static int bench_rank(const bench_opts *o)
 {
 	weft_dist_env env;
@@ -125,22 +205,27 @@ static int bench_rank(const bench_opts *o)
 	weft_registry *reg = NULL;
 	const void *vt;
 	weft_pg *pg = NULL;
-	float *send = NULL, *recv = NULL, tsum;
+	weft_device dev = WEFT_CPU;
+	bench_bufs bb = { 0 };
+	float *send, *recv, tsum;
 	int64_t maxc = o->max_bytes / 4 + 1;
 	int rc = 1;
 
-	if (weft_dist_env_detect(&env) ||
+	if (weft_dist_env_detect(&env) || bench_device(o->backend, &env, &dev) ||
 	    weft_store_connect(env.store_host, env.store_port, env.secret, 60000, &store) ||
 	    weft_registry_create(&reg) || weft_registry_add_default_paths(reg) ||
 	    weft_registry_find(reg, WEFT_PLUGIN_COMM, o->backend, &vt, NULL) ||
-	    weft_pg_create(vt, store, env.rank, env.world_size, "bench", 60000,
-			   env.local_world_size == env.world_size ? "127.0.0.1" : NULL, &pg))
+	    weft_pg_create_dev(vt, store, env.rank, env.world_size, "bench", 60000,
+			       env.local_world_size == env.world_size ? "127.0.0.1" : NULL, NULL,
+			       dev.type == WEFT_DEVICE_CUDA ? WEFT_COMM_DEVICE_CUDA :
+							      WEFT_COMM_DEVICE_CPU,
+			       dev.index, &pg))
 		goto out;
 	weft_log_set_rank(env.rank);
-	send = weft_mem_alloc(WEFT_MEM_COMM, (size_t)maxc * 4);
-	recv = weft_mem_alloc(WEFT_MEM_COMM, (size_t)maxc * 4);
-	if (!send || !recv)
+	if (bufs_alloc(&bb, dev, (size_t)maxc * 4))
 		goto out;
+	send = bb.hsend;
+	recv = bb.hrecv;
 	if (env.rank == 0) {
 		printf("# weft bench comm: backend %s, %d ranks, op %s, %d warm-up + %d timed "
 		       "iterations\n", o->backend, env.world_size, o->op, o->warmup, o->iters);
@@ -161,18 +246,23 @@ static int bench_rank(const bench_opts *o)
 				  (float)(env.rank + 1);
 			recv[i] = env.rank == 0 ? 1.0f : 0.0f;
 		}
-		if (run_one(pg, o->op, send, recv, count))
+		if (bufs_put(&bb, (size_t)count * 4) ||
+		    run_one(pg, o->op, bb.send, bb.recv, count, dev) ||
+		    bufs_get(&bb, (size_t)count * 4))
 			goto out;
 		wrong = count_wrong(o->op, recv, count, env.world_size);
 		for (int w = 0; w < o->warmup; w++)
-			if (run_one(pg, o->op, send, recv, count))
+			if (run_one(pg, o->op, bb.send, bb.recv, count, dev))
 				goto out;
 		if (weft_pg_barrier(pg, NULL))
 			goto out;
 		t0 = now_s();
 		for (int it = 0; it < o->iters; it++)
-			if (run_one(pg, o->op, send, recv, count))
+			if (run_one(pg, o->op, bb.send, bb.recv, count, dev))
 				goto out;
+		/* a GPU collective returns when it is queued: time it done */
+		if (bb.k && bb.k->synchronize(NULL))
+			goto out;
 		/* the slowest rank's time, as nccl-tests reports */
 		secs = (float)((now_s() - t0) / o->iters);
 		tsum = secs;
@@ -196,9 +286,8 @@ static int bench_rank(const bench_opts *o)
 out:
 	if (rc)
 		weft_cli_fail();
-	weft_mem_free(send);
-	weft_mem_free(recv);
 	weft_pg_destroy(pg);
+	bufs_free(&bb);
 	weft_registry_free(reg);
 	weft_store_client_close(store);
 	return rc;
