@@ -429,23 +429,30 @@ static weft_status settle_unused(ddp *s)
 				 n_unused > 8 ? ", ..." : "");
 }
 
-/* Waits for every bucket in launch order; the time spent here is exposed
- * communication. Decompresses 16-bit buckets. */
+/* Waits for every bucket in launch order; the time spent in the waits is
+ * exposed communication (every bucket was launched before, so from the
+ * first wait on the comm thread is busy until the last is done: exposed
+ * <= busy). Decompresses 16-bit buckets, which is the hook's compute and
+ * not counted as exposed. */
 static weft_status wait_all(ddp *s, int64_t *exposed)
 {
-	int64_t t0 = replicated_now_ns();
 	weft_status st = WEFT_OK;
 
+	*exposed = 0;
 	for (size_t k = 0; k < s->n_buckets; k++) {
 		ddp_bucket *b = &s->buckets[k];
+		int64_t t0 = replicated_now_ns(), t1;
 		weft_status w;
 
 		if (!b->work)
 			continue;
 		w = s->ops->wait(b->work, -1);
 		b->work = NULL;
-		if (!b->done_seen)
-			note_done(s, b, replicated_now_ns());
+		t1 = replicated_now_ns();
+		if (!b->done_seen) { /* else it was over before: nothing exposed */
+			*exposed += t1 - t0;
+			note_done(s, b, t1);
+		}
 		if (w && !st)
 			st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of gradient bucket "
 						"%zu", k);
@@ -462,7 +469,6 @@ static weft_status wait_all(ddp *s, int64_t *exposed)
 					g[i] = ddp_from_f16(h[i]);
 		}
 	}
-	*exposed = replicated_now_ns() - t0;
 	return st;
 }
 
