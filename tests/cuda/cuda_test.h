@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "weft/device.h"
@@ -246,5 +247,35 @@ static inline void ct_expect_close(const char *what, weft_dtype dt, const float 
 /* Both sides for one dtype: runs `body` as ct_run(dt) does in the tests. */
 static const weft_dtype ct_float_dtypes[] = { WEFT_F32, WEFT_BF16, WEFT_F16 };
 #define CT_NDTYPES 3
+
+#ifdef WEFT_SOURCE_DIR_FOR_TESTS
+/* The `weft fit` tests' text corpus: the project's docs and SDK headers,
+ * concatenated in a fixed order into dir/corpus.txt (its path in
+ * corpus[0..len)). Stops the test when the shell command fails. */
+static inline void ct_write_corpus(const char *dir, char *corpus, size_t len)
+{
+	char cmd[1024];
+
+	snprintf(corpus, len, "%s/corpus.txt", dir);
+	snprintf(cmd, sizeof(cmd), "find '%s/docs' '%s/sdk' -name '*.md' -o -name '*.h' | sort | "
+		 "xargs cat > '%s'", WEFT_SOURCE_DIR_FOR_TESTS, WEFT_SOURCE_DIR_FOR_TESTS, corpus);
+	WT_REQUIRE(system(cmd) == 0);
+}
+#endif
+
+/* Removes a test's scratch dir when every check passed; else keeps it and
+ * says where. */
+static inline void ct_finish_dir(const char *dir)
+{
+	char cmd[1024];
+
+	if (wt_failures == 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+	} else {
+		fprintf(stderr, "runs and logs kept in %s\n", dir);
+	}
+}
 
 #endif /* WEFT_CUDA_TEST_H */

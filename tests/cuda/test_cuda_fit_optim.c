@@ -159,7 +159,7 @@ static void test_fit(const char *dir, const char *corpus, const char *name, cons
 
 int main(void)
 {
-	char dir[] = "/tmp/weft_test_cuda_fit_optim_XXXXXX", corpus[256], cmd[1024];
+	char dir[] = "/tmp/weft_test_cuda_fit_optim_XXXXXX", corpus[256];
 	void *kh;
 	weft_cuda_extras_fn fn;
 
@@ -177,19 +177,10 @@ int main(void)
 	dlclose(kh);
 
 	WT_REQUIRE(mkdtemp(dir) != NULL);
-	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
-	snprintf(cmd, sizeof(cmd), "find '%s/docs' '%s/sdk' -name '*.md' -o -name '*.h' | sort | "
-		 "xargs cat > '%s'", WEFT_SOURCE_DIR_FOR_TESTS, WEFT_SOURCE_DIR_FOR_TESTS, corpus);
-	WT_REQUIRE(system(cmd) == 0);
+	ct_write_corpus(dir, corpus, sizeof(corpus));
 	test_fit(dir, corpus, "adamw", "{name: adamw, lr: 3.0e-3, weight_decay: 0.1}",
 		 "(fused kernel)");
 	test_fit(dir, corpus, "sgd", "{name: sgd, lr: 0.05, momentum: 0.9}", "(host-staged");
-	if (wt_failures == 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", dir);
-	} else {
-		fprintf(stderr, "runs and logs kept in %s\n", dir);
-	}
+	ct_finish_dir(dir);
 	return wt_done("test_cuda_fit_optim");
 }

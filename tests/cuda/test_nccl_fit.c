@@ -192,7 +192,7 @@ static void test_16_mixed(void)
 
 int main(void)
 {
-	char corpus[256], cmd[1024];
+	char corpus[256];
 	int n = 0;
 
 	ct_require_gpu("test_nccl_fit");
@@ -202,19 +202,10 @@ int main(void)
 		return 77;
 	}
 	WT_REQUIRE(mkdtemp(dir) != NULL);
-	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
-	snprintf(cmd, sizeof(cmd), "find '%s/docs' '%s/sdk' -name '*.md' -o -name '*.h' | sort | "
-		 "xargs cat > '%s'", WEFT_SOURCE_DIR_FOR_TESTS, WEFT_SOURCE_DIR_FOR_TESTS, corpus);
-	WT_REQUIRE(system(cmd) == 0);
+	ct_write_corpus(dir, corpus, sizeof(corpus));
 	WT_REQUIRE(write_config(corpus) == 0);
 	test_ddp_vs_single();
 	test_16_mixed();
-	if (wt_failures == 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", dir);
-	} else {
-		fprintf(stderr, "runs and logs kept in %s\n", dir);
-	}
+	ct_finish_dir(dir);
 	return wt_done("test_nccl_fit");
 }
