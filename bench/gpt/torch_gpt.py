@@ -4,11 +4,14 @@ tests/fixtures/models/torch_ref.py, float32, eager, the manual attention
 nanoGPT uses on torch < 2.0) and the same step as bench_gpt: forward,
 backward, a plain SGD update, timed over several steps after warm-up.
 
-    /usr/bin/python3 bench/gpt/torch_gpt.py [--shape gpt-small-cpu|gpt-tiny]
+    /usr/bin/python3 bench/gpt/torch_gpt.py [--shape gpt-small-cpu|gpt-tiny|gpt2-124m]
                                             [--threads N] [--steps S] [--warmup W]
+                                            [--device cuda] [--precision bf16-mixed]
+                                            [--attention manual|sdpa] [--batch B]
 
-Run it with Debian's python3-torch (/usr/bin/python3). The last line is
-"RESULT impl=torch ... tokens_per_s=...".
+Run it with Debian's python3-torch (/usr/bin/python3) on the CPU; with
+--device cuda, with a python3 whose torch has CUDA (scripts/gpu-check part
+8 does). The last line is "RESULT impl=torch ... tokens_per_s=...".
 """
 import argparse
 import os
@@ -27,7 +30,40 @@ SHAPES = {
                            bias=True, dropout=0.0), 4),
     "gpt-tiny": (dict(n_layer=2, n_head=4, n_embd=128, vocab_size=256, block_size=64,
                       bias=True, dropout=0.0), 4),
+    # GPT-2 small as bench_gpt --shape gpt2-124m (scripts/gpu-check part 8)
+    "gpt2-124m": (dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, block_size=1024,
+                       bias=True, dropout=0.0), 8),
 }
+
+
+def attention_on(device, mode):
+    """The attention forward for a device: torch_ref's manual one with its
+    mask made on the activations' device ("manual", the formulation weft's
+    kernels use: scores materialized), or torch's fused
+    scaled_dot_product_attention ("sdpa", what nanoGPT's eager model calls
+    on torch >= 2.0)."""
+    import math
+    import torch.nn.functional as F
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        hs = C // self.n_head
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        if mode == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
+            att = att.masked_fill(~mask, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+    return forward
 
 
 def main():
@@ -36,25 +72,39 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
+                    help="bf16-mixed: torch.autocast to bfloat16 (F32 parameters)")
+    ap.add_argument("--attention", default="manual", choices=["manual", "sdpa"],
+                    help="on cuda: torch_ref's attention (manual) or the fused SDPA")
+    ap.add_argument("--batch", type=int, default=0, help="batch size (0: the shape's)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cfg, B = SHAPES[a.shape]
+    B = a.batch or B
     T = cfg["block_size"]
+    dev = torch.device(a.device)
+    if a.attention == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        sys.exit(f"torch_gpt.py: --attention sdpa needs torch >= 2.0 (this is {torch.__version__})")
+    if dev.type == "cuda" or a.attention == "sdpa":
+        torch_ref.CausalSelfAttention.forward = attention_on(dev, a.attention)
     torch.manual_seed(1)
-    model = torch_ref.GPT(cfg)
+    model = torch_ref.GPT(cfg).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     i = torch.arange(B * T, dtype=torch.int64)
-    idx = ((i * 2654435761) % cfg["vocab_size"]).view(B, T)
-    tgt = ((i * 40503 + 7) % cfg["vocab_size"]).view(B, T)
+    idx = ((i * 2654435761) % cfg["vocab_size"]).view(B, T).to(dev)
+    tgt = ((i * 40503 + 7) % cfg["vocab_size"]).view(B, T).to(dev)
+    amp = a.precision == "bf16-mixed"
     times, cpu = [], []
     for s in range(-a.warmup, a.steps):
         t0 = time.perf_counter()
         c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
-        _, loss = model(idx, tgt)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            _, loss = model(idx, tgt)
         loss.backward()
         opt.step()
-        lv = loss.item()
+        lv = loss.item()  # waits for the device
         if s >= 0:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
@@ -70,7 +120,8 @@ def main():
     print(f"cpu time per step {cpu_med * 1e3:.1f} ms (median; all threads), "
           f"{B * T / cpu_med:.0f} tokens per cpu-second")
     print(f"RESULT impl=torch shape={a.shape} threads={a.threads} tokens_per_s={tok_s:.1f} "
-          f"step_ms={med * 1e3:.2f} min_step_ms={times[0] * 1e3:.2f} cpu_ms={cpu_med * 1e3:.2f}")
+          f"step_ms={med * 1e3:.2f} min_step_ms={times[0] * 1e3:.2f} cpu_ms={cpu_med * 1e3:.2f} "
+          f"device={a.device} precision={a.precision} attention={a.attention} batch={B}")
 
 
 if __name__ == "__main__":
