@@ -36,35 +36,6 @@ SHAPES = {
 }
 
 
-def attention_on(device, mode):
-    """The attention forward for a device: torch_ref's manual one with its
-    mask made on the activations' device ("manual", the formulation weft's
-    kernels use: scores materialized), or torch's fused
-    scaled_dot_product_attention ("sdpa", what nanoGPT's eager model calls
-    on torch >= 2.0)."""
-    import math
-    import torch.nn.functional as F
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        hs = C // self.n_head
-        q = q.view(B, T, self.n_head, hs).transpose(1, 2)
-        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
-        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        if mode == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-            mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
-            att = att.masked_fill(~mask, float("-inf"))
-            att = F.softmax(att, dim=-1)
-            y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-
-    return forward
-
 
 def main():
     ap = argparse.ArgumentParser()
@@ -76,7 +47,8 @@ def main():
     ap.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
                     help="bf16-mixed: torch.autocast to bfloat16 (F32 parameters)")
     ap.add_argument("--attention", default="manual", choices=["manual", "sdpa"],
-                    help="on cuda: torch_ref's attention (manual) or the fused SDPA")
+                    help="torch_ref's materialized attention (manual, as weft's kernels) "
+                         "or torch's fused SDPA (torch >= 2.0)")
     ap.add_argument("--batch", type=int, default=0, help="batch size (0: the shape's)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -86,8 +58,7 @@ def main():
     dev = torch.device(a.device)
     if a.attention == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         sys.exit(f"torch_gpt.py: --attention sdpa needs torch >= 2.0 (this is {torch.__version__})")
-    if dev.type == "cuda" or a.attention == "sdpa":
-        torch_ref.CausalSelfAttention.forward = attention_on(dev, a.attention)
+    torch_ref.USE_SDPA = a.attention == "sdpa"
     torch.manual_seed(1)
     model = torch_ref.GPT(cfg).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
