@@ -2,6 +2,7 @@
  * OpenBLAS threads, and the compute kernels of the cpu_*.c files. */
 #include <cblas.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -46,6 +47,45 @@ static weft_status cpu_synchronize(void *kctx)
 {
 	(void)kctx;
 	return WEFT_OK;
+}
+
+/* How long OpenBLAS's idle worker threads spin before they sleep.
+ *
+ * OpenBLAS reads OPENBLAS_THREAD_TIMEOUT (log2 of a cycle count) in its
+ * constructor and gives its workers that spin once, when it starts them.
+ * Its default, 2^28 cycles, is about 0.1 s (measured: 103 ms of CPU in a
+ * 300 ms sleep after one 2-thread product): a worker spins through all the
+ * non-GEMM work between two products, on the core that weft's own kernel
+ * threads need. 2^16 cycles (tens of microseconds) still covers the gap
+ * between products issued back to back; at gpt-small-cpu on 2 threads a
+ * training step is ~8 % faster with it (bench/gpt/RESULTS.md).
+ *
+ * So when the user has not set the variable, this constructor (it runs
+ * after OpenBLAS's, before main, while the process has one thread) sets
+ * it for a moment, has OpenBLAS read its environment again and stops its
+ * workers; OpenBLAS starts them again, with the new spin, at the next
+ * product that uses threads. openblas_read_env and blas_thread_shutdown_
+ * are exported by OpenBLAS but are not its documented API, hence weak:
+ * without them the default stays (tests/tensor/test_blas_spin.c fails,
+ * which says so). */
+extern void openblas_read_env(void) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+extern int openblas_thread_timeout(void) __attribute__((weak));
+
+__attribute__((constructor)) static void cpu_blas_spin_init(void)
+{
+	if (getenv("OPENBLAS_THREAD_TIMEOUT") || !openblas_read_env || !blas_thread_shutdown_)
+		return;
+	if (setenv("OPENBLAS_THREAD_TIMEOUT", WEFT_BLAS_THREAD_TIMEOUT, 0))
+		return;
+	openblas_read_env();
+	unsetenv("OPENBLAS_THREAD_TIMEOUT");
+	blas_thread_shutdown_();
+}
+
+int weft_kernels_cpu_blas_spin(void)
+{
+	return openblas_thread_timeout ? openblas_thread_timeout() : -1;
 }
 
 void weft_kernels_cpu_set_threads(int64_t n)

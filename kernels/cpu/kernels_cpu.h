@@ -12,4 +12,12 @@ const weft_kernel_table *weft_kernels_cpu_table(void);
 void weft_kernels_cpu_set_threads(int64_t n);
 int64_t weft_kernels_cpu_get_threads(void);
 
+/* log2 of the cycles an idle OpenBLAS worker spins before it sleeps,
+ * set at load time unless OPENBLAS_THREAD_TIMEOUT is set (cpu_table.c). */
+#define WEFT_BLAS_THREAD_TIMEOUT "16"
+
+/* The spin OpenBLAS runs with (log2 cycles; 0: its default, 2^28), or -1
+ * when this OpenBLAS does not say. */
+int weft_kernels_cpu_blas_spin(void);
+
 #endif /* WEFT_KERNELS_CPU_H */
