@@ -32,6 +32,8 @@ void weft_print_banner(FILE *out, const weft_run_banner *b)
 		b->devices, b->num_nodes);
 	if (b->precision)
 		fprintf(out, ", precision: %s", b->precision);
+	if (b->cpu_threads > 0)
+		fprintf(out, ", threads per device: %" PRId64, b->cpu_threads);
 	fputc('\n', out);
 	if (b->world_size > 1)
 		fprintf(out, "Initializing distributed: GLOBAL_RANK: %" PRId64 ", MEMBER: %" PRId64

@@ -25,11 +25,12 @@ typedef struct weft_run_banner {
 	const char *strategy;      /* "ddp", "zero_2", ... */
 	const char *comm;          /* "gloo", "nccl", ... */
 	const char *precision;     /* "32-true", ... (NULL: not shown) */
+	int64_t cpu_threads;       /* CPU kernel threads per device (0: not shown) */
 } weft_run_banner;
 
 /* Prints the start lines, as Lightning does:
  *   GPU available: False, used: False
- *   Accelerator: cpu, devices: 2, nodes: 1, precision: 32-true
+ *   Accelerator: cpu, devices: 2, nodes: 1, precision: 32-true, threads per device: 1
  *   Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2
  *   ------...
  *   strategy=ddp, distributed_backend=gloo

@@ -4,7 +4,8 @@
 # single-device run of the same global batch does: train_loss at each of 20
 # steps within 1e-5 relative (plain SGD; the replicas sum their gradient
 # slices in another order, so bit equality is not expected — measured
-# differences are ~1e-7).
+# differences are ~1e-7). trainer.threads (per process) is shared by the
+# replicas: each drives its kernels with threads / devices of them.
 set -eu
 WEFT="$WEFT_BUILD_DIR/bin/weft"
 dir=$(mktemp -d)
@@ -21,8 +22,12 @@ YAML
 "$WEFT" fit --config "$dir/c.yaml" --trainer.name=single >"$dir/out.txt" 2>&1 || fail "single failed"
 for n in 2 4; do
 	"$WEFT" fit --config "$dir/c.yaml" --trainer.name=dp$n --trainer.devices=$n \
-		--trainer.strategy=dp >"$dir/out.txt" 2>&1 || fail "dp on $n devices failed"
+		--trainer.strategy=dp --trainer.threads=4 >"$dir/out.txt" 2>&1 ||
+		fail "dp on $n devices failed"
 	grep -q "strategy=dp" "$dir/out.txt" || fail "the banner does not show strategy dp"
+	# trainer.threads is per process: the replicas share it
+	grep -q "threads per device: $((4 / n))\$" "$dir/out.txt" ||
+		fail "dp on $n devices with trainer.threads=4 does not give each $((4 / n)) kernel threads"
 	grep -q "weft launch\|launcher" "$dir/out.txt" && fail "dp relaunched through the launcher"
 	cut -d, -f2 "$dir/runs/single/version_0/metrics.csv" | sed -n '2,21p' >"$dir/a"
 	cut -d, -f2 "$dir/runs/dp$n/version_0/metrics.csv" | sed -n '2,21p' >"$dir/b"
