@@ -130,12 +130,15 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 }
 
 /* Copies the bias (row_bytes) into each of the rows of y, on the CPU
- * (host memory: one memmove a row, the bias staying in L1). */
+ * (the kernel's broadcast_rows splits the rows over the threads; without
+ * it, one copy a row, the bias staying in L1). */
 static weft_status bias_rows(weft_ctx *ctx, void *y, const void *bias, int64_t rows,
 			     size_t row_bytes)
 {
 	weft_status st = WEFT_OK;
 
+	if (WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, broadcast_rows) && ctx->k->broadcast_rows)
+		return ctx->k->broadcast_rows(ctx->kctx, rows, row_bytes, bias, y);
 	for (int64_t r = 0; r < rows && !st; r++)
 		st = ctx->k->copy(ctx->kctx, (char *)y + (size_t)r * row_bytes, bias, row_bytes,
 				  WEFT_COPY_DEVICE_TO_DEVICE);

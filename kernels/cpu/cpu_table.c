@@ -2,6 +2,7 @@
  * OpenBLAS threads, and the compute kernels of the cpu_*.c files. */
 #include <cblas.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,21 +26,75 @@ static void cpu_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t
 	weft_mem_free(ptr);
 }
 
+/* Copies and fills of host memory split over the CPU threads from
+ * CPY_GRAIN bytes a thread (a gradient zeroed at the start of a step, a
+ * gradient passed on in backward, a bias broadcast over a batch's rows):
+ * one core alone does not reach the memory bandwidth of two. */
+#define CPY_GRAIN ((int64_t)CPU_GRAIN * 8)
+
+typedef struct bytes_args {
+	char *dst;
+	const char *src;
+	size_t row;
+} bytes_args;
+
+static void copy_range(void *p, int64_t b0, int64_t b1)
+{
+	const bytes_args *a = p;
+
+	memcpy(a->dst + b0, a->src + b0, (size_t)(b1 - b0));
+}
+
+static void zero_range(void *p, int64_t b0, int64_t b1)
+{
+	const bytes_args *a = p;
+
+	memset(a->dst + b0, 0, (size_t)(b1 - b0));
+}
+
+static void rows_range(void *p, int64_t r0, int64_t r1)
+{
+	const bytes_args *a = p;
+
+	for (int64_t r = r0; r < r1; r++)
+		memcpy(a->dst + (size_t)r * a->row, a->src, a->row);
+}
+
 static weft_status cpu_copy(void *kctx, void *dst, const void *src, size_t bytes,
 			    weft_copy_kind kind)
 {
+	bytes_args a = { .dst = dst, .src = src };
+	uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+
 	(void)kctx;
 	(void)kind;
-	if (bytes)
-		memmove(dst, src, bytes);
+	if (!bytes)
+		return WEFT_OK;
+	if (bytes > INT64_MAX || (int64_t)bytes < 2 * CPY_GRAIN || (d < s + bytes && s < d + bytes))
+		memmove(dst, src, bytes); /* small, or overlapping: one pass in order */
+	else
+		cpu_parallel_for((int64_t)bytes, CPY_GRAIN, copy_range, &a);
 	return WEFT_OK;
 }
 
 static weft_status cpu_zero(void *kctx, void *dst, size_t bytes)
 {
+	bytes_args a = { .dst = dst };
+
 	(void)kctx;
-	if (bytes)
-		memset(dst, 0, bytes);
+	if (bytes && bytes <= INT64_MAX) /* no object is larger */
+		cpu_parallel_for((int64_t)bytes, CPY_GRAIN, zero_range, &a);
+	return WEFT_OK;
+}
+
+static weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes,
+				      const void *src, void *dst)
+{
+	bytes_args a = { .dst = dst, .src = src, .row = row_bytes };
+
+	(void)kctx;
+	if (rows > 0 && row_bytes)
+		cpu_parallel_for(rows, CPY_GRAIN / (int64_t)(row_bytes + 1) + 1, rows_range, &a);
 	return WEFT_OK;
 }
 
@@ -145,6 +200,7 @@ static const weft_kernel_table cpu_table = {
 	.gemm_lowp_scratch = cpu_gemm_lowp_scratch,
 	.gelu_backward_write = cpu_gelu_backward_write,
 	.attention_backward_write = cpu_attention_backward_write,
+	.broadcast_rows = cpu_broadcast_rows,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "tensor_testutil.h"
+#include "weft/device.h"
+#include "weft/plugin.h"
 
 enum { ROWS = 999, COLS = 389 };
 
@@ -36,6 +38,49 @@ static void forward_backward(int64_t threads, weft_tensor *x, weft_tensor *w, we
 	memcpy(o->dw, w->grad->data, COLS * sizeof(float));
 	memcpy(o->db, b2->grad->data, COLS * sizeof(float));
 	weft_ctx_free(ctx);
+}
+
+/* The host copies, fills and row broadcasts that split over the threads
+ * from 512 KiB a thread: at 3 threads over 1 999 999 bytes (uneven
+ * parts) every byte is written, and only those; an overlapping copy (one
+ * in-order pass) is memmove's. */
+static void check_bytes_kernels(void)
+{
+	enum { BYTES = 1999999, ROW = 1540, NROWS = 1298 };
+	const weft_kernel_table *k;
+	unsigned char *src = malloc(BYTES + 2), *dst = malloc(BYTES + 2), *want = malloc(BYTES + 2);
+
+	WT_REQUIRE(src && dst && want);
+	WT_OK(weft_kernels_get(WEFT_CPU, &k));
+	WT_REQUIRE(WEFT_HAS_MEMBER(k, weft_kernel_table, broadcast_rows) && k->broadcast_rows);
+	weft_cpu_set_threads(3);
+	for (int i = 0; i < BYTES + 2; i++)
+		src[i] = (unsigned char)(i * 7 + 3);
+	memset(dst, 0xAB, BYTES + 2);
+	WT_OK(k->copy(NULL, dst + 1, src, BYTES, WEFT_COPY_DEVICE_TO_DEVICE));
+	WT_CHECK(dst[0] == 0xAB && dst[BYTES + 1] == 0xAB && !memcmp(dst + 1, src, BYTES));
+	WT_OK(k->zero(NULL, dst + 1, BYTES));
+	memset(want, 0, BYTES + 2);
+	want[0] = want[BYTES + 1] = 0xAB;
+	WT_CHECK(!memcmp(dst, want, BYTES + 2));
+	/* overlapping, forward by 1001 bytes */
+	memcpy(dst, src, BYTES + 2);
+	memcpy(want, src, BYTES + 2);
+	memmove(want + 1001, want, BYTES - 1001);
+	WT_OK(k->copy(NULL, dst + 1001, dst, BYTES - 1001, WEFT_COPY_DEVICE_TO_DEVICE));
+	WT_CHECK(!memcmp(dst, want, BYTES + 2));
+	/* a 1540-byte row into 1298 rows, past the end untouched */
+	memset(dst, 0xAB, BYTES + 2);
+	WT_OK(k->broadcast_rows(NULL, NROWS, ROW, src, dst));
+	int bad = 0;
+
+	for (int r = 0; r < NROWS; r++)
+		bad += memcmp(dst + (size_t)r * ROW, src, ROW) != 0;
+	WT_CHECK(bad == 0);
+	WT_CHECK(dst[(size_t)NROWS * ROW] == 0xAB);
+	free(src);
+	free(dst);
+	free(want);
 }
 
 int main(void)
@@ -83,6 +128,7 @@ int main(void)
 	weft_tensor_free(w);
 	weft_tensor_free(b);
 	weft_tensor_free(b2);
+	check_bytes_kernels();
 	weft_cpu_set_threads(1);
 	return wt_done("test_tensor_threads");
 }

@@ -368,6 +368,16 @@ typedef struct weft_kernel_table {
 						int64_t C, int64_t nh, const void *qkv,
 						const void *att, const void *dout, void *dqkv,
 						void *scratch);
+
+	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
+	 * broadcast_rows) first ---- */
+
+	/* (optional, NULL: the core calls `copy` once a row) Writes the
+	 * row_bytes at src into each of `rows` consecutive rows of dst
+	 * (rows * row_bytes bytes; src does not overlap dst), as a bias
+	 * before the GEMM that adds to it. Asynchronous on kctx. */
+	weft_status (*broadcast_rows)(void *kctx, int64_t rows, size_t row_bytes, const void *src,
+				      void *dst);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
