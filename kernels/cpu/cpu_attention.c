@@ -3,7 +3,6 @@
  * sees keys up to its last row, so the GEMMs skip the masked upper
  * triangle beyond the tile (about half the work for long sequences). */
 #include <cblas.h>
-#include <pthread.h>
 #include <math.h>
 #include <string.h>
 
@@ -137,9 +136,8 @@ static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 	}
 }
 
-static void *att_worker(void *arg)
+static void att_worker(const att_job *j)
 {
-	const att_job *j = arg;
 	float *da = j->scratch ? j->scratch + j->first * j->T * j->T : NULL;
 
 	for (int64_t i = j->first; i < j->B * j->nh; i += j->step) {
@@ -148,45 +146,36 @@ static void *att_worker(void *arg)
 		else
 			head_forward(j, i / j->nh, i % j->nh);
 	}
-	return NULL;
 }
 
-/* Runs the job over all heads on att_threads threads (this one included);
- * a thread that cannot be started leaves its heads to this thread. */
+/* Task t of att_run: the heads t, t + step, ... */
+static void att_task(void *arg, int64_t t0, int64_t t1)
+{
+	for (int64_t t = t0; t < t1; t++) {
+		att_job j = *(const att_job *)arg;
+
+		j.first = t;
+		att_worker(&j);
+	}
+}
+
+/* Runs the job over all heads, one task a thread (cpu_parallel_tasks);
+ * each head's products single-threaded. */
 static void att_run(const att_job *tmpl)
 {
-	enum { MAX_THREADS = 64 };
 	int64_t n = att_threads(tmpl->B * tmpl->nh);
-	pthread_t tid[MAX_THREADS];
-	att_job jobs[MAX_THREADS];
-	int started[MAX_THREADS] = { 0 };
 	int blas_threads = (int)weft_kernels_cpu_get_threads();
+	att_job j = *tmpl;
 
-	if (n > MAX_THREADS)
-		n = MAX_THREADS;
+	if (n > 64) /* cpu_parallel_tasks' cap */
+		n = 64;
+	j.step = n;
 	if (n == 1) {
-		att_job j = *tmpl;
-
-		j.first = 0;
-		j.step = 1;
-		att_worker(&j);
+		att_task(&j, 0, 1);
 		return;
 	}
 	openblas_set_num_threads(1);
-	for (int64_t t = 0; t < n; t++) {
-		jobs[t] = *tmpl;
-		jobs[t].first = t;
-		jobs[t].step = n;
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, att_worker, &jobs[t]) == 0;
-	}
-	att_worker(&jobs[0]);
-	for (int64_t t = 1; t < n; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
-		else
-			att_worker(&jobs[t]);
-	}
+	cpu_parallel_tasks(n, att_task, &j);
 	openblas_set_num_threads(blas_threads);
 }
 

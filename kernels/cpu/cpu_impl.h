@@ -34,6 +34,11 @@ typedef void (*cpu_range_fn)(void *arg, int64_t begin, int64_t end);
  * are done. A thread that cannot be started leaves its part to this one. */
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *arg);
 
+/* Runs fn(arg, t, t + 1) for each task t of [0, n) at once, one thread a
+ * task (task 0 on this one), on the threads cpu_parallel_for uses; n is
+ * capped at 64, and the count that ran is returned. */
+int64_t cpu_parallel_tasks(int64_t n, cpu_range_fn fn, void *arg);
+
 /* Items per thread below which splitting costs more than it saves (a
  * thread start is some 20 us; 64 Ki floats take about that to stream). */
 #define CPU_GRAIN (1 << 16)

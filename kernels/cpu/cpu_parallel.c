@@ -152,6 +152,23 @@ static void run_pooled(const par_part *w, int64_t parts)
 	pthread_mutex_unlock(&pool.mu);
 }
 
+/* Runs parts w[0, parts) at once, w[0] on this thread. */
+static void run_parts(par_part *w, int64_t parts)
+{
+	if (parts < 2) {
+		if (parts == 1)
+			run_part(&w[0]);
+		return;
+	}
+	pthread_once(&pool_once, pool_init);
+	if (!in_part && pthread_mutex_trylock(&pool.busy) == 0) {
+		run_pooled(w, parts);
+		pthread_mutex_unlock(&pool.busy);
+	} else {
+		run_spawned(w, parts);
+	}
+}
+
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
 {
 	par_part w[PAR_MAX_THREADS];
@@ -175,11 +192,17 @@ void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *arg)
 		w[t] = (par_part){ .fn = fn, .arg = arg, .begin = prev, .end = end > prev ? end : prev };
 		prev = w[t].end;
 	}
-	pthread_once(&pool_once, pool_init);
-	if (!in_part && pthread_mutex_trylock(&pool.busy) == 0) {
-		run_pooled(w, parts);
-		pthread_mutex_unlock(&pool.busy);
-	} else {
-		run_spawned(w, parts);
-	}
+	run_parts(w, parts);
+}
+
+int64_t cpu_parallel_tasks(int64_t n, cpu_range_fn fn, void *arg)
+{
+	par_part w[PAR_MAX_THREADS];
+
+	if (n > PAR_MAX_THREADS)
+		n = PAR_MAX_THREADS;
+	for (int64_t t = 0; t < n; t++)
+		w[t] = (par_part){ .fn = fn, .arg = arg, .begin = t, .end = t + 1 };
+	run_parts(w, n);
+	return n < 0 ? 0 : n;
 }
