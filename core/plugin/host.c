@@ -138,6 +138,7 @@ static const weft_host host = {
 	.op_cross_entropy = weft_op_cross_entropy,
 	.op_reshape = weft_op_reshape,
 	.ctx_kernels = host_ctx_kernels,
+	.parallel_for = weft_cpu_parallel_for,
 };
 
 const weft_host *weft_host_services(void)

@@ -226,3 +226,9 @@ int64_t weft_cpu_get_threads(void)
 {
 	return weft_kernels_cpu_get_threads();
 }
+
+void weft_cpu_parallel_for(int64_t n, int64_t grain,
+			   void (*fn)(void *arg, int64_t begin, int64_t end), void *arg)
+{
+	weft_kernels_cpu_parallel_for(n, grain, fn, arg);
+}

@@ -206,3 +206,9 @@ int64_t cpu_parallel_tasks(int64_t n, cpu_range_fn fn, void *arg)
 	run_parts(w, n);
 	return n < 0 ? 0 : n;
 }
+
+void weft_kernels_cpu_parallel_for(int64_t n, int64_t grain,
+				   void (*fn)(void *arg, int64_t begin, int64_t end), void *arg)
+{
+	cpu_parallel_for(n, grain, fn, arg);
+}

@@ -12,6 +12,11 @@ const weft_kernel_table *weft_kernels_cpu_table(void);
 void weft_kernels_cpu_set_threads(int64_t n);
 int64_t weft_kernels_cpu_get_threads(void);
 
+/* cpu_parallel_for (cpu_impl.h) for the rest of the core: the kernels'
+ * thread pool. */
+void weft_kernels_cpu_parallel_for(int64_t n, int64_t grain,
+				   void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
+
 /* log2 of the cycles an idle OpenBLAS worker spins before it sleeps,
  * set at load time unless OPENBLAS_THREAD_TIMEOUT is set (cpu_table.c). */
 #define WEFT_BLAS_THREAD_TIMEOUT "16"

@@ -1,6 +1,7 @@
 /* Optimizer state, clipping and the optimizer step for replicated
  * strategies. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +56,50 @@ void replicated_fini(replicated *r)
 	r->slot_mem = NULL;
 }
 
+/* The optimizer step over parts of the flat buffers, one a CPU thread
+ * (the plugin's step takes disjoint ranges concurrently; every element is
+ * updated as in one call, so the result is the same bit for bit). */
+typedef struct step_job {
+	replicated *r;
+	const weft_optim_step_info *in;
+	atomic_int st; /* the first part's error */
+} step_job;
+
+/* Elements a part steps at least: below, a thread costs more than it saves. */
+#define STEP_GRAIN ((int64_t)1 << 16)
+#define STEP_MAX_SLOTS 8
+
+/* The step's arrays start at global element `begin` (weft/optim.h). */
+static void step_part(void *arg, int64_t begin, int64_t end)
+{
+	step_job *j = arg;
+	replicated *r = j->r;
+	float *slots[STEP_MAX_SLOTS];
+	int ok = WEFT_OK;
+	weft_status st;
+
+	for (size_t k = 0; k < r->n_slots; k++)
+		slots[k] = r->slots[k] + begin;
+	st = r->env->optim_ops->step(r->env->optim, r->env->segs, r->env->nseg,
+				     r->params + begin, r->grads + begin,
+				     r->n_slots ? slots : NULL, begin, end, j->in);
+	if (st)
+		atomic_compare_exchange_strong(&j->st, &ok, (int)st);
+}
+
+static weft_status step_parts(replicated *r, const weft_optim_step_info *in)
+{
+	step_job j = { .r = r, .in = in };
+
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, parallel_for) || !g_host->parallel_for ||
+	    r->numel < 2 * STEP_GRAIN || r->n_slots > STEP_MAX_SLOTS)
+		return r->env->optim_ops->step(r->env->optim, r->env->segs, r->env->nseg,
+					       r->params, r->grads, r->slots, 0, r->numel, in);
+	atomic_init(&j.st, WEFT_OK);
+	g_host->parallel_for(r->numel, STEP_GRAIN, step_part, &j);
+	return (weft_status)atomic_load(&j.st);
+}
+
 weft_status replicated_step(replicated *r, const weft_optim_step_info *info, double grad_scale,
 			    double *grad_norm)
 {
@@ -84,8 +129,7 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 
 		in.grad_scale *= g_host->clip_coef(sumsq, clip, grad_norm);
 	}
-	return r->env->optim_ops->step(r->env->optim, r->env->segs, r->env->nseg, r->params,
-				       r->grads, r->slots, 0, r->numel, &in);
+	return step_parts(r, &in);
 }
 
 weft_status replicated_state(replicated *r, weft_strategy_state *out)

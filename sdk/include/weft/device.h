@@ -479,6 +479,15 @@ WEFT_API void weft_cpu_set_threads(int64_t n);
 /* The current CPU kernel thread count. */
 WEFT_API int64_t weft_cpu_get_threads(void);
 
+/* Runs fn(arg, begin, end) over [0, n) in contiguous parts, one a CPU
+ * kernel thread (weft_cpu_get_threads), each of at least `grain` items
+ * (fewer parts when n is small; fn(arg, 0, n) at 1 thread), this thread
+ * taking the first; returns when all are done. Part boundaries are
+ * multiples of 16 items (a cache line of floats). fn may run on another
+ * thread; a call from inside fn runs its parts on threads of its own. */
+WEFT_API void weft_cpu_parallel_for(int64_t n, int64_t grain,
+				    void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
+
 #ifdef __cplusplus
 }
 #endif

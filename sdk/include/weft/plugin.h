@@ -309,6 +309,14 @@ typedef struct weft_host {
 	 * device memory through it. Never fails; never blocks. */
 	void (*ctx_kernels)(const struct weft_ctx *ctx, const struct weft_kernel_table **kernels,
 			    void **kctx);
+
+	/* ---- appended: check WEFT_HAS_MEMBER(host, weft_host, parallel_for)
+	 * first. ----
+	 * Host-side work over [0, n) split over the process's CPU threads
+	 * (trainer.threads), as weft_cpu_parallel_for (weft/device.h): an
+	 * optimizer step over disjoint ranges of the flat buffers, say. */
+	void (*parallel_for)(int64_t n, int64_t grain,
+			     void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
 } weft_host;
 
 /* The entry symbol's name and type. */
