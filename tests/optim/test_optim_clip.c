@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include "train/clip.h"
+#include "weft/device.h"
 #include "optim_test.h"
 
 #define NT 4
@@ -121,9 +122,43 @@ static void properties(void)
 		 "array 1 of 2", "negative length -2");
 }
 
+/* Long arrays are summed in chunks on the CPU threads: the same sum, bit
+ * for bit, at 1 and at 3 threads, for an array of a few chunks (uneven
+ * last chunk) and one past 1024 chunks of 4096 (larger chunks); and
+ * within 1e-12 of a long double reference. */
+static void threads(void)
+{
+	enum { N1 = 300001, N2 = 5000003 };
+	float *a = malloc(N1 * sizeof(float)), *b = malloc(N2 * sizeof(float));
+	const float *arrays[2] = { a, b };
+	int64_t lens[2] = { N1, N2 };
+	long double ref = 0.0L;
+	double s1, s3;
+
+	WT_REQUIRE(a && b);
+	for (int i = 0; i < N1; i++)
+		a[i] = (float)(((int64_t)i * 7919) % 2001 - 1000) * 1e-3f;
+	for (int i = 0; i < N2; i++)
+		b[i] = (float)(((int64_t)i * 104729) % 4001 - 2000) * 1e-4f;
+	for (int i = 0; i < N1; i++)
+		ref += (long double)a[i] * a[i];
+	for (int i = 0; i < N2; i++)
+		ref += (long double)b[i] * b[i];
+	weft_cpu_set_threads(1);
+	s1 = weft_clip_sum_squares(arrays, lens, 2);
+	weft_cpu_set_threads(3);
+	s3 = weft_clip_sum_squares(arrays, lens, 2);
+	weft_cpu_set_threads(1);
+	WT_CHECK(s1 == s3);
+	WT_CLOSE(s1, (double)ref, 1e-12, 0);
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	fixtures();
 	properties();
+	threads();
 	return wt_done("test_optim_clip");
 }
