@@ -149,13 +149,17 @@ void weft_arena_reset(weft_arena *a)
 	if (!a)
 		return;
 	if (a->nblocks > 1) {
+		/* the old blocks go first, so the process never holds them and
+		 * their replacement at once (that sum, up to three times a
+		 * cycle's use, was the arena's peak) */
 		one.size = a->high_water + a->high_water / 8 + 4096;
+		free_blocks(a);
+		a->nblocks = 0;
 		if (a->k->mem_alloc(a->dev.index, a->cat, one.size, &one.mem) == WEFT_OK) {
-			free_blocks(a);
 			a->blocks[0] = one;
 			a->nblocks = 1;
 			a->block_allocs++;
-		}
+		} /* else the arena starts empty and grows again on demand */
 	}
 	for (int i = 0; i < a->nblocks; i++)
 		a->blocks[i].used = 0;

@@ -443,10 +443,11 @@ WEFT_API void weft_arena_free(weft_arena *arena);
 WEFT_API weft_status weft_arena_alloc(weft_arena *arena, size_t bytes, size_t align, void **out);
 
 /* Takes back everything handed out. When the last cycle needed more than
- * one block, the blocks are freed and replaced by one block as large as
- * that cycle's total use, so a steady workload stops allocating after one
- * cycle. Never fails: if that one block cannot be had, the old blocks are
- * kept. */
+ * one block, the blocks are freed and then replaced by one block as large
+ * as that cycle's total use, so a steady workload stops allocating after
+ * one cycle (and never holds the old blocks and the new one at once).
+ * Never fails: if that one block cannot be had, the arena starts empty
+ * and grows again on demand. */
 WEFT_API void weft_arena_reset(weft_arena *arena);
 
 /* Arena statistics. */
