@@ -197,6 +197,26 @@ static void test_arena(void)
 	weft_arena_free(a);
 	weft_mem_get_stats(&m1);
 	WT_CHECK(m1.current[WEFT_MEM_COMM] == m0.current[WEFT_MEM_COMM]);
+
+	/* the reset that consolidates never holds the old blocks and their
+	 * replacement at once: the peak over it is the larger of the two */
+	WT_OK(weft_arena_create(WEFT_CPU, WEFT_MEM_COMM, 1000, &a));
+	for (int i = 0; i < 10; i++)
+		WT_OK(weft_arena_alloc(a, 300, 0, &p[i]));
+	weft_arena_get_stats(a, &st);
+	{
+		size_t before = st.capacity;
+
+		WT_CHECK(before >= 7000); /* 1000 + 2000 + 4000 */
+		weft_mem_reset_peaks();
+		weft_arena_reset(a);
+		weft_arena_get_stats(a, &st);
+		weft_mem_get_stats(&m1);
+		WT_CHECK(st.capacity >= 3000 && st.block_allocs == 4);
+		WT_CHECK(m1.peak[WEFT_MEM_COMM] - m0.current[WEFT_MEM_COMM] <=
+			 (int64_t)(before > st.capacity ? before : st.capacity));
+	}
+	weft_arena_free(a);
 }
 
 static void test_threads(void)
