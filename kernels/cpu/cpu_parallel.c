@@ -44,9 +44,11 @@ static _Thread_local int in_part; /* this thread runs a part now */
 
 static void run_part(const par_part *w)
 {
+	int outer = in_part; /* a part of a part: still inside the outer one */
+
 	in_part = 1;
 	w->fn(w->arg, w->begin, w->end);
-	in_part = 0;
+	in_part = outer;
 }
 
 static void *par_main(void *p)
