@@ -2,6 +2,7 @@
  * strategies. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -62,7 +63,8 @@ void replicated_fini(replicated *r)
 typedef struct step_job {
 	replicated *r;
 	const weft_optim_step_info *in;
-	atomic_int st; /* the first part's error */
+	atomic_int st; /* the first failing part's error */
+	char msg[1024]; /* and its message (errors are per thread) */
 } step_job;
 
 /* Elements a part steps at least: below, a thread costs more than it saves. */
@@ -83,8 +85,8 @@ static void step_part(void *arg, int64_t begin, int64_t end)
 	st = r->env->optim_ops->step(r->env->optim, r->env->segs, r->env->nseg,
 				     r->params + begin, r->grads + begin,
 				     r->n_slots ? slots : NULL, begin, end, j->in);
-	if (st)
-		atomic_compare_exchange_strong(&j->st, &ok, (int)st);
+	if (st && atomic_compare_exchange_strong(&j->st, &ok, (int)st))
+		snprintf(j->msg, sizeof(j->msg), "%s", g_host->error_last());
 }
 
 static weft_status step_parts(replicated *r, const weft_optim_step_info *in)
@@ -97,7 +99,9 @@ static weft_status step_parts(replicated *r, const weft_optim_step_info *in)
 					       r->params, r->grads, r->slots, 0, r->numel, in);
 	atomic_init(&j.st, WEFT_OK);
 	g_host->parallel_for(r->numel, STEP_GRAIN, step_part, &j);
-	return (weft_status)atomic_load(&j.st);
+	if (atomic_load(&j.st))
+		return g_host->error_set((weft_status)atomic_load(&j.st), "%s", j.msg);
+	return WEFT_OK;
 }
 
 weft_status replicated_step(replicated *r, const weft_optim_step_info *info, double grad_scale,
