@@ -23,6 +23,7 @@ typedef struct bench_opts {
 	int64_t min_bytes, max_bytes;
 	int factor;
 	int warmup, iters;
+	char options[1024]; /* the backend's options, "key: value" lines */
 } bench_opts;
 
 static void bench_usage(FILE *out)
@@ -30,12 +31,13 @@ static void bench_usage(FILE *out)
 	fprintf(out,
 		"usage: weft bench comm [--backend gloo|nccl] [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR]\n"
 		"                       [-w WARMUP] [-i ITERS] [--op all_reduce|all_gather|\n"
-		"                        reduce_scatter|broadcast]\n\n"
+		"                        reduce_scatter|broadcast] [-o KEY=VALUE]...\n\n"
 		"Prints nccl-tests' table (size, count, type, redop, root, time, algbw, busbw,\n"
 		"#wrong) for float buffers from MIN to MAX bytes (suffixes K, M, G), each\n"
 		"FACTOR times the last. Defaults: gloo, 2 ranks, 8 B to 64M, factor 2,\n"
 		"5 warm-up and 20 timed iterations, all_reduce (sum). With nccl the buffers\n"
-		"live on the GPUs (local rank r on GPU r), as in nccl-tests.\n");
+		"live on the GPUs (local rank r on GPU r), as in nccl-tests. -o passes the\n"
+		"backend an option, as trainer.comm's mapping does (gloo: -o shm=off).\n");
 }
 
 static int parse_size(const char *s, int64_t *out)
@@ -210,16 +212,21 @@ static int bench_rank(const bench_opts *o)
 	float *send, *recv, tsum;
 	int64_t maxc = o->max_bytes / 4 + 1;
 	int rc = 1;
+	weft_config *opts = NULL;
 
-	if (weft_dist_env_detect(&env) || bench_device(o->backend, &env, &dev) ||
+	if ((o->options[0] && weft_config_load_string("-o", o->options, strlen(o->options),
+						      &opts)) ||
+	    weft_dist_env_detect(&env) || bench_device(o->backend, &env, &dev) ||
 	    weft_store_connect(env.store_host, env.store_port, env.secret, 60000, &store) ||
 	    weft_registry_create(&reg) || weft_registry_add_default_paths(reg) ||
 	    weft_registry_find(reg, WEFT_PLUGIN_COMM, o->backend, &vt, NULL) ||
 	    weft_pg_create_dev(vt, store, env.rank, env.world_size, "bench", 60000,
-			       env.local_world_size == env.world_size ? "127.0.0.1" : NULL, NULL,
+			       env.local_world_size == env.world_size ? "127.0.0.1" : NULL,
+			       opts ? weft_config_root(opts) : NULL,
 			       dev.type == WEFT_DEVICE_CUDA ? WEFT_COMM_DEVICE_CUDA :
 							      WEFT_COMM_DEVICE_CPU,
-			       dev.index, &pg))
+			       dev.index, &pg) ||
+	    (opts && weft_config_check_unused(opts)))
 		goto out;
 	weft_log_set_rank(env.rank);
 	if (bufs_alloc(&bb, dev, (size_t)maxc * 4))
@@ -290,6 +297,7 @@ out:
 	bufs_free(&bb);
 	weft_registry_free(reg);
 	weft_store_client_close(store);
+	weft_config_free(opts);
 	return rc;
 }
 
@@ -363,6 +371,13 @@ int weft_cmd_bench(int argc, char **argv)
 		} else if (!strcmp(a, "-i")) {
 			o.iters = atoi(v);
 			bad = o.iters < 1;
+		} else if (!strcmp(a, "-o")) {
+			const char *eq = strchr(v, '=');
+			size_t used = strlen(o.options);
+
+			bad = !eq || eq == v || !eq[1] ||
+			      snprintf(o.options + used, sizeof(o.options) - used, "%.*s: %s\n",
+				       (int)(eq - v), v, eq + 1) >= (int)(sizeof(o.options) - used);
 		} else {
 			bad = 1;
 		}

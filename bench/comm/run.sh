@@ -9,8 +9,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-echo "== weft bench comm --backend gloo -n $N"
+echo "== weft bench comm --backend gloo -n $N (shared memory between the ranks)"
 "$BUILD/bin/weft" bench comm --backend gloo -n "$N" -b 8 -e 64M -f 2 2>/dev/null
+
+echo "== weft bench comm --backend gloo -n $N -o shm=off (tcp, as libgloo)"
+"$BUILD/bin/weft" bench comm --backend gloo -n "$N" -b 8 -e 64M -f 2 -o shm=off 2>/dev/null
 
 echo "== libgloo called directly (bench/comm/gloo_direct.cc)"
 c++ -O2 -std=c++17 "$HERE/gloo_direct.cc" -o "$TMP/gloo_direct" -lgloo -pthread

@@ -15,12 +15,16 @@
 #include "dist/dist.h"
 #include "dist/pg.h"
 #include "plugin/registry.h"
+#include "weft/config.h"
 #include "weft/log.h"
 #include "weft/memory.h"
 #include "weft_test.h"
 #include "../../plugins/comm/gloo/half.h"
 
 static int R, P;
+
+/* dtypes run_reductions and run_moves cover (bit d: dtype d) */
+static unsigned dtype_mask = ~0u;
 
 /* ---- typed element access --------------------------------------------- */
 
@@ -164,6 +168,8 @@ static void run_reductions(weft_pg *pg, size_t n)
 	for (int d = 0; d < WEFT_COMM_NUM_DTYPES; d++) {
 		weft_comm_dtype dt = (weft_comm_dtype)d;
 
+		if (!(dtype_mask >> d & 1))
+			continue;
 		for (int o = 0; o < WEFT_COMM_NUM_REDOPS; o++) {
 			weft_comm_redop op = (weft_comm_redop)o;
 			red_ctx ctx = { .p = p, .op = op, .dt = dt };
@@ -215,6 +221,9 @@ static void run_moves(weft_pg *pg, size_t n)
 	for (int d = 0; d < WEFT_COMM_NUM_DTYPES; d++) {
 		weft_comm_dtype dt = (weft_comm_dtype)d;
 		size_t es = weft_comm_dtype_size(dt);
+
+		if (!(dtype_mask >> d & 1))
+			continue;
 		mv_ctx mc = { .p = p, .r = r, .n = n };
 		weft_comm_buf sa, sb;
 		int root = p - 1;
@@ -335,6 +344,19 @@ static void scenario_collectives(weft_pg *world)
 	}
 }
 
+/* Collectives larger than a shared-memory slot (1 MiB a rank), so they run
+ * in several pieces, the last one shorter (600001 f32: 3 pieces of an
+ * all_reduce, 5 of a reduce_scatter at 2 ranks); f32 and bf16 (reduced
+ * widened in scratch memory), every reduction. */
+static void scenario_large(weft_pg *world)
+{
+	dtype_mask = 1u << WEFT_COMM_F32 | 1u << WEFT_COMM_BF16;
+	run_reductions(world, 600001);
+	dtype_mask = 1u << WEFT_COMM_F32;
+	run_moves(world, 600001);
+	dtype_mask = ~0u;
+}
+
 /* Rank 1 dies by SIGKILL in the middle of the third all_reduce's series. */
 static void scenario_killed(weft_pg *world)
 {
@@ -412,9 +434,15 @@ int main(int argc, char **argv)
 	char path[4096];
 	const char *tmo = getenv("WEFT_TEST_COMM_TIMEOUT_MS");
 	int64_t timeout = tmo ? atoll(tmo) : 10000;
+	/* the backend's `shm` option: WEFT_TEST_GLOO_SHM for every rank, or
+	 * WEFT_TEST_GLOO_SHM_<rank> for one */
+	char shm_var[64], opt_text[64];
+	const char *shm;
+	weft_config *opts = NULL;
+	weft_status st;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: dist_worker collectives|killed|mismatch|mesh\n");
+		fprintf(stderr, "usage: dist_worker collectives|large|killed|mismatch|mesh|init\n");
 		return 2;
 	}
 	WT_OK(weft_dist_env_detect(&env));
@@ -426,7 +454,26 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/comm_gloo.so", getenv("WEFT_PLUGIN_DIR"));
 	WT_OK(weft_registry_add_file(reg, path));
 	WT_OK(weft_registry_find(reg, WEFT_PLUGIN_COMM, "gloo", &vt, NULL));
-	WT_OK(weft_pg_create(vt, store, R, P, "world", timeout, "127.0.0.1", &world));
+	snprintf(shm_var, sizeof(shm_var), "WEFT_TEST_GLOO_SHM_%d", R);
+	shm = getenv(shm_var) ? getenv(shm_var) : getenv("WEFT_TEST_GLOO_SHM");
+	if (shm) {
+		snprintf(opt_text, sizeof(opt_text), "shm: %s\n", shm);
+		WT_OK(weft_config_load_string("test-options", opt_text, strlen(opt_text), &opts));
+	}
+	st = weft_pg_create_opts(vt, store, R, P, "world", timeout, "127.0.0.1",
+				 opts ? weft_config_root(opts) : NULL, &world);
+	if (!strcmp(argv[1], "init")) {
+		/* only meeting the others: a failure is reported, not a test failure */
+		if (st)
+			fprintf(stderr, "weft: %s: %s\n", weft_status_str(st), weft_error_last());
+		else
+			weft_pg_destroy(world);
+		weft_config_free(opts);
+		weft_registry_free(reg);
+		weft_store_client_close(store);
+		return st ? 3 : 0;
+	}
+	WT_OK(st);
 
 	if (!strcmp(argv[1], "collectives"))
 		scenario_collectives(world);
@@ -436,10 +483,13 @@ int main(int argc, char **argv)
 		scenario_mismatch(world);
 	else if (!strcmp(argv[1], "mesh"))
 		scenario_mesh(world);
+	else if (!strcmp(argv[1], "large"))
+		scenario_large(world);
 	else
 		WT_REQUIRE(!"unknown scenario");
 
 	weft_pg_destroy(world);
+	weft_config_free(opts);
 	weft_registry_free(reg);
 	weft_store_client_close(store);
 	return wt_done(argv[1]);

@@ -1,6 +1,8 @@
 /* Multi-process tests of the gloo backend through core/dist's process
  * groups: `test_dist_gloo SCENARIO NRANKS` runs NRANKS real processes of
- * dist_worker and checks how each one ended. */
+ * dist_worker and checks how each one ended. The ranks share this host, so
+ * collectives go through shared memory (shm: auto); a SCENARIO ending in
+ * _tcp runs the same with shm: off, over Gloo's tcp transport. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,16 @@ int main(int argc, char **argv)
 	scenario = argv[1];
 	n = atoi(argv[2]);
 	WT_REQUIRE(n >= 1 && n <= WT_SPAWN_MAX);
+	{
+		static char base[64];
+		size_t len = strlen(scenario);
+
+		if (len > 4 && !strcmp(scenario + len - 4, "_tcp")) {
+			snprintf(base, sizeof(base), "%.*s", (int)(len - 4), scenario);
+			scenario = base;
+			setenv("WEFT_TEST_GLOO_SHM", "off", 1);
+		}
+	}
 
 	if (!strcmp(scenario, "killed")) {
 		/* 2 s comm timeout: every survivor must be out within timeout +
@@ -62,7 +74,21 @@ int main(int argc, char **argv)
 		snprintf(want, sizeof(want), "rank 0 called all_reduce #2 (f32 x 8) where rank %d "
 			 "called all_gather #2 (f32 x 8)", n - 1);
 		WT_STR_CONTAINS(res.err[n - 1], want);
+	} else if (!strcmp(scenario, "shm_refused")) {
+		/* rank 0 turns shared memory off, rank 1 insists on it: rank 1's
+		 * init fails naming rank 0's reason; rank 0 goes on over tcp */
+		setenv("WEFT_TEST_GLOO_SHM_0", "off", 1);
+		setenv("WEFT_TEST_GLOO_SHM_1", "on", 1);
+		WT_REQUIRE(spawn_run(n, "init", 30, &res) == 0);
+		WT_CHECK(!res.hung);
+		WT_CHECK(wt_spawn_exited(&res, 0, 0));
+		WT_CHECK(wt_spawn_exited(&res, 1, 3));
+		WT_STR_CONTAINS(res.err[1], "shared memory was asked for (shm: on), but rank 0: "
+				"turned off (shm: off); use shm: auto");
 	} else {
+		/* "large" insists on shared memory: init fails if it is not used */
+		if (!strcmp(scenario, "large"))
+			setenv("WEFT_TEST_GLOO_SHM", "on", 1);
 		WT_REQUIRE(spawn_run(n, scenario, 90, &res) == 0);
 		WT_CHECK(!res.hung);
 		for (int r = 0; r < n; r++)

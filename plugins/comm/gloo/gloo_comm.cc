@@ -1,5 +1,6 @@
 /* The Gloo comm plugin: a C++ shim over Debian's libgloo (tcp transport)
- * exposing weft_comm_ops. Every entry point catches every exception and
+ * exposing weft_comm_ops; between ranks of one host its collectives go
+ * through shared memory (gloo_shm.cc; backend option `shm`). Every entry point catches every exception and
  * turns it into a weft_status with a message; nothing is thrown into C.
  *
  * Each communicator owns one comm thread that runs its collectives in
@@ -236,7 +237,8 @@ void finish_locked(weft_comm *c, weft_comm_work *w, weft_status st, const std::s
 	unref_locked(c, w);
 }
 
-void comm_thread(weft_comm *c)
+/* Runs queued collectives in order until destroy. */
+void comm_loop(weft_comm *c)
 {
 	std::unique_lock<std::mutex> lk(c->mu);
 
@@ -284,6 +286,30 @@ void comm_thread(weft_comm *c)
 		lk.lock();
 		finish_locked(c, w, st, msg);
 	}
+}
+
+void comm_thread(weft_comm *c)
+{
+	if (c->shm)
+		c->shm->hold_alive();
+	comm_loop(c);
+	if (c->shm)
+		c->shm->release_alive();
+}
+
+/* Reads the backend options (trainer.comm's mapping): `shm`. */
+weft_status read_options(const weft_comm_init_args *a, weft_gloo::ShmMode *shm)
+{
+	static const char *const modes[] = { "auto", "on", "off", nullptr };
+	const weft_cfg *opts = a->struct_size >= offsetof(weft_comm_init_args, options) +
+			       sizeof(a->options) ? a->options : nullptr;
+	int m = 0;
+	weft_status st = host->cfg_choice(opts, "shm", modes, "auto", &m);
+
+	if (st)
+		return st;
+	*shm = m == 1 ? ShmMode::on : m == 2 ? ShmMode::off : ShmMode::auto_;
+	return WEFT_OK;
 }
 
 weft_status fail(weft_status st, const std::string &msg)
@@ -484,6 +510,10 @@ weft_status g_init(const weft_comm_init_args *a, weft_comm **out)
 		return host->error_set(WEFT_ERR_UNSUPPORTED, "gloo: comm '%s' rank %d/%d: device "
 				       "kind %d is unknown; gloo moves CPU and CUDA buffers",
 				       a->name ? a->name : "world", a->rank, a->size, (int)kind);
+	weft_gloo::ShmMode shm_mode;
+	weft_status st = read_options(a, &shm_mode);
+	if (st)
+		return st;
 	weft_comm *c = nullptr;
 	try {
 		c = new weft_comm();
@@ -499,8 +529,13 @@ weft_status g_init(const weft_comm_init_args *a, weft_comm **out)
 			auto dev = device_for(a->bind_host);
 			StoreAdapter store(a->store, c->name, a->timeout_ms);
 			c->ctx->connectFullMesh(store, dev);
+			c->shm = Shm::setup(a, shm_mode, kShmSlotBytes, &c->aborted);
 		}
 		c->thread = std::thread(comm_thread, c);
+	} catch (const StatusError &e) {
+		delete c;
+		return host->error_set(e.st, "gloo: comm '%s' rank %d/%d: %s",
+				       a->name ? a->name : "world", a->rank, a->size, e.what());
 	} catch (const StoreError &e) {
 		delete c;
 		return host->error_set(e.st, "gloo: comm '%s' rank %d/%d could not meet its peers: "
@@ -706,6 +741,7 @@ void g_abort(weft_comm *c)
 			c->broken = true;
 			c->broken_reason = who(c) + " was aborted";
 		}
+		c->aborted.store(true);
 		while (!c->queue.empty()) {
 			weft_comm_work *w = c->queue.front();
 

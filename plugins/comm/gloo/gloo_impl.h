@@ -3,6 +3,7 @@
 #ifndef WEFT_GLOO_IMPL_H
 #define WEFT_GLOO_IMPL_H
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gloo/rendezvous/context.h>
@@ -87,6 +89,105 @@ struct StatusError : std::runtime_error {
 /* Point-to-point slots live above every collective's. */
 constexpr uint64_t kP2PSlotBase = 0xF0ull << 56;
 
+/* ---- reductions (gloo_ops.cc; also used by gloo_shm.cc) ---- */
+
+/* out[i] = a[i] + b[i] and p[i] /= d, vectorized per x86-64 level; the
+ * same bits at every level (elementwise IEEE operations). */
+void add_f32(float *out, const float *a, const float *b, size_t n);
+void divide_f32(float *p, size_t n, float d);
+
+/* out[i] = a[i] op b[i] (avg adds; divide afterwards). out may be a or b. */
+template <typename T> void reduce_into(T *out, const T *a, const T *b, size_t n, weft_comm_redop op)
+{
+	if constexpr (std::is_same_v<T, float>) {
+		if (op == WEFT_COMM_SUM || op == WEFT_COMM_AVG) {
+			add_f32(out, a, b, n);
+			return;
+		}
+	}
+	switch (op) {
+	case WEFT_COMM_SUM:
+	case WEFT_COMM_AVG:
+		for (size_t i = 0; i < n; i++)
+			out[i] = a[i] + b[i];
+		break;
+	case WEFT_COMM_MAX:
+		for (size_t i = 0; i < n; i++)
+			out[i] = a[i] > b[i] ? a[i] : b[i];
+		break;
+	case WEFT_COMM_MIN:
+		for (size_t i = 0; i < n; i++)
+			out[i] = a[i] < b[i] ? a[i] : b[i];
+		break;
+	case WEFT_COMM_NUM_REDOPS:
+		throw std::invalid_argument("unknown reduction");
+	}
+}
+
+/* p[i] /= size: the last step of an avg. */
+template <typename T> void divide(T *p, size_t n, int size)
+{
+	if constexpr (std::is_same_v<T, float>) {
+		divide_f32(p, n, (float)size);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		p[i] = (T)(p[i] / (T)size);
+}
+
+/* ---- shared memory between the ranks of one host (gloo_shm.cc) ---- */
+
+/* The backend option `shm`: auto (use it when every rank of the group can
+ * map rank 0's segment, else tcp), on (an error when they cannot), off. */
+enum class ShmMode { auto_, on, off };
+
+/* Groups larger than this stay on tcp. */
+constexpr int kMaxRanks = 64;
+
+/* Bytes of one rank's slot, the most a collective moves per piece. */
+constexpr size_t kShmSlotBytes = 1u << 20;
+
+/* A communicator's shared segment and the collectives run through it. All
+ * calls but setup run on the comm thread; they throw what run_op throws
+ * (gloo::IoException on a timeout, a dead rank, an abort, or ranks in
+ * different collectives). */
+class Shm {
+public:
+	struct Impl;
+
+	/* Collective over the store of args: rank 0 creates a segment, the others
+	 * map it, and all agree whether every rank could. Returns the segment
+	 * (counted under WEFT_MEM_COMM), or nullptr when the ranks stay on tcp
+	 * (mode off, another host, /dev/shm full: logged at debug level). Throws
+	 * StatusError: store failures, and WEFT_ERR_UNSUPPORTED in mode on
+	 * naming the rank that could not join and why. `aborted` is read while
+	 * waiting; it outlives the segment. */
+	static std::unique_ptr<Shm> setup(const weft_comm_init_args *args, ShmMode mode,
+					  size_t slot_bytes, const std::atomic<bool> *aborted);
+	~Shm();
+
+	/* Held by the comm thread from its start to its end: a peer that finds
+	 * it abandoned knows this rank died. */
+	void hold_alive();
+	void release_alive();
+	size_t slot_bytes() const;
+
+	/* The collectives of w, over host memory: the same results as the tcp
+	 * algorithms (a reduction sums in rank order). */
+	template <typename T>
+	void all_reduce(const weft_comm_work *w, const T *in, T *out, size_t n, weft_comm_redop op);
+	template <typename T>
+	void reduce_scatter(const weft_comm_work *w, const T *in, T *out, size_t n,
+			    weft_comm_redop op);
+	void all_gather(const weft_comm_work *w, const char *in, char *out, size_t bytes);
+	void broadcast(const weft_comm_work *w, char *buf, size_t bytes);
+	void barrier(const weft_comm_work *w);
+
+private:
+	explicit Shm(std::unique_ptr<Impl> impl);
+	std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace weft_gloo
 
 /* One queued collective. Two references: the issuer's (dropped by wait)
@@ -141,6 +242,11 @@ struct weft_comm {
 	weft_gloo::Scratch scratch_b;
 	weft_gloo::Pinned pin_send; /* staged CUDA buffers of collectives */
 	weft_gloo::Pinned pin_recv;
+
+	/* collectives through shared memory when every rank shares this host;
+	 * nullptr: over Gloo's tcp transport */
+	std::unique_ptr<weft_gloo::Shm> shm;
+	std::atomic<bool> aborted{ false }; /* g_abort: shm waits give up */
 };
 
 namespace weft_gloo {

@@ -1,4 +1,6 @@
-/* The collectives, run on a communicator's comm thread. Gloo's own
+/* The collectives, run on a communicator's comm thread. With a shared
+ * segment (every rank on this host) all but all_to_all and send/recv go
+ * through it (gloo_shm.cc); otherwise Gloo's own
  * algorithms serve all_reduce (ring), all_gather, broadcast, all_to_all and
  * barrier; reduce_scatter is a ring over Gloo's unbound buffers, so that
  * it moves (P-1)/P of the data like NCCL's. bf16 and f16 are widened to
@@ -19,13 +21,6 @@
 #include "half.h"
 
 namespace weft_gloo {
-
-namespace {
-
-using ms = std::chrono::milliseconds;
-using clk = std::chrono::steady_clock;
-
-constexpr uint64_t kReduceScatterSlotBase = 0xE0ull << 56;
 
 /* The float loops of every bucket's reduction and average, in a version
  * per x86-64 level (the plugin builds for the baseline, whose SSE2 adds
@@ -49,42 +44,12 @@ GLOO_HOT void divide_f32(float *p, size_t n, float d)
 		p[i] = p[i] / d;
 }
 
-template <typename T> void reduce_into(T *out, const T *a, const T *b, size_t n, weft_comm_redop op)
-{
-	if constexpr (std::is_same_v<T, float>) {
-		if (op == WEFT_COMM_SUM || op == WEFT_COMM_AVG) {
-			add_f32(out, a, b, n);
-			return;
-		}
-	}
-	switch (op) {
-	case WEFT_COMM_SUM:
-	case WEFT_COMM_AVG:
-		for (size_t i = 0; i < n; i++)
-			out[i] = a[i] + b[i];
-		break;
-	case WEFT_COMM_MAX:
-		for (size_t i = 0; i < n; i++)
-			out[i] = a[i] > b[i] ? a[i] : b[i];
-		break;
-	case WEFT_COMM_MIN:
-		for (size_t i = 0; i < n; i++)
-			out[i] = a[i] < b[i] ? a[i] : b[i];
-		break;
-	case WEFT_COMM_NUM_REDOPS:
-		throw std::invalid_argument("unknown reduction");
-	}
-}
+namespace {
 
-template <typename T> void divide(T *p, size_t n, int size)
-{
-	if constexpr (std::is_same_v<T, float>) {
-		divide_f32(p, n, (float)size);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		p[i] = (T)(p[i] / (T)size);
-}
+using ms = std::chrono::milliseconds;
+using clk = std::chrono::steady_clock;
+
+constexpr uint64_t kReduceScatterSlotBase = 0xE0ull << 56;
 
 template <typename T>
 gloo::AllreduceOptions::Func reducer(weft_comm_redop op)
@@ -128,16 +93,18 @@ ms remaining(clk::time_point deadline)
 }
 
 template <typename T>
-void all_reduce_typed(weft_comm *c, const T *in, T *out, size_t n, weft_comm_redop op,
-		      uint64_t seq)
+void all_reduce_typed(weft_comm *c, const weft_comm_work *w, const T *in, T *out, size_t n,
+		      weft_comm_redop op)
 {
+	if (c->shm)
+		return c->shm->all_reduce<T>(w, in, out, n, op);
 	gloo::AllreduceOptions opts(c->ctx);
 
 	if (in != out)
 		opts.setInput<T>(const_cast<T *>(in), n);
 	opts.setOutput<T>(out, n);
 	opts.setReduceFunction(reducer<T>(op));
-	opts.setTag((uint32_t)seq);
+	opts.setTag((uint32_t)w->seq);
 	opts.setTimeout(ms(c->timeout_ms));
 	gloo::allreduce(opts);
 	if (op == WEFT_COMM_AVG)
@@ -159,22 +126,22 @@ void all_reduce(weft_comm *c, weft_comm_work *w)
 	}
 	switch (w->recv.dtype) {
 	case WEFT_COMM_F32:
-		return all_reduce_typed<float>(c, (const float *)in, (float *)out, n, w->redop, w->seq);
+		return all_reduce_typed<float>(c, w, (const float *)in, (float *)out, n, w->redop);
 	case WEFT_COMM_F64:
-		return all_reduce_typed<double>(c, (const double *)in, (double *)out, n, w->redop,
-						w->seq);
+		return all_reduce_typed<double>(c, w, (const double *)in, (double *)out, n,
+						w->redop);
 	case WEFT_COMM_I32:
-		return all_reduce_typed<int32_t>(c, (const int32_t *)in, (int32_t *)out, n,
-						 w->redop, w->seq);
+		return all_reduce_typed<int32_t>(c, w, (const int32_t *)in, (int32_t *)out, n,
+						 w->redop);
 	case WEFT_COMM_I64:
-		return all_reduce_typed<int64_t>(c, (const int64_t *)in, (int64_t *)out, n,
-						 w->redop, w->seq);
+		return all_reduce_typed<int64_t>(c, w, (const int64_t *)in, (int64_t *)out, n,
+						 w->redop);
 	case WEFT_COMM_BF16:
 	case WEFT_COMM_F16: {
 		float *wide = (float *)c->scratch_a.get(n * sizeof(float));
 
 		widen(wide, in, n, w->recv.dtype);
-		all_reduce_typed<float>(c, wide, wide, n, w->redop, w->seq);
+		all_reduce_typed<float>(c, w, wide, wide, n, w->redop);
 		narrow(out, wide, n, w->recv.dtype);
 		return;
 	}
@@ -213,15 +180,17 @@ void ring_reduce_scatter(weft_comm *c, T *work, T *tmp, size_t n, weft_comm_redo
 }
 
 template <typename T>
-void reduce_scatter_typed(weft_comm *c, const T *in, T *out, size_t n, weft_comm_redop op,
-			  uint64_t seq)
+void reduce_scatter_typed(weft_comm *c, const weft_comm_work *w, const T *in, T *out, size_t n,
+			  weft_comm_redop op)
 {
+	if (c->shm)
+		return c->shm->reduce_scatter<T>(w, in, out, n, op);
 	const size_t P = (size_t)c->size;
 	T *work = (T *)c->scratch_a.get(P * n * sizeof(T));
 	T *tmp = (T *)c->scratch_b.get(n * sizeof(T));
 
 	memcpy(work, in, P * n * sizeof(T));
-	ring_reduce_scatter<T>(c, work, tmp, n, op, seq);
+	ring_reduce_scatter<T>(c, work, tmp, n, op, w->seq);
 	memcpy(out, work + (size_t)c->rank * n, n * sizeof(T));
 }
 
@@ -240,17 +209,17 @@ void reduce_scatter(weft_comm *c, weft_comm_work *w)
 	}
 	switch (w->recv.dtype) {
 	case WEFT_COMM_F32:
-		return reduce_scatter_typed<float>(c, (const float *)in, (float *)out, n, w->redop,
-						   w->seq);
+		return reduce_scatter_typed<float>(c, w, (const float *)in, (float *)out, n,
+						   w->redop);
 	case WEFT_COMM_F64:
-		return reduce_scatter_typed<double>(c, (const double *)in, (double *)out, n,
-						    w->redop, w->seq);
+		return reduce_scatter_typed<double>(c, w, (const double *)in, (double *)out, n,
+						    w->redop);
 	case WEFT_COMM_I32:
-		return reduce_scatter_typed<int32_t>(c, (const int32_t *)in, (int32_t *)out, n,
-						     w->redop, w->seq);
+		return reduce_scatter_typed<int32_t>(c, w, (const int32_t *)in, (int32_t *)out, n,
+						     w->redop);
 	case WEFT_COMM_I64:
-		return reduce_scatter_typed<int64_t>(c, (const int64_t *)in, (int64_t *)out, n,
-						     w->redop, w->seq);
+		return reduce_scatter_typed<int64_t>(c, w, (const int64_t *)in, (int64_t *)out, n,
+						     w->redop);
 	case WEFT_COMM_BF16:
 	case WEFT_COMM_F16: {
 		const size_t P = (size_t)c->size;
@@ -258,6 +227,11 @@ void reduce_scatter(weft_comm *c, weft_comm_work *w)
 		float *tmp = (float *)c->scratch_b.get(n * sizeof(float));
 
 		widen(work, in, P * n, w->recv.dtype);
+		if (c->shm) {
+			c->shm->reduce_scatter<float>(w, work, tmp, n, w->redop);
+			narrow(out, tmp, n, w->recv.dtype);
+			return;
+		}
 		ring_reduce_scatter<float>(c, work, tmp, n, w->redop, w->seq);
 		narrow(out, work + (size_t)c->rank * n, n, w->recv.dtype);
 		return;
@@ -282,6 +256,8 @@ void all_gather(weft_comm *c, weft_comm_work *w)
 			memcpy(out, in, bytes);
 		return;
 	}
+	if (c->shm)
+		return c->shm->all_gather(w, in, out, bytes);
 	gloo::AllgatherOptions opts(c->ctx);
 	/* in place when the input already sits in this rank's block */
 	if (in != out + (size_t)c->rank * bytes)
@@ -298,6 +274,8 @@ void broadcast(weft_comm *c, weft_comm_work *w)
 
 	if (bytes == 0 || c->size == 1)
 		return;
+	if (c->shm)
+		return c->shm->broadcast(w, (char *)w->recv.data, bytes);
 	gloo::BroadcastOptions opts(c->ctx);
 	opts.setOutput<char>((char *)w->recv.data, bytes);
 	opts.setRoot(w->root);
@@ -328,6 +306,8 @@ void barrier(weft_comm *c, weft_comm_work *w)
 {
 	if (c->size == 1)
 		return;
+	if (c->shm)
+		return c->shm->barrier(w);
 	gloo::BarrierOptions opts(c->ctx);
 	opts.setTag((uint32_t)w->seq);
 	opts.setTimeout(ms(c->timeout_ms));
