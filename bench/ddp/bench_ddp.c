@@ -4,7 +4,7 @@
  *
  *   bench_ddp [--shape gpt-mini|gpt-small-cpu] [--ranks N] [--steps S]
  *             [--warmup W] [--bucket-cap-mb X] [--first-bucket-mb Y]
- *             [--comm-hook none|bf16|fp16]
+ *             [--comm-hook none|bf16|fp16] [--comm-options YAML]
  *
  * gpt-mini: 4 layers, width 128, 4 heads, context 128, batch 8 per rank;
  * gpt-small-cpu: 6 layers, width 384, 6 heads, context 256, batch 4 per
@@ -35,6 +35,7 @@ typedef struct opts {
 	int ranks, steps, warmup;
 	double cap, first;
 	const char *hook;
+	const char *comm_options; /* the gloo backend's options ("{shm: off}") */
 } opts;
 
 static int cmp_double(const void *a, const void *b)
@@ -76,6 +77,8 @@ static int parse(int argc, char **argv, opts *o, int *rank_mode, const char **ou
 			o->first = atof(v);
 		} else if (!strcmp(a, "--comm-hook") && v) {
 			o->hook = v;
+		} else if (!strcmp(a, "--comm-options") && v) {
+			o->comm_options = v;
 		} else {
 			fprintf(stderr, "bench_ddp: unknown or incomplete option '%s'\n", a);
 			return -1;
@@ -110,6 +113,7 @@ static int run_rank(const opts *o, const char *out)
 		.gpt_block = o->sh->block,
 		.gpt_vocab = o->sh->vocab,
 		.threads = 1,
+		.comm_options = o->comm_options,
 	};
 	h_result r;
 	char path[512];

@@ -371,7 +371,7 @@ typedef struct h_job {
 	weft_store_client *store;
 	weft_pg *pg;
 	weft_registry *reg;
-	weft_config *optim_cfg, *strat_cfg;
+	weft_config *optim_cfg, *strat_cfg, *comm_cfg;
 	const weft_optim_ops *optim_ops;
 	void *optim;
 	const weft_strategy_ops *sops;
@@ -381,7 +381,7 @@ typedef struct h_job {
 	h_trainer tr;
 } h_job;
 
-static weft_status job_comm(h_job *j)
+static weft_status job_comm(h_job *j, const h_config *c)
 {
 	const void *vt;
 	int64_t tmo = 30000;
@@ -393,9 +393,13 @@ static weft_status job_comm(h_job *j)
 	st = weft_store_connect(j->de.store_host, j->de.store_port, j->de.secret, tmo, &j->store);
 	if (!st)
 		st = weft_registry_find(j->reg, WEFT_PLUGIN_COMM, "gloo", &vt, NULL);
+	if (!st && c->comm_options)
+		st = weft_config_load_string("comm_options", c->comm_options,
+					     strlen(c->comm_options), &j->comm_cfg);
 	if (!st)
-		st = weft_pg_create(vt, j->store, j->de.rank, j->de.world_size, "world", tmo,
-				    "127.0.0.1", &j->pg);
+		st = weft_pg_create_opts(vt, j->store, j->de.rank, j->de.world_size, "world", tmo,
+					 "127.0.0.1", j->comm_cfg ? weft_config_root(j->comm_cfg) :
+								    NULL, &j->pg);
 	/* strategies may split it (host->comm_split), as the trainer's */
 	if (!st)
 		st = weft_tp_comm_register(j->pg);
@@ -461,6 +465,7 @@ static void job_free(h_job *j)
 	weft_store_client_close(j->store);
 	weft_config_free(j->strat_cfg);
 	weft_config_free(j->optim_cfg);
+	weft_config_free(j->comm_cfg);
 	weft_registry_free(j->reg);
 }
 
@@ -581,7 +586,7 @@ weft_status h_run(const h_config *c, h_result *out)
 	if (!st)
 		st = weft_registry_add_default_paths(j.reg);
 	if (!st)
-		st = job_comm(&j);
+		st = job_comm(&j, c);
 	if (st)
 		goto out;
 	if (j.pg) {

@@ -55,6 +55,8 @@ typedef struct h_config {
 	int devices;               /* dp: replicas (env.n_devices) */
 	int64_t gpt_n_layer, gpt_n_embd, gpt_n_head, gpt_block, gpt_vocab; /* 0: defaults above */
 	int threads;               /* CPU threads per process; 0: 1 */
+	const char *comm_options;  /* the gloo backend's options as YAML ("{shm: off}");
+				    * NULL: none */
 	/* for error tests: */
 	int uneven_rank;           /* this rank gets one row more (0 = off for rank 0 too:
 				    * only applies with several ranks and rank > 0) */
