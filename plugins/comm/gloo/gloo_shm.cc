@@ -167,6 +167,20 @@ std::string store_get(const weft_store *st, const std::string &key, int64_t time
 	return out;
 }
 
+/* What a collective is, as every rank compares it. */
+Desc make_desc(const weft_comm_work *w, int64_t count)
+{
+	Desc d{};
+
+	d.seq = w->seq;
+	d.count = count;
+	d.op = (int32_t)w->op;
+	d.dtype = (int32_t)w->recv.dtype;
+	d.root = w->op == Op::broadcast ? w->root : -1;
+	d.redop = (w->op == Op::all_reduce || w->op == Op::reduce_scatter) ? (int32_t)w->redop : -1;
+	return d;
+}
+
 }  // namespace
 
 struct Shm::Impl {
@@ -191,6 +205,19 @@ struct Shm::Impl {
 			munmap(base, len);
 			host->mem_account(WEFT_MEM_COMM, -(int64_t)len);
 		}
+	}
+
+	/* Takes over a mapping of len bytes (unmapped by the destructor) and
+	 * counts it under WEFT_MEM_COMM. */
+	void attach(void *p, size_t bytes, size_t slots_offset, size_t slot_size)
+	{
+		base = p;
+		len = bytes;
+		host->mem_account(WEFT_MEM_COMM, (int64_t)bytes);
+		hdr = (Header *)p;
+		ctl = (RankCtl *)((char *)p + kPage);
+		slots = (char *)p + slots_offset;
+		slot_bytes = slot_size;
 	}
 
 	char *slot(int r) const
@@ -318,6 +345,28 @@ struct Shm::Impl {
 		pieces++;
 		publish(ctl[rank].done, pieces);
 	}
+
+	/* Runs w over `total` units in pieces of at most `step`: per piece,
+	 * fill(off, len) writes this rank's slot, then every rank arrives,
+	 * then read(off, len, deadline) takes what it needs from the slots. */
+	template <typename Fill, typename Read>
+	void run_pieces(const weft_comm_work *w, int64_t count, size_t total, size_t step,
+			Fill fill, Read read)
+	{
+		const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms);
+		const Desc d = make_desc(w, count);
+
+		for (size_t off = 0; off < total; off += step) {
+			const size_t len = std::min(step, total - off);
+			const bool first = off == 0;
+
+			begin_piece(first, d, deadline);
+			fill(off, len);
+			arrive(first, deadline);
+			read(off, len, deadline);
+			finish_piece();
+		}
+	}
 };
 
 /* ---- the reductions ---------------------------------------------------- */
@@ -341,19 +390,6 @@ void reduce_ranks(T *out, const T *const *src, int P, size_t n, weft_comm_redop 
 			divide<T>(acc, m, P);
 		memcpy(out + b, acc, m * sizeof(T));
 	}
-}
-
-Desc make_desc(const weft_comm_work *w, int64_t count)
-{
-	Desc d{};
-
-	d.seq = w->seq;
-	d.count = count;
-	d.op = (int32_t)w->op;
-	d.dtype = (int32_t)w->recv.dtype;
-	d.root = w->op == Op::broadcast ? w->root : -1;
-	d.redop = (w->op == Op::all_reduce || w->op == Op::reduce_scatter) ? (int32_t)w->redop : -1;
-	return d;
 }
 
 }  // namespace
@@ -391,36 +427,35 @@ void Shm::all_reduce(const weft_comm_work *w, const T *in, T *out, size_t n, wef
 {
 	Impl &m = *impl_;
 	const int P = m.size;
-	const size_t L = m.slot_bytes / sizeof(T);
-	const auto deadline = clk::now() + std::chrono::milliseconds(m.timeout_ms);
-	const Desc d = make_desc(w, (int64_t)n);
-	const T *src[kMaxRanks];
+	/* each rank's share of a piece: 64-byte multiples, the last one shorter */
+	auto share = [P](int r, size_t len, size_t *lo, size_t *hi) {
+		size_t per = round_up((len + (size_t)P - 1) / (size_t)P, 64 / sizeof(T));
+		*lo = std::min((size_t)r * per, len);
+		*hi = std::min(*lo + per, len);
+	};
 
-	for (size_t off = 0; off < n; off += L) {
-		const size_t len = std::min(L, n - off);
-		/* this rank's share: 64-byte multiples, the last one shorter */
-		const size_t per = round_up((len + (size_t)P - 1) / (size_t)P, 64 / sizeof(T));
-		const bool first = off == 0;
+	m.run_pieces(
+		w, (int64_t)n, n, m.slot_bytes / sizeof(T),
+		[&](size_t off, size_t len) { memcpy(m.slot(m.rank), in + off, len * sizeof(T)); },
+		[&](size_t off, size_t len, clk::time_point deadline) {
+			const T *src[kMaxRanks];
+			size_t lo, hi;
 
-		m.begin_piece(first, d, deadline);
-		memcpy(m.slot(m.rank), in + off, len * sizeof(T));
-		m.arrive(first, deadline);
-		size_t lo = std::min((size_t)m.rank * per, len), hi = std::min(lo + per, len);
-		for (int r = 0; r < P; r++)
-			src[r] = (const T *)m.slot(r) + lo;
-		reduce_ranks<T>(out + off + lo, src, P, hi - lo, op);
-		memcpy((T *)m.slot(m.rank) + lo, out + off + lo, (hi - lo) * sizeof(T));
-		m.reductions++;
-		m.publish(m.ctl[m.rank].reduced, m.reductions);
-		m.wait_all(&RankCtl::reduced, m.reductions, deadline, "reducing its share");
-		for (int r = 0; r < P; r++) {
-			size_t rlo = std::min((size_t)r * per, len), rhi = std::min(rlo + per, len);
-			if (r != m.rank)
-				memcpy(out + off + rlo, (const T *)m.slot(r) + rlo,
-				       (rhi - rlo) * sizeof(T));
-		}
-		m.finish_piece();
-	}
+			share(m.rank, len, &lo, &hi);
+			for (int r = 0; r < P; r++)
+				src[r] = (const T *)m.slot(r) + lo;
+			reduce_ranks<T>(out + off + lo, src, P, hi - lo, op);
+			memcpy((T *)m.slot(m.rank) + lo, out + off + lo, (hi - lo) * sizeof(T));
+			m.reductions++;
+			m.publish(m.ctl[m.rank].reduced, m.reductions);
+			m.wait_all(&RankCtl::reduced, m.reductions, deadline, "reducing its share");
+			for (int r = 0; r < P; r++) {
+				share(r, len, &lo, &hi);
+				if (r != m.rank)
+					memcpy(out + off + lo, (const T *)m.slot(r) + lo,
+					       (hi - lo) * sizeof(T));
+			}
+		});
 }
 
 template <typename T>
@@ -429,78 +464,60 @@ void Shm::reduce_scatter(const weft_comm_work *w, const T *in, T *out, size_t n,
 {
 	Impl &m = *impl_;
 	const int P = m.size;
-	const size_t L = m.slot_bytes / sizeof(T) / (size_t)P;
-	const auto deadline = clk::now() + std::chrono::milliseconds(m.timeout_ms);
-	const Desc d = make_desc(w, (int64_t)n);
-	const T *src[kMaxRanks];
 
-	for (size_t off = 0; off < n; off += L) {
-		const size_t len = std::min(L, n - off);
-		const bool first = off == 0;
-		T *mine = (T *)m.slot(m.rank);
-
-		m.begin_piece(first, d, deadline);
-		for (int b = 0; b < P; b++)
-			memcpy(mine + (size_t)b * len, in + (size_t)b * n + off, len * sizeof(T));
-		m.arrive(first, deadline);
-		for (int r = 0; r < P; r++)
-			src[r] = (const T *)m.slot(r) + (size_t)m.rank * len;
-		reduce_ranks<T>(out + off, src, P, len, op);
-		m.finish_piece();
-	}
+	m.run_pieces(
+		w, (int64_t)n, n, m.slot_bytes / sizeof(T) / (size_t)P,
+		[&](size_t off, size_t len) {
+			T *mine = (T *)m.slot(m.rank);
+			for (int b = 0; b < P; b++)
+				memcpy(mine + (size_t)b * len, in + (size_t)b * n + off,
+				       len * sizeof(T));
+		},
+		[&](size_t off, size_t len, clk::time_point) {
+			const T *src[kMaxRanks];
+			for (int r = 0; r < P; r++)
+				src[r] = (const T *)m.slot(r) + (size_t)m.rank * len;
+			reduce_ranks<T>(out + off, src, P, len, op);
+		});
 }
 
 void Shm::all_gather(const weft_comm_work *w, const char *in, char *out, size_t bytes)
 {
 	Impl &m = *impl_;
-	const auto deadline = clk::now() + std::chrono::milliseconds(m.timeout_ms);
-	const Desc d = make_desc(w, w->send.count);
 
-	for (size_t off = 0; off < bytes; off += m.slot_bytes) {
-		const size_t len = std::min(m.slot_bytes, bytes - off);
-		const bool first = off == 0;
-
-		m.begin_piece(first, d, deadline);
-		memcpy(m.slot(m.rank), in + off, len);
-		m.arrive(first, deadline);
-		for (int r = 0; r < m.size; r++) {
-			char *dst = out + (size_t)r * bytes + off;
-			if (r != m.rank || dst != in + off)
-				memcpy(dst, m.slot(r), len);
-		}
-		m.finish_piece();
-	}
+	m.run_pieces(
+		w, w->send.count, bytes, m.slot_bytes,
+		[&](size_t off, size_t len) { memcpy(m.slot(m.rank), in + off, len); },
+		[&](size_t off, size_t len, clk::time_point) {
+			for (int r = 0; r < m.size; r++) {
+				char *dst = out + (size_t)r * bytes + off;
+				if (r != m.rank || dst != in + off)
+					memcpy(dst, m.slot(r), len);
+			}
+		});
 }
 
 void Shm::broadcast(const weft_comm_work *w, char *buf, size_t bytes)
 {
 	Impl &m = *impl_;
-	const auto deadline = clk::now() + std::chrono::milliseconds(m.timeout_ms);
-	const Desc d = make_desc(w, w->recv.count);
 
-	for (size_t off = 0; off < bytes; off += m.slot_bytes) {
-		const size_t len = std::min(m.slot_bytes, bytes - off);
-		const bool first = off == 0;
-
-		m.begin_piece(first, d, deadline);
-		if (m.rank == w->root)
-			memcpy(m.slot(w->root), buf + off, len);
-		m.arrive(first, deadline);
-		if (m.rank != w->root)
-			memcpy(buf + off, m.slot(w->root), len);
-		m.finish_piece();
-	}
+	m.run_pieces(
+		w, w->recv.count, bytes, m.slot_bytes,
+		[&](size_t off, size_t len) {
+			if (m.rank == w->root)
+				memcpy(m.slot(w->root), buf + off, len);
+		},
+		[&](size_t off, size_t len, clk::time_point) {
+			if (m.rank != w->root)
+				memcpy(buf + off, m.slot(w->root), len);
+		});
 }
 
 void Shm::barrier(const weft_comm_work *w)
 {
-	Impl &m = *impl_;
-	const auto deadline = clk::now() + std::chrono::milliseconds(m.timeout_ms);
-	const Desc d = make_desc(w, 0);
-
-	m.begin_piece(true, d, deadline);
-	m.arrive(true, deadline);
-	m.finish_piece();
+	/* one piece of nothing: arriving is the barrier */
+	impl_->run_pieces(
+		w, 0, 1, 1, [](size_t, size_t) {}, [](size_t, size_t, clk::time_point) {});
 }
 
 #define WEFT_SHM_TYPES(X) X(float) X(double) X(int32_t) X(int64_t)
@@ -533,8 +550,8 @@ size_t layout(int P, size_t slot_bytes, size_t *slots_offset)
 	return *slots_offset + slot_bytes * (size_t)P;
 }
 
-/* Rank 0: creates and initializes the segment; returns its name or throws
- * a reason (as std::runtime_error) that the others are told. */
+/* Rank 0: creates the segment `name` and initializes it; throws the reason
+ * it could not (std::runtime_error), which the others are told. */
 std::unique_ptr<Shm::Impl> create(const std::string &name, int P, size_t slot_bytes,
 				  uint8_t token[16])
 {
@@ -557,13 +574,7 @@ std::unique_ptr<Shm::Impl> create(const std::string &name, int P, size_t slot_by
 						     "cannot map ") + std::to_string(len >> 10) +
 					 " KiB (" + strerror(e) + ")");
 	}
-	m->base = p;
-	m->len = len;
-	host->mem_account(WEFT_MEM_COMM, (int64_t)len);
-	m->hdr = (Header *)p;
-	m->ctl = (RankCtl *)((char *)p + kPage);
-	m->slots = (char *)p + off;
-	m->slot_bytes = slot_bytes;
+	m->attach(p, len, off, slot_bytes);
 	for (int r = 0; r < P; r++) {
 		pthread_mutexattr_t a;
 		RankCtl *c = new (&m->ctl[r]) RankCtl();
@@ -607,13 +618,7 @@ std::unique_ptr<Shm::Impl> open_existing(const std::string &name, int P, size_t 
 	if (!p)
 		throw std::runtime_error(std::string("cannot map rank 0's segment (") + strerror(e) +
 					 ")");
-	m->base = p;
-	m->len = len;
-	host->mem_account(WEFT_MEM_COMM, (int64_t)len);
-	m->hdr = (Header *)p;
-	m->ctl = (RankCtl *)((char *)p + kPage);
-	m->slots = (char *)p + off;
-	m->slot_bytes = slot_bytes;
+	m->attach(p, len, off, slot_bytes);
 	if (m->hdr->magic != kMagic || memcmp(m->hdr->token, token, 16) || m->hdr->size != P ||
 	    m->hdr->slot_bytes != slot_bytes)
 		throw std::runtime_error("a segment of that name is not rank 0's");
