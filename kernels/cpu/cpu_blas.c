@@ -1,9 +1,13 @@
 /* Matrix products through OpenBLAS (cblas_sgemm), the low-precision
- * product of mixed precision, and row sums. */
+ * product of mixed precision (AMX tiles for BF16 where the CPU has them),
+ * and row sums. */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "cpu_impl.h"
 #include "half.h"
+#include "weft/memory.h"
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
@@ -39,11 +43,62 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 	return WEFT_OK;
 }
 
-/* The reference for mixed precision's matrix product: A and B (16-bit)
- * are widened exactly into F32 scratch, then multiplied by sgemm, so C is
- * the F32 GEMM of the 16-bit values, as a tensor core computes it (up to
- * the order of the F32 sums). Speed is not the point on the CPU: it lets
- * the mixed-precision path run, and be tested, without a GPU. */
+/* The packed operands of AMX products, one buffer per calling thread
+ * (counted under WEFT_MEM_OTHER), grown when a larger product comes and
+ * freed when the thread ends. */
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+
+typedef struct pack_buf {
+	void *p;
+	size_t size;
+} pack_buf;
+
+static void pack_free(void *v)
+{
+	pack_buf *b = v;
+
+	weft_mem_free(b->p);
+	free(b);
+}
+
+static void pack_key_init(void)
+{
+	if (pthread_key_create(&pack_key, pack_free))
+		abort(); /* out of keys at start-up: nothing sensible to fall back on */
+}
+
+static void *amx_pack_buffer(size_t bytes)
+{
+	pack_buf *b;
+
+	pthread_once(&pack_once, pack_key_init);
+	b = pthread_getspecific(pack_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(pack_key, b)) {
+			free(b);
+			return NULL;
+		}
+	}
+	if (bytes > b->size) {
+		void *p = weft_mem_alloc(WEFT_MEM_OTHER, bytes);
+
+		if (!p)
+			return NULL;
+		weft_mem_free(b->p);
+		b->p = p;
+		b->size = bytes;
+	}
+	return b->p;
+}
+
+/* Mixed precision's matrix product. BF16 on a CPU with AMX runs on its
+ * tiles (cpu_amx.c). Otherwise the reference: A and B (16-bit) are widened
+ * exactly into F32 scratch, then multiplied by sgemm, so C is the F32 GEMM
+ * of the 16-bit values, as a tensor core computes it (up to the order of
+ * the F32 sums); that lets the mixed-precision path run, and be tested,
+ * on any CPU. */
 weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
 			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			  int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
@@ -59,6 +114,16 @@ weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b
 	if (in_dt != WEFT_F16 && in_dt != WEFT_BF16)
 		return weft_error_set(WEFT_ERR_DTYPE, "gemm_lowp: inputs of dtype %d; the CPU "
 				      "takes F32, F16 or BF16", (int)in_dt);
+	if (in_dt == WEFT_BF16 && k > 0 && m > 0 && n > 0 && batch > 0 && cpu_amx_usable()) {
+		void *pack = amx_pack_buffer(cpu_amx_scratch(m, n, k));
+
+		if (!pack)
+			return weft_error_set(WEFT_ERR_NOMEM, "gemm_lowp: no memory to pack a "
+					      "%lld x %lld x %lld product for AMX", (long long)m,
+					      (long long)n, (long long)k);
+		return cpu_amx_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b,
+					 ldb, stride_b, beta, c, ldc, stride_c, batch, pack);
+	}
 	na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, stride_a, batch);
 	nb = weft_gemm_span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b, batch);
 	if ((na || nb) && !scratch)

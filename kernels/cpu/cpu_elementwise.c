@@ -166,13 +166,54 @@ weft_status cpu_fill(void *kctx, weft_dtype dt, int64_t n, float value, void *ou
 	return WEFT_OK;
 }
 
+typedef struct cvt_args {
+	const void *src;
+	void *dst;
+} cvt_args;
+
+/* F32 -> BF16, rounding to nearest even, NaN kept quiet with its sign:
+ * weft_f32_to_bf16 in a loop that vectorizes (the same bits). */
+CPU_HOT
+static void f32_to_bf16_range(void *p, int64_t i0, int64_t i1)
+{
+	const cvt_args *c = p;
+	const uint32_t *restrict S = c->src;
+	uint16_t *restrict D = c->dst;
+
+	for (int64_t i = i0; i < i1; i++) {
+		uint32_t u = S[i];
+		uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+
+		D[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+	}
+}
+
+CPU_HOT
+static void bf16_to_f32_range(void *p, int64_t i0, int64_t i1)
+{
+	const cvt_args *c = p;
+	const uint16_t *restrict S = c->src;
+	uint32_t *restrict D = c->dst;
+
+	for (int64_t i = i0; i < i1; i++)
+		D[i] = (uint32_t)S[i] << 16;
+}
+
 weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
 			weft_dtype dst_dt, void *dst)
 {
+	cvt_args c = { .src = src, .dst = dst };
+
 	(void)kctx;
-	if (n > 0 && src_dt == dst_dt)
+	if (n <= 0)
+		return WEFT_OK;
+	if (src_dt == dst_dt)
 		memmove(dst, src, (size_t)n * (src_dt == WEFT_F32 ? 4u : 2u));
-	else if (n > 0)
+	else if (src_dt == WEFT_F32 && dst_dt == WEFT_BF16)
+		cpu_parallel_for(n, CPU_GRAIN, f32_to_bf16_range, &c);
+	else if (src_dt == WEFT_BF16 && dst_dt == WEFT_F32)
+		cpu_parallel_for(n, CPU_GRAIN, bf16_to_f32_range, &c);
+	else
 		half_convert(n, src_dt, src, dst_dt, dst);
 	return WEFT_OK;
 }

@@ -58,6 +58,18 @@ weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b
 			  void *scratch);
 size_t cpu_gemm_lowp_scratch(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
 
+/* BF16 matrix products on Intel AMX (cpu_amx.c). cpu_amx_usable: whether
+ * this CPU has AMX-BF16 and the kernel lets the process use its tiles
+ * (checked once). cpu_amx_gemm_bf16: gemm_lowp's contract for BF16 inputs
+ * and k > 0, on AMX; `scratch` holds cpu_amx_scratch(m, n, k) bytes (the
+ * packed operands of one batch item). */
+int cpu_amx_usable(void);
+size_t cpu_amx_scratch(int64_t m, int64_t n, int64_t k);
+weft_status cpu_amx_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+			      float alpha, const uint16_t *a, int64_t lda, int64_t stride_a,
+			      const uint16_t *b, int64_t ldb, int64_t stride_b, float beta,
+			      float *c, int64_t ldc, int64_t stride_c, int64_t batch, void *scratch);
+
 weft_status cpu_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
 		    const void *b, void *out);
 weft_status cpu_mul(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
