@@ -128,6 +128,20 @@ static void pack_a(void *p, int64_t i0, int64_t i1)
 	}
 }
 
+/* d[t][c] = (r[2t][c], r[2t+1][c]) for 16 columns c and t < pairs: two
+ * rows of 16 BF16 become one 64-byte row of pairs. */
+AMX_TARGET static void interleave_rows(uint16_t *d, const uint16_t *r, int64_t ld, int64_t pairs)
+{
+	for (int64_t t = 0; t < pairs; t++) {
+		__m256i lo = _mm256_loadu_si256((const __m256i *)(r + 2 * t * ld));
+		__m256i hi = _mm256_loadu_si256((const __m256i *)(r + (2 * t + 1) * ld));
+		__m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(lo),
+					    _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+
+		_mm512_storeu_si512(d + t * 32, v);
+	}
+}
+
 /* Packs panels [j0, j1) of 16 columns: pair row t holds (B[2t][j],
  * B[2t+1][j]) for the panel's 16 columns j. With B transposed (stored
  * n x k) a pair is one 32-bit word of a stored row; otherwise two rows
@@ -150,16 +164,7 @@ static void pack_b(void *p, int64_t j0, int64_t j1)
 			}
 			t0 = full_t;
 		} else if ((pan + 1) * 16 <= g->n) {
-			for (int64_t t = 0; t < full_t; t++) {
-				const uint16_t *r0 = g->b + 2 * t * g->ldb + pan * 16;
-				const uint16_t *r1 = r0 + g->ldb;
-				uint16_t *d = dst + t * 32;
-
-				for (int64_t c = 0; c < 16; c++) {
-					d[2 * c] = r0[c];
-					d[2 * c + 1] = r1[c];
-				}
-			}
+			interleave_rows(dst, g->b + pan * 16, g->ldb, full_t);
 			t0 = full_t;
 		}
 		for (int64_t t = t0; t < g->kp / 2; t++)
