@@ -62,17 +62,21 @@ static void pack_free(void *v)
 	free(b);
 }
 
+static int pack_key_ok;
+
 static void pack_key_init(void)
 {
-	if (pthread_key_create(&pack_key, pack_free))
-		abort(); /* out of keys at start-up: nothing sensible to fall back on */
+	pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0;
 }
 
+/* NULL when the buffer cannot be had (no memory, or no thread key left). */
 static void *amx_pack_buffer(size_t bytes)
 {
 	pack_buf *b;
 
 	pthread_once(&pack_once, pack_key_init);
+	if (!pack_key_ok)
+		return NULL;
 	b = pthread_getspecific(pack_key);
 	if (!b) {
 		b = calloc(1, sizeof(*b));

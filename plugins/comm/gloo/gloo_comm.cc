@@ -1,7 +1,8 @@
 /* The Gloo comm plugin: a C++ shim over Debian's libgloo (tcp transport)
  * exposing weft_comm_ops; between ranks of one host its collectives go
- * through shared memory (gloo_shm.cc; backend option `shm`). Every entry point catches every exception and
- * turns it into a weft_status with a message; nothing is thrown into C.
+ * through shared memory (gloo_shm.cc; backend option `shm`). Every entry
+ * point catches every exception and turns it into a weft_status with a
+ * message; nothing is thrown into C.
  *
  * Each communicator owns one comm thread that runs its collectives in
  * issue order (FIFO). Issuers get a work handle and wait on it with a
