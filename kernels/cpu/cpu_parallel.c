@@ -9,6 +9,7 @@
  * before the pool. After fork() the child starts a new pool. */
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cpu_impl.h"
 #include "kernels_cpu.h"
@@ -57,6 +58,40 @@ static void *par_main(void *p)
 	return NULL;
 }
 
+/* How long a worker, and a caller waiting for its parts, looks at the
+ * pool before sleeping on its condition variable. */
+#define PAR_SPIN_NS 30000
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Returns once *v != old or after PAR_SPIN_NS. */
+static void spin_while_equal(const uint64_t *v, uint64_t old)
+{
+	int64_t end = now_ns() + PAR_SPIN_NS;
+
+	while (__atomic_load_n(v, __ATOMIC_ACQUIRE) == old) {
+		for (int i = 0; i < 32; i++)
+			cpu_relax();
+		if (now_ns() > end)
+			return;
+	}
+}
+
 static void *pool_main(void *p)
 {
 	int idx = (int)(intptr_t)p + 1; /* the part this worker runs */
@@ -67,6 +102,13 @@ static void *pool_main(void *p)
 	for (;;) {
 		par_part w;
 
+		if (pool.gen == seen) {
+			/* the next kernel call often follows within microseconds:
+			 * look for it a little before sleeping */
+			pthread_mutex_unlock(&pool.mu);
+			spin_while_equal(&pool.gen, seen);
+			pthread_mutex_lock(&pool.mu);
+		}
 		while (pool.gen == seen)
 			pthread_cond_wait(&pool.wake, &pool.mu);
 		seen = pool.gen;
@@ -76,7 +118,7 @@ static void *pool_main(void *p)
 		pthread_mutex_unlock(&pool.mu);
 		run_part(&w);
 		pthread_mutex_lock(&pool.mu);
-		if (--pool.pending == 0)
+		if (__atomic_sub_fetch(&pool.pending, 1, __ATOMIC_RELEASE) == 0)
 			pthread_cond_signal(&pool.done);
 	}
 	return NULL;
@@ -140,7 +182,7 @@ static void run_pooled(const par_part *w, int64_t parts)
 		pool.part[t] = w[t];
 	pool.parts = (int)have;
 	pool.pending = (int)have - 1;
-	pool.gen++;
+	__atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&pool.wake);
 	pthread_mutex_unlock(&pool.mu);
 
@@ -148,6 +190,13 @@ static void run_pooled(const par_part *w, int64_t parts)
 	for (int64_t t = have; t < parts; t++)
 		run_part(&w[t]);
 
+	{
+		int64_t end = now_ns() + PAR_SPIN_NS;
+
+		while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) > 0 && now_ns() < end)
+			for (int i = 0; i < 32; i++)
+				cpu_relax();
+	}
 	pthread_mutex_lock(&pool.mu);
 	while (pool.pending > 0)
 		pthread_cond_wait(&pool.done, &pool.mu);
