@@ -16,6 +16,7 @@
  * (arch_prctl ARCH_REQ_XCOMP_PERM) and a configuration per thread; where
  * either is missing (no AMX, an old kernel, a hypervisor that hides it)
  * cpu_amx_usable() is 0 and the reference path runs instead. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,6 +94,30 @@ static inline uint16_t b_at(const amx_args *g, int64_t l, int64_t j)
 	return g->trans_b ? g->b[j * g->ldb + l] : g->b[l * g->ldb + j];
 }
 
+/* tile[r][l] = src[l * ld + r] for r, l < 32: a 32 x 32 block of a
+ * transposed A. One 32-bit gather of 16 rows l at an even column r takes
+ * the elements of columns r and r + 1 (both inside the block), which
+ * become tile rows r and r + 1. */
+AMX_TARGET static void transpose_tile(uint16_t *tile, const uint16_t *src, int64_t ld)
+{
+	const __m512i step = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7,
+								  6, 5, 4, 3, 2, 1, 0),
+						_mm512_set1_epi32((int)(ld * 2)));
+
+	for (int64_t r = 0; r < 32; r += 2) {
+		const uint16_t *col = src + r;
+		__m512i v0 = _mm512_i32gather_epi32(step, col, 1);
+		__m512i v1 = _mm512_i32gather_epi32(step, col + 16 * ld, 1);
+
+		_mm256_storeu_si256((__m256i *)(tile + r * KC), _mm512_cvtepi32_epi16(v0));
+		_mm256_storeu_si256((__m256i *)(tile + r * KC + 16), _mm512_cvtepi32_epi16(v1));
+		_mm256_storeu_si256((__m256i *)(tile + (r + 1) * KC),
+				    _mm512_cvtepi32_epi16(_mm512_srli_epi32(v0, 16)));
+		_mm256_storeu_si256((__m256i *)(tile + (r + 1) * KC + 16),
+				    _mm512_cvtepi32_epi16(_mm512_srli_epi32(v1, 16)));
+	}
+}
+
 /* Packs blocks [i0, i1) of 32 rows: block r, chunk q is two 16 x 32 tiles
  * (rows 0-15, then 16-31), rows of 64 bytes. Whole tiles inside A are
  * copied row by row (A as stored) or transposed 32 x 32 (A transposed);
@@ -112,13 +137,8 @@ static void pack_a(void *p, int64_t i0, int64_t i1)
 				for (int64_t r = 0; r < 32; r++)
 					memcpy(tile + r * KC, g->a + (blk * 32 + r) * g->lda + q * KC,
 					       KC * 2);
-			} else if (rows_in && (q + 1) * KC <= g->k) {
-				for (int64_t l = 0; l < KC; l++) {
-					const uint16_t *src = g->a + (q * KC + l) * g->lda + blk * 32;
-
-					for (int64_t r = 0; r < 32; r++)
-						tile[r * KC + l] = src[r];
-				}
+			} else if (rows_in && (q + 1) * KC <= g->k && g->lda <= INT32_MAX / 64) {
+				transpose_tile(tile, g->a + q * KC * g->lda + blk * 32, g->lda);
 			} else {
 				for (int64_t r = 0; r < 32; r++)
 					for (int64_t l = 0; l < KC; l++)
