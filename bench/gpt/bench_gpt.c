@@ -96,6 +96,7 @@ int main(int argc, char **argv)
 	weft_tensor *ids, *tg, *flat, *flat_grad, *hids = NULL, *htg = NULL;
 	int64_t shape2[2];
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
+	double sg_table = 0.0, sg_openblas = 0.0;
 	float loss = 0;
 	int yardstick = 1;
 	weft_status st;
@@ -208,7 +209,8 @@ int main(int argc, char **argv)
 	flops = weft_model_flops_per_token(m, T) * (double)n_tok;
 	gflops = flops / median / 1e9;
 	/* the model's main GEMM: mlp.c_fc, (B T) x C times C x 4C */
-	sgemm = yardstick ? weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 1.0)
+	sgemm = yardstick ? weft_bench_sgemm_gflops(n_tok, 4 * sh->cfg.n_embd, sh->cfg.n_embd, 2.0,
+						    &sg_table, &sg_openblas)
 			  : 0.0;
 	if (peak_tflops > 0 && dev.type != WEFT_DEVICE_CPU)
 		mfu = gflops / (peak_tflops * 1e3);
@@ -225,17 +227,18 @@ int main(int argc, char **argv)
 	printf("cpu time per step %.1f ms (median; all threads), %.0f tokens per cpu-second\n",
 	       cpu_med * 1e3, (double)n_tok / cpu_med);
 	printf("model %.2f GFLOP/step, achieved %.1f GFLOP/s; sgemm [%lld x %lld x %lld] %.1f "
-	       "GFLOP/s; ratio %.0f%%\n", flops / 1e9, gflops, (long long)n_tok,
-	       (long long)(4 * sh->cfg.n_embd), (long long)sh->cfg.n_embd, sgemm,
+	       "GFLOP/s (the faster of weft's gemm %.1f and OpenBLAS %.1f); ratio %.0f%%\n",
+	       flops / 1e9, gflops, (long long)n_tok, (long long)(4 * sh->cfg.n_embd),
+	       (long long)sh->cfg.n_embd, sgemm, sg_table, sg_openblas,
 	       sgemm > 0 ? 100.0 * gflops / sgemm : 0.0);
 	if (dev.type != WEFT_DEVICE_CPU)
 		printf("MFU %.1f%% (%.1f TFLOP/s achieved, %s, over a %.0f TFLOP/s dense bf16 "
 		       "peak; 6 N + 12 L C T FLOPs per token)\n", 100.0 * mfu, gflops / 1e3, precision,
 		       peak_tflops);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
-	       "sgemm_gflops=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f device=%s "
+	       "sgemm_gflops=%.2f sgemm_weft=%.2f sgemm_openblas=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f device=%s "
 	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f\n", sh->name,
-	       (long long)threads, tok_s, gflops, sgemm, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
+	       (long long)threads, tok_s, gflops, sgemm, sg_table, sg_openblas, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
 	       times[0] * 1e3, cpu_med * 1e3, devname, precision, (long long)B, mfu, peak_tflops);
 	free(times);
 	free(cpu);

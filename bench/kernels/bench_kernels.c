@@ -90,9 +90,9 @@ int main(int argc, char **argv)
 	}
 	printf("threads %lld; shapes B %lld T %lld C %lld heads %lld\n", (long long)threads,
 	       (long long)B, (long long)T, (long long)C, (long long)nh);
-	sg = weft_bench_sgemm_gflops(BT, 4 * C, C, 0.5);
+	sg = weft_bench_sgemm_gflops(BT, 4 * C, C, 0.5, NULL, NULL);
 	printf("%-28s %8.1f GFLOP/s\n", "sgemm (BT x C) @ (C x 4C)", sg);
-	printf("%-28s %8.1f GFLOP/s\n", "sgemm 1024^3", weft_bench_sgemm_gflops(1024, 1024, 1024, 0.5));
+	printf("%-28s %8.1f GFLOP/s\n", "sgemm 1024^3", weft_bench_sgemm_gflops(1024, 1024, 1024, 0.5, NULL, NULL));
 
 	s = time_op(ctx, OP_LINEAR, B, T, C, nh);
 	fl = 3 * 2.0 * BT * 4 * C * C; /* forward + two backward GEMMs */

@@ -4,10 +4,30 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_impl.h"
 #include "half.h"
 #include "weft/memory.h"
+
+/* Whether a product goes to cpu_sgemm: on a CPU that runs it, for the
+ * products of model layers (each dimension at least 32, 2^21 multiply-adds
+ * or more), unless WEFT_CPU_GEMM=openblas in the environment. */
+static int own_gemm_on;
+static pthread_once_t own_gemm_once = PTHREAD_ONCE_INIT;
+
+static void own_gemm_probe(void)
+{
+	const char *e = getenv("WEFT_CPU_GEMM");
+
+	own_gemm_on = !(e && !strcmp(e, "openblas")) && cpu_sgemm_usable();
+}
+
+static int use_own_gemm(int64_t m, int64_t n, int64_t k)
+{
+	pthread_once(&own_gemm_once, own_gemm_probe);
+	return own_gemm_on && m >= 32 && n >= 32 && k >= 32 && m * n * k >= (1 << 21);
+}
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
@@ -35,6 +55,10 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 					ci[r * ldc + j] = beta == 0.0f ? 0.0f : beta * ci[r * ldc + j];
 			continue;
 		}
+		if (use_own_gemm(m, n, k) &&
+		    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, A + i * stride_a, lda,
+			      B + i * stride_b, ldb, beta, ci, ldc))
+			continue;
 		cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 			    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
 			    A + i * stride_a, (int)lda, B + i * stride_b, (int)ldb, beta, ci,
@@ -43,7 +67,7 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 	return WEFT_OK;
 }
 
-/* The packed operands of AMX products, one buffer per calling thread
+/* The packed operands of AMX and AVX-512 products, one buffer per calling thread
  * (counted under WEFT_MEM_OTHER), grown when a larger product comes and
  * freed when the thread ends. */
 static pthread_key_t pack_key;
@@ -69,8 +93,7 @@ static void pack_key_init(void)
 	pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0;
 }
 
-/* NULL when the buffer cannot be had (no memory, or no thread key left). */
-static void *amx_pack_buffer(size_t bytes)
+void *cpu_pack_buffer(size_t bytes)
 {
 	pack_buf *b;
 
@@ -119,7 +142,7 @@ weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b
 		return weft_error_set(WEFT_ERR_DTYPE, "gemm_lowp: inputs of dtype %d; the CPU "
 				      "takes F32, F16 or BF16", (int)in_dt);
 	if (in_dt == WEFT_BF16 && k > 0 && m > 0 && n > 0 && batch > 0 && cpu_amx_usable()) {
-		void *pack = amx_pack_buffer(cpu_amx_scratch(m, n, k));
+		void *pack = cpu_pack_buffer(cpu_amx_scratch(m, n, k));
 
 		if (!pack)
 			return weft_error_set(WEFT_ERR_NOMEM, "gemm_lowp: no memory to pack a "

@@ -47,6 +47,17 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
 		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
 		     int64_t ldc, int64_t stride_c, int64_t batch);
+/* The calling thread's packing buffer of at least `bytes` (kept for the
+ * thread's next calls, counted under WEFT_MEM_OTHER); NULL when it cannot
+ * be had (no memory, or no thread key left). */
+void *cpu_pack_buffer(size_t bytes);
+/* The AVX-512 F32 product (cpu_sgemm.c): whether this CPU runs it, and
+ * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read) on the
+ * kernel threads; 0 when its packing space cannot be had (nothing done). */
+int cpu_sgemm_usable(void);
+int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+	      int64_t ldc);
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
 			 void *y);
 /* gemm_lowp and its scratch (cpu_blas.c): F16/BF16 inputs widened into

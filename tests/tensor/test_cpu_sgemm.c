@@ -1,0 +1,221 @@
+/* The CPU's own F32 matrix product (kernels/cpu/cpu_sgemm.c), which the
+ * kernel table's gemm runs for model-sized products on AVX-512 CPUs.
+ *
+ * 1. Against a double-precision reference, every element within the F32
+ *    sum's error bound: |got - ref| <= 2 (k + 2) 2^-24 |alpha| sum_l
+ *    |a_il b_lj| + 2^-22 |beta c_ij|. Cases: the four transposes; m, n, k
+ *    that leave partial blocks (m not a multiple of 8, n of 48, k of the
+ *    256-wide k blocks, n past the 1536 columns packed at once); padding
+ *    (ld > columns); alpha != 1; beta 0, 1 and 0.25.
+ * 2. beta = 0 does not read C: C filled with NaN comes out finite.
+ * 3. Columns of C past n and rows past m are not written (padding kept).
+ * 4. The same bits at 1, 2 and 3 kernel threads, and a row's result does
+ *    not depend on the other rows (a slice of A's rows gives the same
+ *    bits): data-parallel ranks and one process agree on each row.
+ * 5. The table's gemm gives the same bits for a model-sized product as a
+ *    direct call (it takes this path), unless WEFT_CPU_GEMM=openblas,
+ *    where it must not (run as test_cpu_sgemm_openblas: OpenBLAS sums k
+ *    in other blocks, so its bits differ).
+ * Without AVX-512 the kernel is not used: the test says so and checks 5's
+ * fallback only. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+#include "kernels_cpu.h"
+#include "weft/device.h"
+#include "weft_test.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float uniform(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+typedef struct sg_case {
+	int ta, tb;
+	int64_t m, n, k, pad;
+	float alpha, beta;
+} sg_case;
+
+/* A (m x k, or k x m when ta) with leading dimension cols + pad. */
+static float *operand(int64_t rows, int64_t cols, int64_t pad)
+{
+	float *x = malloc((size_t)(rows * (cols + pad)) * sizeof(float));
+
+	for (int64_t i = 0; x && i < rows * (cols + pad); i++)
+		x[i] = uniform();
+	return x;
+}
+
+static int64_t worst_case;
+
+static void check_case(const sg_case *g)
+{
+	int64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
+	int64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
+	int64_t lda = ac + g->pad, ldb = bc + g->pad, ldc = g->n + g->pad;
+	float *a = operand(ar, ac, g->pad), *b = operand(br, bc, g->pad);
+	float *c0 = operand(g->m, g->n, g->pad), *c = malloc((size_t)(g->m * ldc) * 4);
+	int64_t bad = 0, pad_bad = 0;
+	const double u = 1.0 / 16777216.0;
+
+	WT_REQUIRE(a && b && c0 && c);
+	memcpy(c, c0, (size_t)(g->m * ldc) * 4);
+	WT_CHECK(cpu_sgemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, lda, b, ldb, g->beta, c,
+			   ldc));
+	for (int64_t i = 0; i < g->m; i++) {
+		for (int64_t j = 0; j < g->n; j++) {
+			double s = 0, mag = 0, ref, bound;
+
+			for (int64_t l = 0; l < g->k; l++) {
+				double x = g->ta ? a[l * lda + i] : a[i * lda + l];
+				double y = g->tb ? b[j * ldb + l] : b[l * ldb + j];
+
+				s += x * y;
+				mag += fabs(x * y);
+			}
+			ref = g->alpha * s + (g->beta != 0.0f ? g->beta * (double)c0[i * ldc + j] : 0);
+			bound = 2.0 * (double)(g->k + 2) * u * fabs(g->alpha) * mag +
+				4.0 * u * fabs(g->beta * c0[i * ldc + j]) + 1e-30;
+			if (!(fabs(c[i * ldc + j] - ref) <= bound))
+				bad++;
+		}
+		for (int64_t j = g->n; j < ldc; j++)
+			pad_bad += memcmp(&c[i * ldc + j], &c0[i * ldc + j], 4) != 0;
+	}
+	if (bad || pad_bad)
+		printf("  %s%s m %lld n %lld k %lld pad %lld alpha %g beta %g: %lld elements "
+		       "outside the bound, %lld padding elements written\n",
+		       g->ta ? "T" : "N", g->tb ? "T" : "N", (long long)g->m, (long long)g->n,
+		       (long long)g->k, (long long)g->pad, g->alpha, g->beta, (long long)bad,
+		       (long long)pad_bad);
+	WT_CHECK(bad == 0);
+	WT_CHECK(pad_bad == 0);
+	worst_case += bad;
+	free(a);
+	free(b);
+	free(c0);
+	free(c);
+}
+
+/* 2: beta = 0 never reads C. */
+static void check_nan_c(int ta, int tb)
+{
+	enum { M = 37, N = 101, K = 300 };
+	float *a = operand(M, K, 0), *b = operand(K, N, 0), *c = malloc(M * N * 4);
+	int64_t nonfinite = 0;
+
+	WT_REQUIRE(a && b && c);
+	for (int i = 0; i < M * N; i++)
+		c[i] = NAN;
+	WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N));
+	for (int i = 0; i < M * N; i++)
+		nonfinite += !isfinite(c[i]);
+	WT_CHECK(nonfinite == 0);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* 4: the bits at 1, 2, 3 threads, and a slice of rows. */
+static void check_bits(int ta, int tb)
+{
+	enum { M = 301, N = 250, K = 600, R0 = 37, RN = 100 };
+	int64_t lda = ta ? M : K, ldb = tb ? K : N;
+	float *a = operand(ta ? K : M, ta ? M : K, 0), *b = operand(tb ? N : K, tb ? K : N, 0);
+	float *c[3], *part = malloc(RN * N * 4);
+	int same_threads = 1;
+
+	WT_REQUIRE(a && b && part);
+	for (int t = 0; t < 3; t++) {
+		c[t] = malloc(M * N * 4);
+		WT_REQUIRE(c[t]);
+		weft_kernels_cpu_set_threads(t + 1);
+		WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c[t], N));
+		same_threads &= !memcmp(c[t], c[0], M * N * 4);
+	}
+	WT_CHECK(same_threads);
+	/* rows R0 .. R0 + RN of C from rows R0 .. of op(A) alone */
+	WT_CHECK(cpu_sgemm(ta, tb, RN, N, K, 1.0f, ta ? a + R0 : a + R0 * lda, lda, b, ldb, 0.0f,
+			   part, N));
+	WT_CHECK(!memcmp(part, c[0] + R0 * N, RN * N * 4));
+	weft_kernels_cpu_set_threads(2);
+	for (int t = 0; t < 3; t++)
+		free(c[t]);
+	free(part);
+	free(a);
+	free(b);
+}
+
+/* 5: the table's gemm takes this path (or, told so, OpenBLAS's). */
+static void check_table(const weft_kernel_table *kt, int want_own)
+{
+	/* k = 600: this kernel sums it in two blocks of 300, OpenBLAS in
+	 * blocks of its own (304 + 296 here), so the bits tell the paths apart */
+	enum { M = 256, N = 384, K = 600 };
+	float *a = operand(M, K, 0), *b = operand(N, K, 0);
+	float *c1 = malloc(M * N * 4), *c2 = malloc(M * N * 4);
+	int same;
+
+	WT_REQUIRE(a && b && c1 && c2);
+	WT_OK(kt->gemm(NULL, WEFT_F32, 0, 1, M, N, K, 1.0f, a, K, 0, b, K, 0, 0.0f, c1, N, 0, 1));
+	WT_CHECK(cpu_sgemm(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c2, N));
+	same = !memcmp(c1, c2, M * N * 4);
+	printf("table gemm %s the AVX-512 kernel's bits (%s expected)\n", same ? "gives" : "differs from",
+	       want_own ? "same" : "different");
+	WT_CHECK(same == want_own);
+	free(a);
+	free(b);
+	free(c1);
+	free(c2);
+}
+
+int main(void)
+{
+	const weft_kernel_table *kt;
+	const char *env = getenv("WEFT_CPU_GEMM");
+	int openblas = env && !strcmp(env, "openblas");
+	static const sg_case cases[] = {
+		{ 0, 0, 64, 96, 64, 0, 1.0f, 0.0f },
+		{ 0, 1, 64, 96, 64, 0, 1.0f, 0.0f },
+		{ 1, 0, 64, 96, 64, 0, 1.0f, 0.0f },
+		{ 1, 1, 64, 96, 64, 0, 1.0f, 0.0f },
+		{ 0, 0, 37, 101, 300, 3, 0.5f, 1.0f },
+		{ 0, 1, 37, 101, 300, 3, 0.5f, 0.25f },
+		{ 1, 0, 37, 101, 300, 5, -2.0f, 1.0f },
+		{ 1, 1, 37, 101, 300, 5, 1.0f, 0.25f },
+		{ 0, 1, 9, 1600, 40, 0, 1.0f, 1.0f }, /* past the columns packed at once */
+		{ 1, 0, 1, 1, 1, 0, 1.0f, 0.0f },
+		{ 0, 0, 7, 47, 513, 1, 1.0f, 0.0f },
+		{ 1, 1, 15, 49, 17, 2, 1.0f, 0.0f },
+		{ 0, 1, 200, 144, 384, 0, 1.0f, 0.0f },
+		{ 1, 0, 384, 144, 1024, 0, 1.0f, 1.0f }, /* a weight gradient */
+	};
+
+	WT_OK(weft_kernels_get(WEFT_CPU, &kt));
+	if (!cpu_sgemm_usable()) {
+		printf("this CPU has no AVX-512: the table's gemm is OpenBLAS's alone\n");
+		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, 8));
+		return wt_done("test_cpu_sgemm");
+	}
+	if (openblas) {
+		check_table(kt, 0);
+		return wt_done("test_cpu_sgemm");
+	}
+	weft_kernels_cpu_set_threads(2);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_case(&cases[i]);
+	printf("%zu cases against the double reference: %lld elements outside the bound\n",
+	       sizeof(cases) / sizeof(cases[0]), (long long)worst_case);
+	for (int t = 0; t < 4; t++) {
+		check_nan_c(t >> 1, t & 1);
+		check_bits(t >> 1, t & 1);
+	}
+	check_table(kt, 1);
+	return wt_done("test_cpu_sgemm");
+}
