@@ -93,12 +93,9 @@ static void head_forward(const att_job *j, int64_t b, int64_t h)
 	for (int64_t r0 = 0; r0 < T; r0 += TILE) {
 		int64_t r1 = r0 + TILE < T ? r0 + TILE : T;
 
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)r1,
-			    (int)hs, scale, q + r0 * C3, (int)C3, k, (int)C3, 0.0f, a + r0 * T,
-			    (int)T);
+		cpu_gemm_1(0, 1, r1 - r0, r1, hs, scale, q + r0 * C3, C3, k, C3, 0.0f, a + r0 * T, T);
 		causal_softmax(a, T, r0, r1);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)hs,
-			    (int)r1, 1.0f, a + r0 * T, (int)T, v, (int)C3, 0.0f, o + r0 * C, (int)C);
+		cpu_gemm_1(0, 0, r1 - r0, hs, r1, 1.0f, a + r0 * T, T, v, C3, 0.0f, o + r0 * C, C);
 	}
 }
 
@@ -123,16 +120,12 @@ static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 		float beta_kv = j->write && r1 == T ? 0.0f : 1.0f;
 
 		/* dA = dO V^T;  dV += A^T dO */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)r1, (int)hs, 1.0f,
-			    go + r0 * C, (int)C, v, (int)C3, 0.0f, da + r0 * T, (int)T);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
-			    a + r0 * T, (int)T, go + r0 * C, (int)C, beta_kv, dv, (int)C3);
+		cpu_gemm_1(0, 1, nr, r1, hs, 1.0f, go + r0 * C, C, v, C3, 0.0f, da + r0 * T, T);
+		cpu_gemm_1(1, 0, r1, hs, nr, 1.0f, a + r0 * T, T, go + r0 * C, C, beta_kv, dv, C3);
 		softmax_grad(a, da, T, r0, r1, scale);
 		/* dQ += dS K;  dK += dS^T Q */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hs, (int)r1, 1.0f,
-			    da + r0 * T, (int)T, k, (int)C3, beta_q, dq + r0 * C3, (int)C3);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r1, (int)hs, (int)nr, 1.0f,
-			    da + r0 * T, (int)T, q + r0 * C3, (int)C3, beta_kv, dk, (int)C3);
+		cpu_gemm_1(0, 0, nr, hs, r1, 1.0f, da + r0 * T, T, k, C3, beta_q, dq + r0 * C3, C3);
+		cpu_gemm_1(1, 0, r1, hs, nr, 1.0f, da + r0 * T, T, q + r0 * C3, C3, beta_kv, dk, C3);
 	}
 }
 

@@ -29,6 +29,19 @@ static int use_own_gemm(int64_t m, int64_t n, int64_t k)
 	return own_gemm_on && m >= 32 && n >= 32 && k >= 32 && m * n * k >= (1 << 21);
 }
 
+void cpu_gemm_1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+		const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+		int64_t ldc)
+{
+	pthread_once(&own_gemm_once, own_gemm_probe);
+	if (own_gemm_on && m >= 16 && n >= 16 && k >= 16 &&
+	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1))
+		return;
+	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+		    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+		    b, (int)ldb, beta, c, (int)ldc);
+}
+
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
 		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
@@ -57,7 +70,7 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		}
 		if (use_own_gemm(m, n, k) &&
 		    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, A + i * stride_a, lda,
-			      B + i * stride_b, ldb, beta, ci, ldc))
+			      B + i * stride_b, ldb, beta, ci, ldc, 0))
 			continue;
 		cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 			    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,

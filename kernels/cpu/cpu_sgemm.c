@@ -3,7 +3,9 @@
  * (kernels/cpu/cpu_blas.c chooses).
  *
  * An 8 x 48 block of C lives in 24 registers; each step along k loads
- * three vectors of B and broadcasts eight elements of A. Per block of k
+ * three vectors of B and broadcasts eight elements of A (8 x 32 blocks,
+ * two vectors, where n is a multiple of 32 and not of 48: attention's
+ * 64-wide heads). Per block of k
  * (at most 256) and of columns (at most 1536), B is packed into panels of
  * 48 columns (a copy, or a transpose by 16 x 16 blocks when B is
  * transposed), 1.5 MB that stays in L2; then for each 8 rows of A (8 KB,
@@ -23,7 +25,8 @@
  *
  * The threads share the work by columns (no operand packed twice when A
  * is read in place) or by rows (when A is packed and B is the smaller),
- * one slice per kernel thread. */
+ * one slice per thread; attention's per-head products run on one thread
+ * each (threads = 1). */
 #include <stdint.h>
 
 #include "cpu_impl.h"
@@ -39,8 +42,8 @@
 
 enum {
 	MR = 8,     /* rows of the C block */
-	NV = 3,     /* 16-float vectors across the C block */
-	NR = 16 * NV, /* its columns */
+	NVMAX = 3,  /* 16-float vectors across it: 3 (48 columns), or 2 where n is a
+		       multiple of 32 and not of 48 (attention's 64-wide heads) */
 	KC = 256,   /* most k of a block (A's 8 rows: 8 KB, in L1) */
 	NC = 1536,  /* most columns of B packed at once (256 x 1536 floats: 1.5 MB, in L2) */
 	SG_PF = 16, /* rows of a B panel prefetched ahead of the kernel (measured: 4 to 24
@@ -69,6 +72,7 @@ typedef struct sg_args {
 	float alpha, beta;
 	const float *a, *b;
 	float *c;
+	int nv, nr; /* vectors and columns of a C block (nr = 16 nv) */
 	int by_rows; /* slices of rows (else of columns) */
 	int64_t parts;
 	float *scratch; /* SG_SCRATCH floats a part */
@@ -94,30 +98,31 @@ static SG_INLINE __mmask16 lanes(int nr, int v)
  * read), A(i, l) at a[i * rs + l * cs]; C past nr columns untouched. */
 SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, int64_t cs,
 				       const float *bp, float *c, int64_t ldc, float alpha,
-				       float beta, int mr, int nr)
+				       float beta, const int nv, int mr, int nr)
 {
-	__m512 acc[MR][NV];
+	__m512 acc[MR][NVMAX];
 
 	for (int i = 0; i < MR; i++)
-		for (int v = 0; v < NV; v++)
+		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
 	for (int i = 0; i < MR && i < mr; i++)
-		for (int v = 0; v < NV; v++)
+		for (int v = 0; v < nv; v++)
 			_mm_prefetch((const char *)(c + i * ldc + 16 * v), _MM_HINT_T0);
 	for (int64_t l = 0; l < kc; l++) {
 		const float *al = a + l * cs;
-		__m512 bv[NV];
+		__m512 bv[NVMAX];
 
-		for (int v = 0; v < NV; v++) {
-			_mm_prefetch((const char *)(bp + (l + SG_PF) * NR + 16 * v), _MM_HINT_T0);
-			bv[v] = _mm512_load_ps(bp + l * NR + 16 * v);
+		for (int v = 0; v < nv; v++) {
+			_mm_prefetch((const char *)(bp + (l + SG_PF) * 16 * nv + 16 * v),
+				     _MM_HINT_T0);
+			bv[v] = _mm512_load_ps(bp + l * 16 * nv + 16 * v);
 		}
 #pragma GCC unroll 8
 		for (int i = 0; i < MR; i++) {
 			if (i < mr) {
 				__m512 ai = _mm512_set1_ps(al[i * rs]);
 
-				for (int v = 0; v < NV; v++)
+				for (int v = 0; v < nv; v++)
 					acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
 			}
 		}
@@ -125,7 +130,7 @@ SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, i
 	for (int i = 0; i < MR && i < mr; i++) {
 		float *ci = c + i * ldc;
 
-		for (int v = 0; v < NV; v++) {
+		for (int v = 0; v < nv; v++) {
 			__mmask16 mk = lanes(nr, v);
 			__m512 x = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(alpha));
 
@@ -137,26 +142,35 @@ SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, i
 	}
 }
 
-/* The three shapes the loops call: whole blocks with A in place (rows of
- * stride lda) or packed (rows of stride 1, k of stride MR), and any
- * partial block. */
+/* The three shapes the loops call, each for 3 and 2 vectors: whole blocks
+ * with A in place (rows of stride lda) or packed (rows of stride 1, k of
+ * stride MR), and any partial block. */
 SG_TARGET static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp,
-				  float *c, int64_t ldc, float alpha, float beta)
+				  float *c, int64_t ldc, float alpha, float beta, int nv)
 {
-	kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, MR, NR);
+	if (nv == 3)
+		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, 3, MR, 48);
+	else
+		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, 2, MR, 32);
 }
 
 SG_TARGET static void kernel_packed(int64_t kc, const float *a, const float *bp, float *c,
-				    int64_t ldc, float alpha, float beta)
+				    int64_t ldc, float alpha, float beta, int nv)
 {
-	kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, MR, NR);
+	if (nv == 3)
+		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, 3, MR, 48);
+	else
+		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, 2, MR, 32);
 }
 
 SG_TARGET static void kernel_edge(int64_t kc, const float *a, int64_t rs, int64_t cs,
 				  const float *bp, float *c, int64_t ldc, float alpha, float beta,
-				  int mr, int nr)
+				  int nv, int mr, int nr)
 {
-	kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, mr, nr);
+	if (nv == 3)
+		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, 3, mr, nr);
+	else
+		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, 2, mr, nr);
 }
 
 /* r[0..15] (16 rows of 16) transposed in place. */
@@ -191,13 +205,15 @@ SG_TARGET static SG_INLINE void transpose16(__m512 r[16])
 	}
 }
 
-/* B's rows k0 .. k0 + kc, columns j0 .. j0 + nr (nr <= NR) as bp[l][NR],
- * zero past nr. B(l, j) is b[l * ldb + j], or b[j * ldb + l] when tb. */
+/* B's rows k0 .. k0 + kc, columns j0 .. j0 + nr (nr <= NR = g->nr) as
+ * bp[l][NR], zero past nr. B(l, j) is b[l * ldb + j], or b[j * ldb + l]
+ * when tb. */
 SG_TARGET static void pack_b(const sg_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
 			     float *bp)
 {
 	const float *b = g->b;
-	int64_t ldb = g->ldb, l = 0;
+	int64_t ldb = g->ldb, l = 0, NR = g->nr;
+	int NV = g->nv;
 
 	if (!g->tb) {
 		for (; l < kc; l++) {
@@ -241,13 +257,13 @@ SG_TARGET static void pack_a(const sg_args *g, int64_t k0, int64_t kc, int64_t i
 
 /* A part's packing space: B's panels, then A's block (floats, a multiple
  * of 16 so that every part's space starts 64-byte aligned). */
-#define SG_SCRATCH ((int64_t)KC * (NC + NR) + (int64_t)MR * KC + 16)
+#define SG_SCRATCH ((int64_t)KC * (NC + 16 * NVMAX) + (int64_t)MR * KC + 16)
 
 /* C's rows [m0, m1) x columns [n0, n1). */
 SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int64_t n0,
 				  int64_t n1, float *bp, float *ap)
 {
-	int64_t kb = k_block(g->k);
+	int64_t kb = k_block(g->k), NR = g->nr;
 
 	for (int64_t jc = n0; jc < n1; jc += NC) {
 		int64_t je = n1 - jc < NC ? n1 : jc + NC, np = (je - jc + NR - 1) / NR;
@@ -278,13 +294,14 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 					float *cb = g->c + i * g->ldc + j0;
 
 					if (mr == MR && nr == NR && g->ta)
-						kernel_packed(kc, pa, pb, cb, g->ldc, g->alpha, beta);
+						kernel_packed(kc, pa, pb, cb, g->ldc, g->alpha, beta,
+							      g->nv);
 					else if (mr == MR && nr == NR)
 						kernel_rows(kc, pa, g->lda, pb, cb, g->ldc, g->alpha,
-							    beta);
+							    beta, g->nv);
 					else
 						kernel_edge(kc, pa, rs, cs, pb, cb, g->ldc, g->alpha,
-							    beta, mr, (int)nr);
+							    beta, g->nv, mr, (int)nr);
 				}
 			}
 		}
@@ -295,7 +312,7 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 static void sgemm_part(void *p, int64_t t, int64_t t1)
 {
 	const sg_args *g = p;
-	int64_t unit = g->by_rows ? MR : NR, total = g->by_rows ? g->m : g->n;
+	int64_t unit = g->by_rows ? MR : g->nr, total = g->by_rows ? g->m : g->n;
 	int64_t units = (total + unit - 1) / unit;
 	int64_t u0 = units * t / g->parts, u1 = units * (t + 1) / g->parts;
 	int64_t lo = u0 * unit, hi = u1 * unit < total ? u1 * unit : total;
@@ -305,30 +322,30 @@ static void sgemm_part(void *p, int64_t t, int64_t t1)
 	if (lo >= hi)
 		return;
 	if (g->by_rows)
-		sgemm_block(g, lo, hi, 0, g->n, buf, buf + KC * (NC + NR));
+		sgemm_block(g, lo, hi, 0, g->n, buf, buf + KC * (NC + 16 * NVMAX));
 	else
-		sgemm_block(g, 0, g->m, lo, hi, buf, buf + KC * (NC + NR));
+		sgemm_block(g, 0, g->m, lo, hi, buf, buf + KC * (NC + 16 * NVMAX));
 }
 
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-	      int64_t ldc)
+	      int64_t ldc, int64_t threads)
 {
 	sg_args g = {
 		.ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
 		.ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c,
+		.nv = n % 48 && n % 32 == 0 ? 2 : 3,
 	};
-	int64_t threads = weft_kernels_cpu_get_threads(), row_units = (m + MR - 1) / MR;
-	int64_t col_units = (n + NR - 1) / NR;
+	int64_t units;
 
+	g.nr = 16 * g.nv;
 	/* Slicing columns packs A again in every slice when A is packed;
 	 * slicing rows packs B again in every slice. */
 	g.by_rows = trans_a && n < m;
-	if (threads < 1)
-		threads = 1;
-	g.parts = threads;
-	if (g.parts > (g.by_rows ? row_units : col_units))
-		g.parts = g.by_rows ? row_units : col_units;
+	units = g.by_rows ? (m + MR - 1) / MR : (n + g.nr - 1) / g.nr;
+	if (threads <= 0)
+		threads = weft_kernels_cpu_get_threads();
+	g.parts = threads < 1 ? 1 : threads > units ? units : threads;
 	g.scratch = cpu_pack_buffer((size_t)(g.parts * SG_SCRATCH) * sizeof(float) + 64);
 	if (!g.scratch)
 		return 0;
@@ -349,10 +366,10 @@ int cpu_sgemm_usable(void)
 
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-	      int64_t ldc)
+	      int64_t ldc, int64_t threads)
 {
 	(void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a;
-	(void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+	(void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc, (void)threads;
 	return 0;
 }
 

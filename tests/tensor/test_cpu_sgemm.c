@@ -9,7 +9,8 @@
  *    (ld > columns); alpha != 1; beta 0, 1 and 0.25.
  * 2. beta = 0 does not read C: C filled with NaN comes out finite.
  * 3. Columns of C past n and rows past m are not written (padding kept).
- * 4. The same bits at 1, 2 and 3 kernel threads, and a row's result does
+ * 4. The same bits at 1, 2 and 3 kernel threads and on the calling thread
+ *    alone (threads = 1, as attention calls it), and a row's result does
  *    not depend on the other rows (a slice of A's rows gives the same
  *    bits): data-parallel ranks and one process agree on each row.
  * 5. The table's gemm gives the same bits for a model-sized product as a
@@ -67,7 +68,7 @@ static void check_case(const sg_case *g)
 	WT_REQUIRE(a && b && c0 && c);
 	memcpy(c, c0, (size_t)(g->m * ldc) * 4);
 	WT_CHECK(cpu_sgemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, lda, b, ldb, g->beta, c,
-			   ldc));
+			   ldc, 0));
 	for (int64_t i = 0; i < g->m; i++) {
 		for (int64_t j = 0; j < g->n; j++) {
 			double s = 0, mag = 0, ref, bound;
@@ -113,7 +114,7 @@ static void check_nan_c(int ta, int tb)
 	WT_REQUIRE(a && b && c);
 	for (int i = 0; i < M * N; i++)
 		c[i] = NAN;
-	WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N));
+	WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N, 0));
 	for (int i = 0; i < M * N; i++)
 		nonfinite += !isfinite(c[i]);
 	WT_CHECK(nonfinite == 0);
@@ -128,24 +129,26 @@ static void check_bits(int ta, int tb)
 	enum { M = 301, N = 250, K = 600, R0 = 37, RN = 100 };
 	int64_t lda = ta ? M : K, ldb = tb ? K : N;
 	float *a = operand(ta ? K : M, ta ? M : K, 0), *b = operand(tb ? N : K, tb ? K : N, 0);
-	float *c[3], *part = malloc(RN * N * 4);
+	float *c[4], *part = malloc(RN * N * 4);
 	int same_threads = 1;
 
 	WT_REQUIRE(a && b && part);
-	for (int t = 0; t < 3; t++) {
+	/* 1, 2, 3 kernel threads; then threads = 1 (this thread alone) at 3 */
+	for (int t = 0; t < 4; t++) {
 		c[t] = malloc(M * N * 4);
 		WT_REQUIRE(c[t]);
-		weft_kernels_cpu_set_threads(t + 1);
-		WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c[t], N));
+		weft_kernels_cpu_set_threads(t < 3 ? t + 1 : 3);
+		WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c[t], N,
+				   t < 3 ? 0 : 1));
 		same_threads &= !memcmp(c[t], c[0], M * N * 4);
 	}
 	WT_CHECK(same_threads);
 	/* rows R0 .. R0 + RN of C from rows R0 .. of op(A) alone */
 	WT_CHECK(cpu_sgemm(ta, tb, RN, N, K, 1.0f, ta ? a + R0 : a + R0 * lda, lda, b, ldb, 0.0f,
-			   part, N));
+			   part, N, 0));
 	WT_CHECK(!memcmp(part, c[0] + R0 * N, RN * N * 4));
 	weft_kernels_cpu_set_threads(2);
-	for (int t = 0; t < 3; t++)
+	for (int t = 0; t < 4; t++)
 		free(c[t]);
 	free(part);
 	free(a);
@@ -164,7 +167,7 @@ static void check_table(const weft_kernel_table *kt, int want_own)
 
 	WT_REQUIRE(a && b && c1 && c2);
 	WT_OK(kt->gemm(NULL, WEFT_F32, 0, 1, M, N, K, 1.0f, a, K, 0, b, K, 0, 0.0f, c1, N, 0, 1));
-	WT_CHECK(cpu_sgemm(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c2, N));
+	WT_CHECK(cpu_sgemm(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c2, N, 0));
 	same = !memcmp(c1, c2, M * N * 4);
 	printf("table gemm %s the AVX-512 kernel's bits (%s expected)\n", same ? "gives" : "differs from",
 	       want_own ? "same" : "different");
@@ -195,12 +198,18 @@ int main(void)
 		{ 1, 1, 15, 49, 17, 2, 1.0f, 0.0f },
 		{ 0, 1, 200, 144, 384, 0, 1.0f, 0.0f },
 		{ 1, 0, 384, 144, 1024, 0, 1.0f, 1.0f }, /* a weight gradient */
+		/* 8 x 32 blocks (n a multiple of 32, not of 48): attention's heads */
+		{ 0, 1, 64, 64, 64, 128, 0.125f, 0.0f },
+		{ 1, 0, 256, 64, 64, 128, 1.0f, 1.0f },
+		{ 0, 0, 64, 64, 256, 128, 1.0f, 0.0f },
+		{ 0, 1, 61, 128, 64, 0, 1.0f, 1.0f },
+		{ 1, 1, 33, 1600, 70, 0, 1.0f, 0.0f },
 	};
 
 	WT_OK(weft_kernels_get(WEFT_CPU, &kt));
 	if (!cpu_sgemm_usable()) {
 		printf("this CPU has no AVX-512: the table's gemm is OpenBLAS's alone\n");
-		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, 8));
+		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, 8, 0));
 		return wt_done("test_cpu_sgemm");
 	}
 	if (openblas) {
