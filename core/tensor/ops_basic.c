@@ -191,6 +191,11 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 		return st;
 	if (ctx->autocast != WEFT_F32 && DT(x) == WEFT_F32) {
 		st = autocast_linear_forward(ctx, x, w, b, rows, in_f, out_f, y, low);
+	} else if (b && WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, gemm_bias) &&
+		   ctx->k->gemm_bias) {
+		/* the bias added as the product is written (the CPU's kernel) */
+		st = ctx->k->gemm_bias(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data,
+				       in_f, w->data, in_f, b->data, y->data, out_f);
 	} else if (b && ctx->dev.type == WEFT_DEVICE_CPU) {
 		/* y = bias in every row, then y += x w^T: the GEMM adds (beta 1)
 		 * where it would have cleared, and no pass adds the bias after */

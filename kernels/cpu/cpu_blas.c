@@ -35,7 +35,7 @@ void cpu_gemm_1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float
 {
 	pthread_once(&own_gemm_once, own_gemm_probe);
 	if (own_gemm_on && m >= 16 && n >= 16 && k >= 16 &&
-	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1))
+	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c, ldc, 1))
 		return;
 	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 		    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
@@ -70,7 +70,7 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		}
 		if (use_own_gemm(m, n, k) &&
 		    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, A + i * stride_a, lda,
-			      B + i * stride_b, ldb, beta, ci, ldc, 0))
+			      B + i * stride_b, ldb, beta, NULL, ci, ldc, 0))
 			continue;
 		cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 			    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
@@ -78,6 +78,27 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 			    (int)ldc);
 	}
 	return WEFT_OK;
+}
+
+weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
+			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			  const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc)
+{
+	weft_status st = WEFT_OK;
+
+	if (m > 0 && n > 0 && k > 0 && use_own_gemm(m, n, k) &&
+	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, bias, c, ldc, 0))
+		return WEFT_OK;
+	/* the bias in every row of C, then the product added to it */
+	if (ldc == n)
+		st = cpu_broadcast_rows(kctx, m, (size_t)n * sizeof(float), bias, c);
+	else
+		for (int64_t r = 0; r < m; r++)
+			memcpy((float *)c + r * ldc, bias, (size_t)n * sizeof(float));
+	if (st)
+		return st;
+	return cpu_gemm(kctx, dt, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, 1.0f, c,
+			ldc, 0, 1);
 }
 
 /* The packed operands of AMX and AVX-512 products, one buffer per calling thread

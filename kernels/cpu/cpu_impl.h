@@ -52,13 +52,21 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
  * be had (no memory, or no thread key left). */
 void *cpu_pack_buffer(size_t bytes);
 /* The AVX-512 F32 product (cpu_sgemm.c): whether this CPU runs it, and
- * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read) on
- * `threads` threads (0: the kernel threads; 1: this one alone); 0 when its
- * packing space cannot be had (nothing done). */
+ * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read), or, with
+ * a bias (n floats), alpha op(A) op(B) + bias in every row (beta unused,
+ * C not read), on `threads` threads (0: the kernel threads; 1: this one
+ * alone); 0 when its packing space cannot be had (nothing done). */
 int cpu_sgemm_usable(void);
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-	      int64_t ldc, int64_t threads);
+	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+	      const float *bias, float *c, int64_t ldc, int64_t threads);
+/* The table's gemm_bias (cpu_blas.c). */
+weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
+			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			  const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc);
+/* The table's broadcast_rows (cpu_table.c). */
+weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes, const void *src,
+			       void *dst);
 /* One product on the calling thread (attention's per-head products): the
  * AVX-512 kernel where cpu_gemm uses it and every size is at least 16,
  * else cblas_sgemm (on the OpenBLAS threads the caller set). Sizes in

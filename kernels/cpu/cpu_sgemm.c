@@ -16,7 +16,9 @@
  *    C = A B^T: every forward and input-gradient product), so A, the large
  *    activation, is never copied; only a transposed A (the weight
  *    gradients, C = A^T B) is packed, 8 columns at a time.
- *  - beta = 0 writes C without reading it (no pass zeroing C first).
+ *  - beta = 0 writes C without reading it (no pass zeroing C first), and
+ *    a linear layer's bias is added as C is written (no pass copying it
+ *    into C first).
  *
  * Element (i, j) of C is the F32 sum, one FMA per term in k order, of
  * each k block, the blocks added to C in order; the k blocks depend on k
@@ -70,7 +72,7 @@ typedef struct sg_args {
 	int ta, tb;
 	int64_t m, n, k, lda, ldb, ldc;
 	float alpha, beta;
-	const float *a, *b;
+	const float *a, *b, *bias;
 	float *c;
 	int nv, nr; /* vectors and columns of a C block (nr = 16 nv) */
 	int by_rows; /* slices of rows (else of columns) */
@@ -94,11 +96,12 @@ static SG_INLINE __mmask16 lanes(int nr, int v)
 	return r >= 16 ? (__mmask16)0xffff : r <= 0 ? (__mmask16)0 : (__mmask16)((1u << r) - 1);
 }
 
-/* C[mr x nr] = alpha * sum_l A(i, l) Bp[l][:] + beta * C (beta 0: C not
- * read), A(i, l) at a[i * rs + l * cs]; C past nr columns untouched. */
+/* C[mr x nr] = alpha * sum_l A(i, l) Bp[l][:] + (bias ? bias[:] : beta *
+ * C) (beta 0 or a bias: C not read), A(i, l) at a[i * rs + l * cs]; C past
+ * nr columns untouched. */
 SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, int64_t cs,
 				       const float *bp, float *c, int64_t ldc, float alpha,
-				       float beta, const int nv, int mr, int nr)
+				       float beta, const float *bias, const int nv, int mr, int nr)
 {
 	__m512 acc[MR][NVMAX];
 
@@ -134,7 +137,9 @@ SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, i
 			__mmask16 mk = lanes(nr, v);
 			__m512 x = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(alpha));
 
-			if (beta != 0.0f)
+			if (bias)
+				x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, bias + 16 * v));
+			else if (beta != 0.0f)
 				x = _mm512_fmadd_ps(_mm512_set1_ps(beta),
 						    _mm512_maskz_loadu_ps(mk, ci + 16 * v), x);
 			_mm512_mask_storeu_ps(ci + 16 * v, mk, x);
@@ -146,31 +151,33 @@ SG_TARGET static SG_INLINE void kernel(int64_t kc, const float *a, int64_t rs, i
  * with A in place (rows of stride lda) or packed (rows of stride 1, k of
  * stride MR), and any partial block. */
 SG_TARGET static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp,
-				  float *c, int64_t ldc, float alpha, float beta, int nv)
+				  float *c, int64_t ldc, float alpha, float beta,
+				  const float *bias, int nv)
 {
 	if (nv == 3)
-		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, 3, MR, 48);
+		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, bias, 3, MR, 48);
 	else
-		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, 2, MR, 32);
+		kernel(kc, a, lda, 1, bp, c, ldc, alpha, beta, bias, 2, MR, 32);
 }
 
 SG_TARGET static void kernel_packed(int64_t kc, const float *a, const float *bp, float *c,
-				    int64_t ldc, float alpha, float beta, int nv)
+				    int64_t ldc, float alpha, float beta, const float *bias,
+				    int nv)
 {
 	if (nv == 3)
-		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, 3, MR, 48);
+		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, bias, 3, MR, 48);
 	else
-		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, 2, MR, 32);
+		kernel(kc, a, 1, MR, bp, c, ldc, alpha, beta, bias, 2, MR, 32);
 }
 
 SG_TARGET static void kernel_edge(int64_t kc, const float *a, int64_t rs, int64_t cs,
 				  const float *bp, float *c, int64_t ldc, float alpha, float beta,
-				  int nv, int mr, int nr)
+				  const float *bias, int nv, int mr, int nr)
 {
 	if (nv == 3)
-		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, 3, mr, nr);
+		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, bias, 3, mr, nr);
 	else
-		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, 2, mr, nr);
+		kernel(kc, a, rs, cs, bp, c, ldc, alpha, beta, bias, 2, mr, nr);
 }
 
 /* r[0..15] (16 rows of 16) transposed in place. */
@@ -271,6 +278,7 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 		for (int64_t k0 = 0; k0 < g->k; k0 += kb) {
 			int64_t kc = g->k - k0 < kb ? g->k - k0 : kb;
 			float beta = k0 ? 1.0f : g->beta;
+			const float *bias = k0 ? NULL : g->bias;
 
 			for (int64_t p = 0; p < np; p++) {
 				int64_t j0 = jc + p * NR;
@@ -292,16 +300,17 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 					int64_t j0 = jc + p * NR, nr = je - j0 < NR ? je - j0 : NR;
 					const float *pb = bp + p * kc * NR;
 					float *cb = g->c + i * g->ldc + j0;
+					const float *bj = bias ? bias + j0 : NULL;
 
 					if (mr == MR && nr == NR && g->ta)
 						kernel_packed(kc, pa, pb, cb, g->ldc, g->alpha, beta,
-							      g->nv);
+							      bj, g->nv);
 					else if (mr == MR && nr == NR)
 						kernel_rows(kc, pa, g->lda, pb, cb, g->ldc, g->alpha,
-							    beta, g->nv);
+							    beta, bj, g->nv);
 					else
 						kernel_edge(kc, pa, rs, cs, pb, cb, g->ldc, g->alpha,
-							    beta, g->nv, mr, (int)nr);
+							    beta, bj, g->nv, mr, (int)nr);
 				}
 			}
 		}
@@ -328,12 +337,12 @@ static void sgemm_part(void *p, int64_t t, int64_t t1)
 }
 
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-	      int64_t ldc, int64_t threads)
+	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+	      const float *bias, float *c, int64_t ldc, int64_t threads)
 {
 	sg_args g = {
 		.ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
-		.ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c,
+		.ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .bias = bias, .c = c,
 		.nv = n % 48 && n % 32 == 0 ? 2 : 3,
 	};
 	int64_t units;
@@ -365,11 +374,12 @@ int cpu_sgemm_usable(void)
 }
 
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-	      int64_t ldc, int64_t threads)
+	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+	      const float *bias, float *c, int64_t ldc, int64_t threads)
 {
 	(void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a;
-	(void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc, (void)threads;
+	(void)lda, (void)b, (void)ldb, (void)beta, (void)bias, (void)c, (void)ldc;
+	(void)threads;
 	return 0;
 }
 

@@ -87,7 +87,7 @@ static weft_status cpu_zero(void *kctx, void *dst, size_t bytes)
 	return WEFT_OK;
 }
 
-static weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes,
+weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes,
 				      const void *src, void *dst)
 {
 	bytes_args a = { .dst = dst, .src = src, .row = row_bytes };
@@ -201,6 +201,7 @@ static const weft_kernel_table cpu_table = {
 	.gelu_backward_write = cpu_gelu_backward_write,
 	.attention_backward_write = cpu_attention_backward_write,
 	.broadcast_rows = cpu_broadcast_rows,
+	.gemm_bias = cpu_gemm_bias,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -17,6 +17,9 @@
  *    direct call (it takes this path), unless WEFT_CPU_GEMM=openblas,
  *    where it must not (run as test_cpu_sgemm_openblas: OpenBLAS sums k
  *    in other blocks, so its bits differ).
+ * 6. The table's gemm_bias (C = alpha A B^T + bias in every row, C not
+ *    read) within 1.'s bound, through the kernel and through the
+ *    fallback (broadcast_rows, then OpenBLAS with beta 1).
  * Without AVX-512 the kernel is not used: the test says so and checks 5's
  * fallback only. */
 #include <math.h>
@@ -67,8 +70,8 @@ static void check_case(const sg_case *g)
 
 	WT_REQUIRE(a && b && c0 && c);
 	memcpy(c, c0, (size_t)(g->m * ldc) * 4);
-	WT_CHECK(cpu_sgemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, lda, b, ldb, g->beta, c,
-			   ldc, 0));
+	WT_CHECK(cpu_sgemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, lda, b, ldb, g->beta, NULL,
+			   c, ldc, 0));
 	for (int64_t i = 0; i < g->m; i++) {
 		for (int64_t j = 0; j < g->n; j++) {
 			double s = 0, mag = 0, ref, bound;
@@ -114,7 +117,8 @@ static void check_nan_c(int ta, int tb)
 	WT_REQUIRE(a && b && c);
 	for (int i = 0; i < M * N; i++)
 		c[i] = NAN;
-	WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, c, N, 0));
+	WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 0.0f, NULL, c, N,
+			   0));
 	for (int i = 0; i < M * N; i++)
 		nonfinite += !isfinite(c[i]);
 	WT_CHECK(nonfinite == 0);
@@ -138,14 +142,14 @@ static void check_bits(int ta, int tb)
 		c[t] = malloc(M * N * 4);
 		WT_REQUIRE(c[t]);
 		weft_kernels_cpu_set_threads(t < 3 ? t + 1 : 3);
-		WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c[t], N,
+		WT_CHECK(cpu_sgemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, NULL, c[t], N,
 				   t < 3 ? 0 : 1));
 		same_threads &= !memcmp(c[t], c[0], M * N * 4);
 	}
 	WT_CHECK(same_threads);
 	/* rows R0 .. R0 + RN of C from rows R0 .. of op(A) alone */
 	WT_CHECK(cpu_sgemm(ta, tb, RN, N, K, 1.0f, ta ? a + R0 : a + R0 * lda, lda, b, ldb, 0.0f,
-			   part, N, 0));
+			   NULL, part, N, 0));
 	WT_CHECK(!memcmp(part, c[0] + R0 * N, RN * N * 4));
 	weft_kernels_cpu_set_threads(2);
 	for (int t = 0; t < 4; t++)
@@ -167,7 +171,7 @@ static void check_table(const weft_kernel_table *kt, int want_own)
 
 	WT_REQUIRE(a && b && c1 && c2);
 	WT_OK(kt->gemm(NULL, WEFT_F32, 0, 1, M, N, K, 1.0f, a, K, 0, b, K, 0, 0.0f, c1, N, 0, 1));
-	WT_CHECK(cpu_sgemm(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c2, N, 0));
+	WT_CHECK(cpu_sgemm(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, NULL, c2, N, 0));
 	same = !memcmp(c1, c2, M * N * 4);
 	printf("table gemm %s the AVX-512 kernel's bits (%s expected)\n", same ? "gives" : "differs from",
 	       want_own ? "same" : "different");
@@ -176,6 +180,47 @@ static void check_table(const weft_kernel_table *kt, int want_own)
 	free(b);
 	free(c1);
 	free(c2);
+}
+
+/* 6: the table's gemm_bias: alpha A B^T + bias in every row, C (NaN)
+ * not read, within the bound of 1 (bias counted in the magnitudes). */
+static void check_bias(const weft_kernel_table *kt, int64_t m, int64_t n, int64_t k, int64_t pad)
+{
+	int64_t ldc = n + pad;
+	float *a = operand(m, k, 0), *b = operand(n, k, 0), *bias = operand(1, n, 0);
+	float *c = malloc((size_t)(m * ldc) * 4);
+	int64_t bad = 0, pad_bad = 0;
+	const double u = 1.0 / 16777216.0;
+
+	WT_REQUIRE(a && b && bias && c);
+	for (int64_t i = 0; i < m * ldc; i++)
+		c[i] = NAN;
+	WT_REQUIRE(WEFT_HAS_MEMBER(kt, weft_kernel_table, gemm_bias) && kt->gemm_bias);
+	WT_OK(kt->gemm_bias(NULL, WEFT_F32, 0, 1, m, n, k, 0.5f, a, k, b, k, bias, c, ldc));
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0, mag = 0, ref;
+
+			for (int64_t l = 0; l < k; l++) {
+				s += (double)a[i * k + l] * b[j * k + l];
+				mag += fabs((double)a[i * k + l] * b[j * k + l]);
+			}
+			ref = 0.5 * s + bias[j];
+			if (!(fabs(c[i * ldc + j] - ref) <=
+			      2.0 * (double)(k + 2) * u * (0.5 * mag + fabs(bias[j])) + 1e-30))
+				bad++;
+		}
+		for (int64_t j = n; j < ldc; j++)
+			pad_bad += !isnan(c[i * ldc + j]);
+	}
+	printf("gemm_bias %lld x %lld x %lld: %lld elements outside the bound\n", (long long)m,
+	       (long long)n, (long long)k, (long long)bad);
+	WT_CHECK(bad == 0);
+	WT_CHECK(pad_bad == 0);
+	free(a);
+	free(b);
+	free(bias);
+	free(c);
 }
 
 int main(void)
@@ -209,11 +254,14 @@ int main(void)
 	WT_OK(weft_kernels_get(WEFT_CPU, &kt));
 	if (!cpu_sgemm_usable()) {
 		printf("this CPU has no AVX-512: the table's gemm is OpenBLAS's alone\n");
-		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, 8, 0));
+		check_bias(kt, 300, 200, 600, 3);
+		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, NULL, 8, 0));
 		return wt_done("test_cpu_sgemm");
 	}
 	if (openblas) {
 		check_table(kt, 0);
+		check_bias(kt, 300, 200, 600, 3); /* broadcast_rows, then OpenBLAS */
+		check_bias(kt, 20, 30, 10, 0);
 		return wt_done("test_cpu_sgemm");
 	}
 	weft_kernels_cpu_set_threads(2);
@@ -226,5 +274,7 @@ int main(void)
 		check_bits(t >> 1, t & 1);
 	}
 	check_table(kt, 1);
+	check_bias(kt, 300, 200, 600, 3);
+	check_bias(kt, 20, 30, 10, 0); /* below the kernel's sizes: OpenBLAS */
 	return wt_done("test_cpu_sgemm");
 }

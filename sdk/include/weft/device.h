@@ -378,6 +378,19 @@ typedef struct weft_kernel_table {
 	 * before the GEMM that adds to it. Asynchronous on kctx. */
 	weft_status (*broadcast_rows)(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 				      void *dst);
+
+	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
+	 * gemm_bias) first ---- */
+
+	/* (optional, NULL: the core calls broadcast_rows, then gemm with
+	 * beta 1, on the CPU; elsewhere gemm, then add) A linear layer's
+	 * product with its bias: C = alpha op(A) op(B) + bias, where bias
+	 * (n elements, of dt) is added to every row of C; C's previous
+	 * contents are not read. One matrix (no batch); otherwise as gemm. */
+	weft_status (*gemm_bias)(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
+				 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+				 const void *b, int64_t ldb, const void *bias, void *c,
+				 int64_t ldc);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
