@@ -373,9 +373,10 @@ struct Shm::Impl {
 
 namespace {
 
-/* out[i] = the reduction over r of src[r][i], in rank order, for i < n. */
+/* out[i] = the reduction over r of src[r][i], in rank order, for i < n;
+ * also into out2[i] when out2 is not NULL. out may be src[r] itself. */
 template <typename T>
-void reduce_ranks(T *out, const T *const *src, int P, size_t n, weft_comm_redop op)
+void reduce_ranks(T *out, T *out2, const T *const *src, int P, size_t n, weft_comm_redop op)
 {
 	constexpr size_t kBlock = 1024;
 	T acc[kBlock];
@@ -389,6 +390,8 @@ void reduce_ranks(T *out, const T *const *src, int P, size_t n, weft_comm_redop 
 		if (op == WEFT_COMM_AVG)
 			divide<T>(acc, m, P);
 		memcpy(out + b, acc, m * sizeof(T));
+		if (out2)
+			memcpy(out2 + b, acc, m * sizeof(T));
 	}
 }
 
@@ -434,18 +437,29 @@ void Shm::all_reduce(const weft_comm_work *w, const T *in, T *out, size_t n, wef
 		*hi = std::min(*lo + per, len);
 	};
 
+	/* A rank's slot takes the shares the others reduce; its own share it
+	 * reduces from `in` where it lies, and then holds its result there. */
 	m.run_pieces(
 		w, (int64_t)n, n, m.slot_bytes / sizeof(T),
-		[&](size_t off, size_t len) { memcpy(m.slot(m.rank), in + off, len * sizeof(T)); },
+		[&](size_t off, size_t len) {
+			size_t lo, hi;
+
+			for (int r = 0; r < P; r++) {
+				share(r, len, &lo, &hi);
+				if (r != m.rank)
+					memcpy((T *)m.slot(m.rank) + lo, in + off + lo,
+					       (hi - lo) * sizeof(T));
+			}
+		},
 		[&](size_t off, size_t len, clk::time_point deadline) {
 			const T *src[kMaxRanks];
 			size_t lo, hi;
 
 			share(m.rank, len, &lo, &hi);
 			for (int r = 0; r < P; r++)
-				src[r] = (const T *)m.slot(r) + lo;
-			reduce_ranks<T>(out + off + lo, src, P, hi - lo, op);
-			memcpy((T *)m.slot(m.rank) + lo, out + off + lo, (hi - lo) * sizeof(T));
+				src[r] = r == m.rank ? in + off + lo : (const T *)m.slot(r) + lo;
+			reduce_ranks<T>(out + off + lo, (T *)m.slot(m.rank) + lo, src, P, hi - lo,
+					op);
 			m.reductions++;
 			m.publish(m.ctl[m.rank].reduced, m.reductions);
 			m.wait_all(&RankCtl::reduced, m.reductions, deadline, "reducing its share");
@@ -477,7 +491,7 @@ void Shm::reduce_scatter(const weft_comm_work *w, const T *in, T *out, size_t n,
 			const T *src[kMaxRanks];
 			for (int r = 0; r < P; r++)
 				src[r] = (const T *)m.slot(r) + (size_t)m.rank * len;
-			reduce_ranks<T>(out + off, src, P, len, op);
+			reduce_ranks<T>(out + off, (T *)nullptr, src, P, len, op);
 		});
 }
 
