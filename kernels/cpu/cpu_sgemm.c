@@ -5,12 +5,13 @@
  * An 8 x 48 block of C lives in 24 registers; each step along k loads
  * three vectors of B and broadcasts eight elements of A (8 x 32 blocks,
  * two vectors, where n is a multiple of 32 and not of 48: attention's
- * 64-wide heads). Per block of k
- * (at most 256) and of columns (at most 1536), B is packed into panels of
- * 48 columns (a copy, or a transpose by 16 x 16 blocks when B is
- * transposed), 1.5 MB that stays in L2; then for each 8 rows of A (8 KB,
- * in L1 while the kernel walks every panel) the kernel runs over all the
- * panels, prefetching each panel's rows ahead. Two differences from a
+ * 64-wide heads). Per block of k (at most 384) and of columns (at most
+ * 768), B is packed into panels of 48 columns (a copy, or a transpose by
+ * 16 x 16 blocks when B is transposed), 1.2 MB that stays in L2; then for
+ * each 8 rows of A (12 KB, in L1 while the kernel walks every panel) the
+ * kernel runs over all the panels, prefetching each panel's rows ahead.
+ * (Blocks of k 256 / 384 / 512 and columns 512 to 1536 measured within 2 %
+ * of each other in the gpt-small-cpu step; 384 x 768 was among the best.) Two differences from a
  * general BLAS matter at these sizes:
  *  - A is read where it lies when its rows run along k (C = A B and
  *    C = A B^T: every forward and input-gradient product), so A, the large
@@ -46,8 +47,8 @@ enum {
 	MR = 8,     /* rows of the C block */
 	NVMAX = 3,  /* 16-float vectors across it: 3 (48 columns), or 2 where n is a
 		       multiple of 32 and not of 48 (attention's 64-wide heads) */
-	KC = 256,   /* most k of a block (A's 8 rows: 8 KB, in L1) */
-	NC = 1536,  /* most columns of B packed at once (256 x 1536 floats: 1.5 MB, in L2) */
+	KC = 384,   /* most k of a block (A's 8 rows: 12 KB, in L1) */
+	NC = 768,   /* most columns of B packed at once (384 x 768 floats: 1.2 MB, in L2) */
 	SG_PF = 16, /* rows of a B panel prefetched ahead of the kernel (measured: 4 to 24
 		       rows ahead give the same; none is 8 % slower) */
 };
