@@ -1,12 +1,20 @@
 /* Every GEMM of a gpt-small-cpu training step (B T = 1024 rows, width 384,
  * vocab 256) through cblas_sgemm, with the layout weft uses and the same
  * m x n x k with each of NN, NT, TN, TT: whether another transposition
- * (another layout for weights or activations) would be faster. GFLOP/s
- * from the thread's CPU time, best of 5 calls after one warm-up.
+ * (another layout for weights or activations) would be faster; and, in
+ * the layout weft uses, through the CPU kernel table's gemm ("weft": its
+ * AVX-512 kernel where the CPU has one), warm and cold (after 64 MB of
+ * other writes, as in a training step, where the operands come from L3
+ * or memory). GFLOP/s from the thread's CPU time, best of 5 calls after
+ * one warm-up.
  *
- *     bench_gemm_shapes      (1 OpenBLAS thread)
+ *     bench_gemm_shapes      (1 thread)
  */
 #include <cblas.h>
+#include <string.h>
+
+#include "kernels_cpu.h"
+#include "weft/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -45,8 +53,20 @@ static float *filled(size_t n)
 	return p;
 }
 
-/* GFLOP/s of C (m x n) += op(A) op(B), or -1 when out of memory. */
-static double rate(int ta, int tb, int m, int n, int k)
+static char *junk;
+
+/* Writes 64 MB elsewhere, so the next call finds its operands cold. */
+static void evict(void)
+{
+	if (junk)
+		for (size_t i = 0; i < (64u << 20); i += 64)
+			junk[i]++;
+}
+
+/* GFLOP/s of C (m x n) += op(A) op(B) through OpenBLAS (kt NULL) or the
+ * kernel table's gemm, each call cold when asked; -1 when out of memory. */
+static double rate_with(const weft_kernel_table *kt, int cold, int ta, int tb, int m, int n,
+			int k)
 {
 	float *a = filled((size_t)m * k), *b = filled((size_t)k * n), *c = filled((size_t)m * n);
 	double best = 1e30;
@@ -56,11 +76,18 @@ static double rate(int ta, int tb, int m, int n, int k)
 		goto out_free;
 	}
 	for (int r = 0; r < 6; r++) {
-		double t0 = thread_cpu_now(), dt;
+		double t0, dt;
 
-		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-			    tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, ta ? m : k, b,
-			    tb ? k : n, 1.0f, c, n);
+		if (cold)
+			evict();
+		t0 = thread_cpu_now();
+		if (kt)
+			kt->gemm(NULL, WEFT_F32, ta, tb, m, n, k, 1.0f, a, ta ? m : k, 0, b,
+				 tb ? k : n, 0, 1.0f, c, n, 0, 1);
+		else
+			cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+				    tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, ta ? m : k, b,
+				    tb ? k : n, 1.0f, c, n);
 		dt = thread_cpu_now() - t0;
 		if (r > 0 && dt > 0 && dt < best)
 			best = dt;
@@ -73,13 +100,26 @@ out_free:
 	return best;
 }
 
+static double rate(int ta, int tb, int m, int n, int k)
+{
+	return rate_with(NULL, 0, ta, tb, m, n, k);
+}
+
 int main(void)
 {
+	const weft_kernel_table *kt = NULL;
+
 	openblas_set_num_threads(1);
+	weft_kernels_cpu_set_threads(1);
+	if (weft_kernels_get(WEFT_CPU, &kt))
+		kt = NULL;
+	junk = malloc(64u << 20);
+	if (junk)
+		memset(junk, 1, 64u << 20);
 	printf("OpenBLAS %s, 1 thread; GFLOP/s (thread CPU time, best of 5)\n",
 	       openblas_get_corename());
-	printf("%-14s %5s %5s %5s %7s %7s %7s %7s %7s\n", "gemm", "m", "n", "k", "used", "NN",
-	       "NT", "TN", "TT");
+	printf("%-14s %5s %5s %5s %7s %7s %7s %7s %7s | %7s %7s %7s\n", "gemm", "m", "n", "k",
+	       "used", "NN", "NT", "TN", "TT", "cold", "weft", "cold");
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		const gemm_shape *s = &shapes[i];
 
@@ -87,7 +127,12 @@ int main(void)
 		       rate(s->ta, s->tb, s->m, s->n, s->k));
 		for (int t = 0; t < 4; t++)
 			printf(" %7.1f", rate(t >> 1, t & 1, s->m, s->n, s->k));
+		printf(" | %7.1f", rate_with(NULL, 1, s->ta, s->tb, s->m, s->n, s->k));
+		if (kt)
+			printf(" %7.1f %7.1f", rate_with(kt, 0, s->ta, s->tb, s->m, s->n, s->k),
+			       rate_with(kt, 1, s->ta, s->tb, s->m, s->n, s->k));
 		printf("\n");
 	}
+	free(junk);
 	return 0;
 }
