@@ -11,8 +11,9 @@
  * each 8 rows of A (12 KB, in L1 while the kernel walks every panel) the
  * kernel runs over all the panels, prefetching each panel's rows ahead.
  * (Blocks of k 256 / 384 / 512 and columns 512 to 1536 measured within 2 %
- * of each other in the gpt-small-cpu step; 384 x 768 was among the best.) Two differences from a
- * general BLAS matter at these sizes:
+ * of each other in the gpt-small-cpu step; 384 x 768 was among the best.)
+ *
+ * Two differences from a general BLAS matter at these sizes:
  *  - A is read where it lies when its rows run along k (C = A B and
  *    C = A B^T: every forward and input-gradient product), so A, the large
  *    activation, is never copied; only a transposed A (the weight
