@@ -129,22 +129,6 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	return st;
 }
 
-/* Copies the bias (row_bytes) into each of the rows of y, on the CPU
- * (the kernel's broadcast_rows splits the rows over the threads; without
- * it, one copy a row, the bias staying in L1). */
-static weft_status bias_rows(weft_ctx *ctx, void *y, const void *bias, int64_t rows,
-			     size_t row_bytes)
-{
-	weft_status st = WEFT_OK;
-
-	if (WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, broadcast_rows) && ctx->k->broadcast_rows)
-		return ctx->k->broadcast_rows(ctx->kctx, rows, row_bytes, bias, y);
-	for (int64_t r = 0; r < rows && !st; r++)
-		st = ctx->k->copy(ctx->kctx, (char *)y + (size_t)r * row_bytes, bias, row_bytes,
-				  WEFT_COPY_DEVICE_TO_DEVICE);
-	return st;
-}
-
 weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
 			   weft_tensor **out)
 {
@@ -193,16 +177,10 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 		st = autocast_linear_forward(ctx, x, w, b, rows, in_f, out_f, y, low);
 	} else if (b && WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, gemm_bias) &&
 		   ctx->k->gemm_bias) {
-		/* the bias added as the product is written (the CPU's kernel) */
+		/* the bias in the product's own pass (the CPU table: as its kernel
+		 * writes y, or copied into y before the product adds to it) */
 		st = ctx->k->gemm_bias(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data,
 				       in_f, w->data, in_f, b->data, y->data, out_f);
-	} else if (b && ctx->dev.type == WEFT_DEVICE_CPU) {
-		/* y = bias in every row, then y += x w^T: the GEMM adds (beta 1)
-		 * where it would have cleared, and no pass adds the bias after */
-		st = bias_rows(ctx, y->data, b->data, rows, (size_t)out_f * weft_dtype_size(DT(x)));
-		if (!st)
-			st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data,
-					  in_f, 0, w->data, in_f, 0, 1.0f, y->data, out_f, 0, 1);
 	} else {
 		st = ctx->k->gemm(ctx->kctx, DT(x), 0, 1, rows, out_f, in_f, 1.0f, x->data, in_f,
 				  0, w->data, in_f, 0, 0.0f, y->data, out_f, 0, 1);

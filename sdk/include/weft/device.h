@@ -372,18 +372,18 @@ typedef struct weft_kernel_table {
 	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
 	 * broadcast_rows) first ---- */
 
-	/* (optional, NULL: the core calls `copy` once a row) Writes the
-	 * row_bytes at src into each of `rows` consecutive rows of dst
-	 * (rows * row_bytes bytes; src does not overlap dst), as a bias
-	 * before the GEMM that adds to it. Asynchronous on kctx. */
+	/* (optional) Writes the row_bytes at src into each of `rows`
+	 * consecutive rows of dst (rows * row_bytes bytes; src does not
+	 * overlap dst), as a bias before the GEMM that adds to it.
+	 * Asynchronous on kctx. The core no longer calls it (a table puts
+	 * its bias handling in gemm_bias; the CPU table's uses it there). */
 	weft_status (*broadcast_rows)(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 				      void *dst);
 
 	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
 	 * gemm_bias) first ---- */
 
-	/* (optional, NULL: the core calls broadcast_rows, then gemm with
-	 * beta 1, on the CPU; elsewhere gemm, then add) A linear layer's
+	/* (optional, NULL: the core calls gemm, then add) A linear layer's
 	 * product with its bias: C = alpha op(A) op(B) + bias, where bias
 	 * (n elements, of dt) is added to every row of C; C's previous
 	 * contents are not read. One matrix (no batch); otherwise as gemm. */
