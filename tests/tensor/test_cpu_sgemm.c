@@ -30,15 +30,8 @@
 #include "cpu_impl.h"
 #include "kernels_cpu.h"
 #include "weft/device.h"
+#include "tensor_testutil.h"
 #include "weft_test.h"
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static float uniform(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 typedef struct sg_case {
 	int ta, tb;
@@ -52,7 +45,7 @@ static float *operand(int64_t rows, int64_t cols, int64_t pad)
 	float *x = malloc((size_t)(rows * (cols + pad)) * sizeof(float));
 
 	for (int64_t i = 0; x && i < rows * (cols + pad); i++)
-		x[i] = uniform();
+		x[i] = tu_uniform(-1.0f, 1.0f);
 	return x;
 }
 
