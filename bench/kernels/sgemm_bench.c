@@ -19,11 +19,11 @@ double weft_bench_now(void)
 static double best_rate(const weft_kernel_table *kt, int table, int64_t m, int64_t n, int64_t k,
 			const float *a, const float *b, float *c, double min_seconds)
 {
-	double best = 0.0, start, t0, dt;
-	int runs = -1; /* a warm-up call first */
+	const double flops = 2.0 * (double)m * (double)n * (double)k;
+	double best = 0.0, start = weft_bench_now(), t0, dt;
 
-	start = weft_bench_now();
-	while (runs < 3 || weft_bench_now() - start < min_seconds) {
+	/* call 0 warms up; then at least 3 timed calls, and more until min_seconds */
+	for (int call = 0; call <= 3 || weft_bench_now() - start < min_seconds; call++) {
 		t0 = weft_bench_now();
 		if (table)
 			kt->gemm(NULL, WEFT_F32, 0, 1, m, n, k, 1.0f, a, k, 0, b, k, 0, 0.0f, c, n,
@@ -32,11 +32,8 @@ static double best_rate(const weft_kernel_table *kt, int table, int64_t m, int64
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k,
 				    1.0f, a, (int)k, b, (int)k, 0.0f, c, (int)n);
 		dt = weft_bench_now() - t0;
-		if (runs >= 0 && dt > 0 && 2.0 * (double)m * (double)n * (double)k / dt / 1e9 > best)
-			best = 2.0 * (double)m * (double)n * (double)k / dt / 1e9;
-		if (runs < 0)
-			start = weft_bench_now();
-		runs++;
+		if (call > 0 && dt > 0 && flops / dt / 1e9 > best)
+			best = flops / dt / 1e9;
 	}
 	return best;
 }
