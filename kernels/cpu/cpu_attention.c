@@ -1,15 +1,17 @@
 /* Multi-head causal self-attention on the packed (B, T, 3C) projection.
- * Per (batch, head), in row tiles of TILE queries: a tile of queries only
- * sees keys up to its last row, so the GEMMs skip the masked upper
- * triangle beyond the tile (about half the work for long sequences). */
+ * Per (batch, head), each product over the whole head, told of its
+ * triangle (cpu_gemm_1's enum cpu_tri): the scores are computed on and
+ * left of the diagonal only, and the products that read the probabilities
+ * (or their gradient) skip the zeros right of it, in blocks of 8 rows
+ * (CPU_TRI_TILE rows where OpenBLAS does the products): a little over half
+ * the work of the full square for long sequences. Each operand is packed
+ * once per head and product. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_impl.h"
 #include "kernels_cpu.h"
-
-#define TILE 64
 
 /* Heads run in parallel on the CPU threads, each head's GEMMs single-
  * threaded: OpenBLAS's own threading costs more than it gains on these
@@ -34,40 +36,75 @@ static int too_big(int64_t T, int64_t C)
 	return T > 0x7fffffff / 4 || 3 * C > 0x7fffffff;
 }
 
-/* Causal softmax of rows [r0, r1) of the T x T score matrix `a`, in place;
- * entries right of the diagonal, up to column r1, become 0: the tile's
- * products read columns [0, r1) only, and nothing reads further right. */
-CPU_HOT
-static void causal_softmax(float *a, int64_t T, int64_t r0, int64_t r1)
+/* The first column right of row i's diagonal that the products with a
+ * triangle read no further than (see enum cpu_tri). */
+static int64_t zero_end(int64_t i, int64_t T)
 {
-	for (int64_t i = r0; i < r1; i++) {
-		float *restrict row = a + i * T;
-		float mx = cpu_max(row, i + 1), inv;
+	int64_t e = (i / CPU_TRI_TILE + 1) * CPU_TRI_TILE;
 
-		for (int64_t j = 0; j <= i; j++)
-			row[j] = cpu_expf(row[j] - mx);
-		inv = 1.0f / cpu_sum(row, i + 1);
-		for (int64_t j = 0; j <= i; j++)
+	return e < T ? e : T;
+}
+
+/* Row i's columns the softmax passes run over: the diagonal's whole
+ * vector of CPU_LANES (right of the diagonal they write zeros), no further
+ * than zero_end. */
+static int64_t lanes_end(int64_t i, int64_t T)
+{
+	int64_t w = (i / CPU_LANES + 1) * CPU_LANES, e = zero_end(i, T);
+
+	return w < e ? w : e;
+}
+
+/* Causal softmax of the T x T score matrix `a` (rows on and left of the
+ * diagonal computed), in place; entries right of the diagonal, up to
+ * zero_end, become 0, and nothing reads further right. The exponentials
+ * are summed as they are written, in the lanes of cpu_sum. */
+CPU_HOT
+static void causal_softmax(float *a, int64_t T)
+{
+	for (int64_t i = 0; i < T; i++) {
+		float *restrict row = a + i * T;
+		float mx = cpu_max(row, i + 1), acc[CPU_LANES] = { 0 }, inv;
+		int64_t w = lanes_end(i, T), e = zero_end(i, T), j = 0;
+
+		for (; j + CPU_LANES <= w; j += CPU_LANES)
+			for (int l = 0; l < CPU_LANES; l++) {
+				float x = j + l <= i ? cpu_expf(row[j + l] - mx) : 0.0f;
+
+				row[j + l] = x;
+				acc[l] += x;
+			}
+		for (int l = 0; j + l < w; l++) {
+			row[j + l] = j + l <= i ? cpu_expf(row[j + l] - mx) : 0.0f;
+			acc[l] += row[j + l];
+		}
+		for (int v = CPU_LANES / 2; v > 0; v /= 2)
+			for (int l = 0; l < v; l++)
+				acc[l] += acc[l + v];
+		inv = 1.0f / acc[0];
+		for (j = 0; j < w; j++)
 			row[j] *= inv;
-		for (int64_t j = i + 1; j < r1; j++)
+		for (j = w; j < e; j++)
 			row[j] = 0.0f;
 	}
 }
 
-/* Rows [r0, r1) of dS = A * (dA - rowsum(A * dA)) * scale, in place in
- * da (rows of T); entries right of the diagonal (up to r1) become 0. */
+/* dS = A * (dA - rowsum(A * dA)) * scale, in place in da (T x T, rows on
+ * and left of the diagonal computed); entries right of the diagonal, up to
+ * zero_end, become 0. */
 CPU_HOT
-static void softmax_grad(const float *a, float *da, int64_t T, int64_t r0, int64_t r1,
-			 float scale)
+static void softmax_grad(const float *a, float *da, int64_t T, float scale)
 {
-	for (int64_t i = r0; i < r1; i++) {
+	for (int64_t i = 0; i < T; i++) {
 		const float *restrict ar = a + i * T;
 		float *restrict dr = da + i * T;
 		float dot = cpu_dot(ar, dr, i + 1);
 
-		for (int64_t jj = 0; jj <= i; jj++)
-			dr[jj] = ar[jj] * (dr[jj] - dot) * scale;
-		for (int64_t jj = i + 1; jj < r1; jj++)
+		int64_t w = lanes_end(i, T), e = zero_end(i, T);
+
+		for (int64_t jj = 0; jj < w; jj++)
+			dr[jj] = jj <= i ? ar[jj] * (dr[jj] - dot) * scale : 0.0f;
+		for (int64_t jj = w; jj < e; jj++)
 			dr[jj] = 0.0f;
 	}
 }
@@ -90,19 +127,12 @@ static void head_forward(const att_job *j, int64_t b, int64_t h)
 	float *a = j->att_w + (b * j->nh + h) * T * T;
 	float *o = j->out + b * T * C + h * hs;
 
-	for (int64_t r0 = 0; r0 < T; r0 += TILE) {
-		int64_t r1 = r0 + TILE < T ? r0 + TILE : T;
-
-		cpu_gemm_1(0, 1, r1 - r0, r1, hs, scale, q + r0 * C3, C3, k, C3, 0.0f, a + r0 * T, T);
-		causal_softmax(a, T, r0, r1);
-		cpu_gemm_1(0, 0, r1 - r0, hs, r1, 1.0f, a + r0 * T, T, v, C3, 0.0f, o + r0 * C, C);
-	}
+	/* S = scale Q K^T on and left of the diagonal; A = softmax(S); O = A V */
+	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, a, T);
+	causal_softmax(a, T);
+	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
 }
 
-/* The tiles run from the last to the first: the last tile's products
- * cover every key, so in write mode its dK and dV products write all T
- * rows (beta 0) and the earlier tiles add; each tile's dQ rows are its
- * own (beta 0 in write mode). */
 static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 {
 	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
@@ -113,20 +143,15 @@ static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
 	const float *go = j->dout + b * T * C + h * hs;
 	float *dq = j->dqkv + b * T * C3 + h * hs;
 	float *dk = dq + C, *dv = dq + 2 * C;
-	float beta_q = j->write ? 0.0f : 1.0f;
+	float beta = j->write ? 0.0f : 1.0f;
 
-	for (int64_t r0 = T > 0 ? (T - 1) / TILE * TILE : -1; r0 >= 0; r0 -= TILE) {
-		int64_t r1 = r0 + TILE < T ? r0 + TILE : T, nr = r1 - r0;
-		float beta_kv = j->write && r1 == T ? 0.0f : 1.0f;
-
-		/* dA = dO V^T;  dV += A^T dO */
-		cpu_gemm_1(0, 1, nr, r1, hs, 1.0f, go + r0 * C, C, v, C3, 0.0f, da + r0 * T, T);
-		cpu_gemm_1(1, 0, r1, hs, nr, 1.0f, a + r0 * T, T, go + r0 * C, C, beta_kv, dv, C3);
-		softmax_grad(a, da, T, r0, r1, scale);
-		/* dQ += dS K;  dK += dS^T Q */
-		cpu_gemm_1(0, 0, nr, hs, r1, 1.0f, da + r0 * T, T, k, C3, beta_q, dq + r0 * C3, C3);
-		cpu_gemm_1(1, 0, r1, hs, nr, 1.0f, da + r0 * T, T, q + r0 * C3, C3, beta_kv, dk, C3);
-	}
+	/* dA = dO V^T on and left of the diagonal;  dV (+)= A^T dO */
+	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, 1.0f, go, C, v, C3, 0.0f, da, T);
+	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, a, T, go, C, beta, dv, C3);
+	softmax_grad(a, da, T, scale);
+	/* dQ (+)= dS K;  dK (+)= dS^T Q */
+	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, da, T, k, C3, beta, dq, C3);
+	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, da, T, q, C3, beta, dk, C3);
 }
 
 static void att_worker(const att_job *j)

@@ -29,17 +29,46 @@ static int use_own_gemm(int64_t m, int64_t n, int64_t k)
 	return own_gemm_on && m >= 32 && n >= 32 && k >= 32 && m * n * k >= (1 << 21);
 }
 
-void cpu_gemm_1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+static void cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+		      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+		      float *c, int64_t ldc)
+{
+	if (k <= 0) { /* C = beta C, C not read when beta is 0 */
+		for (int64_t r = 0; r < m; r++)
+			for (int64_t j = 0; j < n; j++)
+				c[r * ldc + j] = beta == 0.0f ? 0.0f : beta * c[r * ldc + j];
+		return;
+	}
+	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+		    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+		    b, (int)ldb, beta, c, (int)ldc);
+}
+
+void cpu_gemm_1(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 		const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
 		int64_t ldc)
 {
 	pthread_once(&own_gemm_once, own_gemm_probe);
 	if (own_gemm_on && m >= 16 && n >= 16 && k >= 16 &&
-	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c, ldc, 1))
+	    cpu_sgemm_tri(tri, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c,
+			  ldc, 1))
 		return;
-	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-		    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-		    b, (int)ldb, beta, c, (int)ldc);
+	if (tri == CPU_TRI_NONE) {
+		cblas_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	}
+	/* blocks of CPU_TRI_TILE rows [r0, r1), each over what its rows need */
+	for (int64_t r0 = 0; r0 < m; r0 += CPU_TRI_TILE) {
+		int64_t r1 = m - r0 < CPU_TRI_TILE ? m : r0 + CPU_TRI_TILE;
+		int64_t l0 = tri == CPU_TRI_A_UPPER ? (r0 < k ? r0 : k) : 0;
+		int64_t nn = tri == CPU_TRI_C_LOWER && r1 < n ? r1 : n;
+		int64_t kk = tri == CPU_TRI_A_LOWER && r1 < k ? r1 : k - l0;
+		const float *ar = trans_a ? a + l0 * lda + r0 : a + r0 * lda + l0;
+		const float *bl = trans_b ? b + l0 : b + l0 * ldb;
+
+		cblas_f32(trans_a, trans_b, r1 - r0, nn, kk, alpha, ar, lda, bl, ldb, beta,
+			  c + r0 * ldc, ldc);
+	}
 }
 
 weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -62,20 +91,12 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 	for (int64_t i = 0; i < batch; i++) {
 		float *ci = Cm + i * stride_c;
 
-		if (k <= 0) { /* C = beta * C */
-			for (int64_t r = 0; r < m; r++)
-				for (int64_t j = 0; j < n; j++)
-					ci[r * ldc + j] = beta == 0.0f ? 0.0f : beta * ci[r * ldc + j];
-			continue;
-		}
 		if (use_own_gemm(m, n, k) &&
 		    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, A + i * stride_a, lda,
 			      B + i * stride_b, ldb, beta, NULL, ci, ldc, 0))
 			continue;
-		cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-			    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
-			    A + i * stride_a, (int)lda, B + i * stride_b, (int)ldb, beta, ci,
-			    (int)ldc);
+		cblas_f32(trans_a, trans_b, m, n, k, alpha, A + i * stride_a, lda,
+			  B + i * stride_b, ldb, beta, ci, ldc);
 	}
 	return WEFT_OK;
 }

@@ -60,6 +60,24 @@ int cpu_sgemm_usable(void);
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
 	      const float *bias, float *c, int64_t ldc, int64_t threads);
+
+/* Products with a triangle (causal attention's), indices i, j, l counted
+ * from 0 in C (i, j) and op(A) (i, l):
+ *  - CPU_TRI_C_LOWER: only C(i, j) with j <= i is wanted; right of the
+ *    diagonal, C is left as it was or written with the product's value.
+ *  - CPU_TRI_A_LOWER: op(A)(i, l) is 0 for l > i; row i of op(A) is read
+ *    no further than column roundup(i + 1, CPU_TRI_TILE) - 1, so from i + 1
+ *    to there it must hold zeros (past there, anything).
+ *  - CPU_TRI_A_UPPER: op(A)(i, l) is 0 for l < i; row i of op(A) is read
+ *    from column rounddown(i, CPU_TRI_TILE) on, zeros from there to i - 1.
+ * Every element computed is the same sum as without the triangle (the
+ * terms left out are products with zeros). */
+enum cpu_tri { CPU_TRI_NONE, CPU_TRI_C_LOWER, CPU_TRI_A_LOWER, CPU_TRI_A_UPPER };
+#define CPU_TRI_TILE 64
+/* cpu_sgemm with a triangle (bias NULL). */
+int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+		  const float *bias, float *c, int64_t ldc, int64_t threads);
 /* The table's gemm_bias (cpu_blas.c). */
 weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
 			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
@@ -67,11 +85,12 @@ weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, i
 /* The table's broadcast_rows (cpu_table.c). */
 weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 			       void *dst);
-/* One product on the calling thread (attention's per-head products): the
- * AVX-512 kernel where cpu_gemm uses it and every size is at least 16,
- * else cblas_sgemm (on the OpenBLAS threads the caller set). Sizes in
- * OpenBLAS's 32-bit range. */
-void cpu_gemm_1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+/* One product on the calling thread, with a triangle (enum cpu_tri;
+ * attention's per-head products): the AVX-512 kernel where cpu_gemm uses
+ * it and every size is at least 16, else cblas_sgemm (on the OpenBLAS
+ * threads the caller set) in blocks of CPU_TRI_TILE rows, each over the
+ * columns of C or the k its rows need. Sizes in OpenBLAS's 32-bit range. */
+void cpu_gemm_1(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 		const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
 		int64_t ldc);
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,

@@ -27,6 +27,10 @@
  * alone, so the bits of a row of C do not depend on the other rows, on n,
  * or on the thread count.
  *
+ * With a triangle (enum cpu_tri, causal attention's products), a block of
+ * 8 rows skips the panels right of its diagonal (C_LOWER), or the k where
+ * its rows of A hold only zeros (A_LOWER, A_UPPER).
+ *
  * The threads share the work by columns (no operand packed twice when A
  * is read in place) or by rows (when A is packed and B is the smaller),
  * one slice per thread; attention's per-head products run on one thread
@@ -77,6 +81,7 @@ typedef struct sg_args {
 	const float *a, *b, *bias;
 	float *c;
 	int nv, nr; /* vectors and columns of a C block (nr = 16 nv) */
+	int tri; /* enum cpu_tri: which triangle of C is wanted, or of op(A) is not zero */
 	int by_rows; /* slices of rows (else of columns) */
 	int64_t parts;
 	float *scratch; /* SG_SCRATCH floats a part */
@@ -289,30 +294,44 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 			}
 			for (int64_t i = m0; i < m1; i += MR) {
 				int mr = (int)(m1 - i < MR ? m1 - i : MR);
-				const float *pa = g->a + i * g->lda + k0;
-				int64_t rs = g->lda, cs = 1;
+				/* the k [l0, l1) of this block and the panels [0, npi)
+				 * these rows need (all but with a triangle) */
+				int64_t l0 = 0, l1 = kc, npi = np, rs = g->lda, cs = 1;
+				const float *pa;
 
+				if (g->tri == CPU_TRI_A_LOWER)
+					l1 = i + mr - k0 < kc ? i + mr - k0 : kc;
+				else if (g->tri == CPU_TRI_A_UPPER)
+					l0 = i - k0 < 0 ? 0 : i - k0 < kc ? i - k0 : kc;
+				else if (g->tri == CPU_TRI_C_LOWER && i + mr - 1 < je)
+					npi = i + mr - 1 < jc ? 0 : (i + mr - 1 - jc) / NR + 1;
+				/* nothing to add (the first k block still sets C) */
+				if ((l1 <= l0 || !npi) && k0)
+					continue;
+				if (l1 < l0)
+					l1 = l0;
+				pa = g->a + i * g->lda + k0 + l0;
 				if (g->ta) {
-					pack_a(g, k0, kc, i, mr, ap);
+					pack_a(g, k0 + l0, l1 - l0, i, mr, ap);
 					pa = ap;
 					rs = 1;
 					cs = MR;
 				}
-				for (int64_t p = 0; p < np; p++) {
+				for (int64_t p = 0; p < npi; p++) {
 					int64_t j0 = jc + p * NR, nr = je - j0 < NR ? je - j0 : NR;
-					const float *pb = bp + p * kc * NR;
+					const float *pb = bp + (p * kc + l0) * NR;
 					float *cb = g->c + i * g->ldc + j0;
 					const float *bj = bias ? bias + j0 : NULL;
 
 					if (mr == MR && nr == NR && g->ta)
-						kernel_packed(kc, pa, pb, cb, g->ldc, g->alpha, beta,
-							      bj, g->nv);
+						kernel_packed(l1 - l0, pa, pb, cb, g->ldc, g->alpha,
+							      beta, bj, g->nv);
 					else if (mr == MR && nr == NR)
-						kernel_rows(kc, pa, g->lda, pb, cb, g->ldc, g->alpha,
-							    beta, bj, g->nv);
+						kernel_rows(l1 - l0, pa, g->lda, pb, cb, g->ldc,
+							    g->alpha, beta, bj, g->nv);
 					else
-						kernel_edge(kc, pa, rs, cs, pb, cb, g->ldc, g->alpha,
-							    beta, bj, g->nv, mr, (int)nr);
+						kernel_edge(l1 - l0, pa, rs, cs, pb, cb, g->ldc,
+							    g->alpha, beta, bj, g->nv, mr, (int)nr);
 				}
 			}
 		}
@@ -338,12 +357,12 @@ static void sgemm_part(void *p, int64_t t, int64_t t1)
 		sgemm_block(g, 0, g->m, lo, hi, buf, buf + KC * (NC + 16 * NVMAX));
 }
 
-int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-	      const float *bias, float *c, int64_t ldc, int64_t threads)
+int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+		  const float *bias, float *c, int64_t ldc, int64_t threads)
 {
 	sg_args g = {
-		.ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+		.tri = tri, .ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
 		.ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .bias = bias, .c = c,
 		.nv = n % 48 && n % 32 == 0 ? 2 : 3,
 	};
@@ -368,6 +387,14 @@ int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 	return 1;
 }
 
+int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+	      const float *bias, float *c, int64_t ldc, int64_t threads)
+{
+	return cpu_sgemm_tri(CPU_TRI_NONE, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+			     beta, bias, c, ldc, threads);
+}
+
 #else /* no AVX-512 kernels in this build */
 
 int cpu_sgemm_usable(void)
@@ -383,6 +410,15 @@ int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 	(void)lda, (void)b, (void)ldb, (void)beta, (void)bias, (void)c, (void)ldc;
 	(void)threads;
 	return 0;
+}
+
+int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+		  const float *bias, float *c, int64_t ldc, int64_t threads)
+{
+	(void)tri;
+	return cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc,
+			 threads);
 }
 
 #endif

@@ -19,8 +19,18 @@
  * 6. The table's gemm_bias (C = alpha A B^T + bias in every row, C not
  *    read) within 1.'s bound, through the kernel and through the
  *    fallback (broadcast_rows, then OpenBLAS with beta 1).
+ * 7. Products with a triangle (cpu_gemm_1, enum cpu_tri: causal
+ *    attention's), on this kernel and, under WEFT_CPU_GEMM=openblas or
+ *    without AVX-512, on OpenBLAS in blocks of CPU_TRI_TILE rows: the
+ *    entries the contract says are not read hold NaN and every wanted
+ *    element comes out within 1.'s bound of the triangle's sum; right of
+ *    C's diagonal (C_LOWER) an element is either untouched or the
+ *    product's; beta 0 and 1; sizes that leave partial blocks and more
+ *    than one block of k. On this kernel, each element has the bits of
+ *    the plain product with zeros where the triangle's are (the terms
+ *    left out are exact zeros).
  * Without AVX-512 the kernel is not used: the test says so and checks 5's
- * fallback only. */
+ * and 7's fallbacks only. */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
@@ -222,6 +232,111 @@ static void check_bias(const weft_kernel_table *kt, int64_t m, int64_t n, int64_
 	free(c);
 }
 
+/* 7: C = alpha op(A) op(B) + beta C with triangle `tri`, m x n x k (m = k
+ * for the triangles of A; m = n for C's). */
+static void check_tri(int tri, int ta, int tb, int64_t m, int64_t n, int64_t k, float beta,
+		      int want_bits)
+{
+	int64_t lda = ta ? m : k, ldb = tb ? k : n;
+	float *a = operand(ta ? k : m, ta ? m : k, 0), *az = malloc((size_t)(m * k) * 4);
+	float *b = operand(tb ? n : k, tb ? k : n, 0), *c0 = operand(m, n, 0);
+	float *c = malloc((size_t)(m * n) * 4), *plain = malloc((size_t)(m * n) * 4);
+	int64_t bad = 0, stray = 0, bits = 0;
+	const double u = 1.0 / 16777216.0;
+	const float alpha = 0.75f;
+
+	WT_REQUIRE(a && az && b && c0 && c && plain);
+	/* op(A)(i, l): NaN where the contract says it is not read, 0 where it is
+	 * read and the triangle is zero; az the same with 0 for NaN */
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t l = 0; l < k; l++) {
+			float *x = ta ? &a[l * lda + i] : &a[i * lda + l];
+			int64_t up = (i / CPU_TRI_TILE + 1) * CPU_TRI_TILE;
+			int64_t down = i / CPU_TRI_TILE * CPU_TRI_TILE;
+
+			if (tri == CPU_TRI_A_LOWER && l > i)
+				*x = l < up ? 0.0f : NAN;
+			if (tri == CPU_TRI_A_UPPER && l < i)
+				*x = l >= down ? 0.0f : NAN;
+			az[ta ? l * lda + i : i * lda + l] = isnan(*x) ? 0.0f : *x;
+		}
+	}
+	memcpy(c, c0, (size_t)(m * n) * 4);
+	memcpy(plain, c0, (size_t)(m * n) * 4);
+	cpu_gemm_1(tri, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t j = 0; j < n; j++) {
+			double sum = 0, mag = 0, ref, bound;
+			float got = c[i * n + j];
+
+			for (int64_t l = 0; l < k; l++) {
+				double x = az[ta ? l * lda + i : i * lda + l];
+				double y = tb ? b[j * ldb + l] : b[l * ldb + j];
+
+				sum += x * y;
+				mag += fabs(x * y);
+			}
+			ref = alpha * sum + (beta != 0.0f ? beta * (double)c0[i * n + j] : 0);
+			bound = 2.0 * (double)(k + 2) * u * alpha * mag +
+				4.0 * u * fabs(beta * c0[i * n + j]) + 1e-30;
+			if (tri == CPU_TRI_C_LOWER && j > i)
+				stray += got != c0[i * n + j] && !(fabs(got - ref) <= bound);
+			else
+				bad += !(fabs(got - ref) <= bound);
+		}
+	}
+	if (want_bits) {
+		cpu_gemm_1(CPU_TRI_NONE, ta, tb, m, n, k, alpha, az, lda, b, ldb, beta, plain, n);
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < n; j++)
+				bits += (tri != CPU_TRI_C_LOWER || j <= i) &&
+					memcmp(&c[i * n + j], &plain[i * n + j], 4);
+	}
+	printf("  triangle %d %s%s %lld x %lld x %lld beta %g: %lld outside the bound, %lld "
+	       "stray writes, %lld differ from the plain product\n", tri, ta ? "T" : "N",
+	       tb ? "T" : "N", (long long)m, (long long)n, (long long)k, beta, (long long)bad,
+	       (long long)stray, (long long)bits);
+	WT_CHECK(bad == 0);
+	WT_CHECK(stray == 0);
+	WT_CHECK(bits == 0);
+	free(a);
+	free(az);
+	free(b);
+	free(c0);
+	free(c);
+	free(plain);
+}
+
+/* 7 for attention's products (T tokens, head size hs) and a few others */
+static void check_tris(int want_bits)
+{
+	static const struct {
+		int tri, ta, tb;
+		int64_t m, n, k;
+		float beta;
+	} t[] = {
+		/* attention at T = 256, hs = 64: scores, A V, dA, dV, dQ, dK */
+		{ CPU_TRI_C_LOWER, 0, 1, 256, 256, 64, 0.0f },
+		{ CPU_TRI_A_LOWER, 0, 0, 256, 64, 256, 0.0f },
+		{ CPU_TRI_A_UPPER, 1, 0, 256, 64, 256, 1.0f },
+		/* partial blocks of 8 rows, 32 and 48 columns and 64-row tiles */
+		{ CPU_TRI_C_LOWER, 0, 1, 100, 100, 24, 0.0f },
+		{ CPU_TRI_C_LOWER, 0, 0, 150, 150, 40, 1.0f },
+		{ CPU_TRI_A_LOWER, 0, 0, 100, 24, 100, 1.0f },
+		{ CPU_TRI_A_LOWER, 1, 1, 150, 96, 150, 0.0f },
+		{ CPU_TRI_A_UPPER, 1, 0, 100, 24, 100, 0.0f },
+		{ CPU_TRI_A_UPPER, 0, 1, 150, 96, 150, 1.0f },
+		/* more than one block of k (at most 384) */
+		{ CPU_TRI_C_LOWER, 0, 1, 520, 520, 400, 1.0f },
+		{ CPU_TRI_A_LOWER, 0, 0, 520, 48, 520, 0.0f },
+		{ CPU_TRI_A_UPPER, 1, 0, 520, 48, 520, 0.0f },
+		{ CPU_TRI_A_UPPER, 0, 0, 520, 40, 520, 1.0f },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		check_tri(t[i].tri, t[i].ta, t[i].tb, t[i].m, t[i].n, t[i].k, t[i].beta, want_bits);
+}
+
 int main(void)
 {
 	const weft_kernel_table *kt;
@@ -254,6 +369,7 @@ int main(void)
 	if (!cpu_sgemm_usable()) {
 		printf("this CPU has no AVX-512: the table's gemm is OpenBLAS's alone\n");
 		check_bias(kt, 300, 200, 600, 3);
+		check_tris(0);
 		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, NULL, 8, 0));
 		return wt_done("test_cpu_sgemm");
 	}
@@ -261,6 +377,7 @@ int main(void)
 		check_table(kt, 0);
 		check_bias(kt, 300, 200, 600, 3); /* broadcast_rows, then OpenBLAS */
 		check_bias(kt, 20, 30, 10, 0);
+		check_tris(0); /* OpenBLAS in blocks of rows */
 		return wt_done("test_cpu_sgemm");
 	}
 	weft_kernels_cpu_set_threads(2);
@@ -275,5 +392,6 @@ int main(void)
 	check_table(kt, 1);
 	check_bias(kt, 300, 200, 600, 3);
 	check_bias(kt, 20, 30, 10, 0); /* below the kernel's sizes: OpenBLAS */
+	check_tris(1);
 	return wt_done("test_cpu_sgemm");
 }
