@@ -92,6 +92,46 @@ static weft_status plan_writes(weft_ctx *ctx, weft_tape_node *n)
 	return WEFT_OK;
 }
 
+/* For an op whose input's gradient is its output's (n->passes): once no
+ * other use of the output is left to back-propagate, its gradient is
+ * final and read by nobody after this node, so the first such input with
+ * no gradient yet (not a parameter, not passed twice) takes the buffer
+ * itself instead of a copy. */
+static weft_status pass_grad(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_tensor *o = n->out, *g;
+	weft_status st;
+
+	if (!n->passes || !o->grad || !(o->flags & WEFT_TENSOR_GRAD_IN_ARENA) || o->ag_pending ||
+	    (o->grad->flags & TENSOR_GRAD_UNWRITTEN))
+		return WEFT_OK;
+	for (int32_t i = 0; i < n->n_in; i++) {
+		weft_tensor *t = n->in[i];
+		int repeated = 0;
+
+		if (!((n->passes >> i) & 1u) || !t || t->grad ||
+		    !(t->flags & WEFT_TENSOR_REQUIRES_GRAD) || (t->flags & WEFT_TENSOR_PARAM) ||
+		    t->dtype != o->dtype || weft_tensor_nbytes(t) != weft_tensor_nbytes(o))
+			continue;
+		for (int32_t j = 0; j < n->n_in; j++)
+			repeated |= j != i && n->in[j] == t;
+		if (repeated)
+			continue;
+		st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
+		if (st)
+			return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
+		weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
+		g->data = g->base = o->grad->data;
+		g->flags = WEFT_TENSOR_IN_ARENA;
+		g->name = "grad";
+		t->grad = g;
+		t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
+		n->passed |= 1u << i;
+		return WEFT_OK;
+	}
+	return WEFT_OK;
+}
+
 static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack, int depth)
 {
 	weft_tensor *t;
@@ -106,6 +146,8 @@ static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack
 			return st;
 		stack[i].fired = 1;
 	}
+	if ((st = pass_grad(ctx, n)))
+		return st;
 	for (int32_t i = 0; i < n->n_in; i++) {
 		t = n->in[i];
 		if (!t)
@@ -123,6 +165,7 @@ static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack
 		if (bw_first(n, i))
 			n->in[i]->grad->flags &= ~TENSOR_GRAD_UNWRITTEN;
 	n->fresh = 0;
+	n->passed = 0;
 	if (st)
 		return weft_error_wrap(st, "backward of %s", n->op);
 	n->done = 1;
@@ -132,7 +175,7 @@ static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack
 			continue;
 		if (t->producer && t->ag_stamp == ctx->stamp)
 			t->producer->visit = ctx->pass;
-		if ((t->flags & WEFT_TENSOR_PARAM) && t->ag_pending > 0 && --t->ag_pending == 0) {
+		if (t->ag_pending > 0 && --t->ag_pending == 0 && (t->flags & WEFT_TENSOR_PARAM)) {
 			st = fire_grad_final(ctx, t);
 			if (st)
 				return st;

@@ -419,7 +419,7 @@ weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_t
 		if (!in[i])
 			continue;
 		stamp_input(ctx, in[i]);
-		if ((in[i]->flags & WEFT_TENSOR_PARAM) && op_needs_grad(ctx, in[i]))
+		if (op_needs_grad(ctx, in[i]))
 			in[i]->ag_pending++;
 	}
 	n->out = out;

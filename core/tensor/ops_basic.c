@@ -272,9 +272,11 @@ static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_te
 		return st;
 	/* add's gradients are copies of dy: a's always, b's when b is not
 	 * broadcast (a broadcast b sums rows) */
-	if (node && !is_mul)
+	if (node && !is_mul) {
 		node->overwrites = 1u << 0 |
 				   (weft_tensor_numel(b) == weft_tensor_numel(a) ? 1u << 1 : 0u);
+		node->passes = node->overwrites;
+	}
 	*out = y;
 	return WEFT_OK;
 }
@@ -419,6 +421,8 @@ weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 
 static weft_status reshape_backward(weft_ctx *ctx, weft_tape_node *n)
 {
+	if (!bw_wants(n, 0))
+		return WEFT_OK; /* handed the output's gradient (or none wanted) */
 	if (bw_first(n, 0))
 		return ctx->k->copy(ctx->kctx, bw_grad(n, 0), n->out->grad->data,
 				    weft_tensor_nbytes(n->out), WEFT_COPY_DEVICE_TO_DEVICE);
@@ -462,7 +466,7 @@ weft_status weft_op_reshape(weft_ctx *ctx, weft_tensor *x, int32_t ndim, const i
 	    (st = op_record(ctx, op, reshape_backward, y, 1, &x, &node)))
 		return st;
 	if (node)
-		node->overwrites = 1u << 0;
+		node->overwrites = node->passes = 1u << 0;
 	*out = y;
 	return WEFT_OK;
 }

@@ -40,6 +40,11 @@ typedef struct weft_tape_node {
 					  * gradient instead of adding to it (set
 					  * by the op when it records) */
 	uint32_t fresh;                  /* bit i: it must write it (run_node) */
+	uint32_t passes;                 /* bit i: input i's gradient is the output's,
+					  * bytes for bytes (set by the op) */
+	uint32_t passed;                 /* bit i: input i was handed the output's
+					  * gradient buffer; the backward skips it
+					  * (run_node) */
 } weft_tape_node;
 
 /* Private flag of an arena gradient made by grad_of whose data has not been
@@ -126,7 +131,8 @@ weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out);
 /* Whether a backward should compute the gradient of input i. */
 static inline int bw_wants(const weft_tape_node *n, int32_t i)
 {
-	return n->in[i] && n->in[i]->grad && (n->in[i]->flags & WEFT_TENSOR_REQUIRES_GRAD);
+	return n->in[i] && n->in[i]->grad && (n->in[i]->flags & WEFT_TENSOR_REQUIRES_GRAD) &&
+	       !((n->passed >> i) & 1u);
 }
 
 static inline void *bw_grad(const weft_tape_node *n, int32_t i)

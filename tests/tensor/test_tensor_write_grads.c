@@ -7,18 +7,26 @@
  * the accumulating form run into zeros; and the accumulating form into a
  * prefilled P must equal P + the write form. GELU: the same float
  * operations in the same order, so bit-identical (tolerance 0). Attention:
- * the same products, but the accumulating form adds the tiles' dK and dV
- * contributions to P one by one where the write form starts from the
- * first, so the sums round differently: 1e-5 relative + 1e-6 absolute
- * (float32 rounding of sums of up to T/64 = 3 tile products of size ~1,
- * ~1e-7 each, with margin).
+ * the same products, but the accumulating form adds P into each product's
+ * sum before it rounds (and, where OpenBLAS does the products, in blocks
+ * of 64 rows), so the two can differ by float32 roundings: 1e-5 relative
+ * + 1e-6 absolute (a few roundings of sums of size ~1, ~1e-7 each, with
+ * margin).
  *
  * Autograd: x feeds both gelu and a multiply; the multiply's backward runs
  * first (the tape runs backwards), so gelu must add to x's gradient, and
  * the result must be c1 * gelu'(x) + c2 computed here in double, within
  * 1e-6 + 1e-5 |want|: gelu' of the kernel's float tanh is off by up to
  * ~3e-7 absolute near x = -2.5, where 1 + tanh cancels (measured worst
- * 1.6e-7 over the excess of 1e-5 |want|). */
+ * 1.6e-7 over the excess of 1e-5 |want|).
+ *
+ * Autograd, handing over buffers: where an op's input gradient is its
+ * output's (add's, reshape's) and nothing else will add to the output's
+ * gradient, the first such input without a gradient takes the output's
+ * buffer (its gradient's data is the same pointer) and the other input
+ * gets a copy; not when the input is passed twice (x + x), nor when it
+ * already has a gradient. The values are exact (copies and sums of
+ * small integers): tolerance 0. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +169,63 @@ static void check_autograd_accumulates(void)
 	weft_tensor_free(ones);
 }
 
+/* z = x + y, used by two products: x takes z's gradient buffer once both
+ * products are back-propagated, y a copy; r = reshape(q) hands q r's;
+ * x + x and an input with a gradient already do not take it. */
+static void check_handover(void)
+{
+	int64_t shape[1] = { 1000 }, shape2[2] = { 10, 100 };
+	weft_tensor *x = tu_rand("x", 1, shape, -1, 1, 0), *y = tu_rand("y", 1, shape, -1, 1, 0);
+	weft_tensor *q = tu_rand("q", 1, shape, -1, 1, 0), *c = tu_rand("c", 1, shape, 2, 2, 0);
+	weft_tensor *d = tu_rand("d", 1, shape, 3, 3, 0), *ones = tu_rand("1", 1, shape, 1, 1, 0);
+	weft_tensor *z, *u, *v, *s, *r, *r2, *w, *xx, *t;
+	weft_ctx *ctx;
+	int64_t wrong = 0;
+
+	weft_tensor_requires_grad(x, 1);
+	weft_tensor_requires_grad(y, 1);
+	weft_tensor_requires_grad(q, 1);
+	WT_OK(weft_ctx_create(NULL, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_op_add(ctx, x, y, &z));
+	WT_OK(weft_op_mul(ctx, z, c, &u));
+	WT_OK(weft_op_mul(ctx, z, d, &v));
+	WT_OK(weft_op_add(ctx, u, v, &s)); /* ds/dx = ds/dy = c + d = 5 */
+	WT_OK(weft_op_reshape(ctx, q, 2, shape2, &r));
+	WT_OK(weft_op_reshape(ctx, r, 1, shape, &r2));
+	WT_OK(weft_op_add(ctx, s, r2, &w)); /* dw/dq = 1 */
+	WT_OK(weft_backward_from(ctx, w, ones));
+	WT_REQUIRE(x->grad && y->grad && q->grad && z->grad && r->grad);
+	for (int64_t i = 0; i < shape[0]; i++)
+		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)y->grad->data)[i] != 5.0f ||
+			 ((float *)q->grad->data)[i] != 1.0f;
+	WT_CHECK(wrong == 0);
+	WT_CHECK(x->grad->data == z->grad->data); /* handed over */
+	WT_CHECK(y->grad->data != z->grad->data); /* a copy */
+	WT_CHECK(q->grad->data == r->grad->data);
+
+	/* x + x: one buffer cannot be both terms; x already has a gradient */
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_op_add(ctx, x, x, &xx));
+	WT_OK(weft_op_mul(ctx, x, c, &u));
+	WT_OK(weft_op_add(ctx, y, u, &t)); /* y, first, takes t's */
+	WT_OK(weft_op_add(ctx, xx, t, &w)); /* dw/dx = 2 + c = 4 */
+	WT_OK(weft_backward_from(ctx, w, ones));
+	wrong = 0;
+	for (int64_t i = 0; i < shape[0]; i++)
+		wrong += ((float *)x->grad->data)[i] != 4.0f || ((float *)y->grad->data)[i] != 1.0f;
+	WT_CHECK(wrong == 0);
+	WT_CHECK(x->grad->data != xx->grad->data);
+	WT_CHECK(y->grad->data == t->grad->data);
+	weft_ctx_free(ctx);
+	weft_tensor_free(x);
+	weft_tensor_free(y);
+	weft_tensor_free(q);
+	weft_tensor_free(c);
+	weft_tensor_free(d);
+	weft_tensor_free(ones);
+}
+
 int main(void)
 {
 	const weft_kernel_table *k;
@@ -173,5 +238,6 @@ int main(void)
 	check_attention(k, 1, 64, 32, 2);  /* one tile */
 	check_attention(k, 1, 1, 32, 2);
 	check_autograd_accumulates();
+	check_handover();
 	return wt_done("test_tensor_write_grads");
 }

@@ -89,7 +89,7 @@ typedef struct weft_tensor {
 	/* autograd (core/tensor only) */
 	struct weft_tape_node *producer; /* the op that made it in this step */
 	uint64_t ag_stamp;              /* which step `producer`/pending/grad belong to */
-	int64_t ag_pending;             /* parameter uses not yet back-propagated */
+	int64_t ag_pending;             /* uses not yet back-propagated */
 	int64_t param_index;            /* index in its weft_params, else -1 */
 } weft_tensor;
 
