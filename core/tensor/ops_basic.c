@@ -121,6 +121,11 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	if (dx)
 		st = k->gemm(ctx->kctx, DT(x), 0, 0, rows, in_f, out_f, 1.0f, dy, out_f, 0, w->data,
 			     in_f, 0, bw_first(n, 0) ? 0.0f : 1.0f, dx, in_f, 0, 1);
+	if (!st && dw && db && WEFT_HAS_MEMBER(k, weft_kernel_table, gemm_tn_sum) &&
+	    k->gemm_tn_sum)
+		/* dw and db in one pass over dy */
+		return k->gemm_tn_sum(ctx->kctx, DT(x), out_f, in_f, rows, 1.0f, dy, out_f,
+				      x->data, in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f, db);
 	if (!st && dw)
 		st = k->gemm(ctx->kctx, DT(x), 1, 0, out_f, in_f, rows, 1.0f, dy, out_f, 0, x->data,
 			     in_f, 0, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f, 0, 1);

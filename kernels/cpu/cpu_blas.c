@@ -122,6 +122,26 @@ weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, i
 			ldc, 0, 1);
 }
 
+weft_status cpu_gemm_tn_sum(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
+			    float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+			    float beta, void *c, int64_t ldc, void *sum)
+{
+	const float *A = a;
+	float *S = sum;
+	weft_status st;
+
+	if (m > 0 && n > 0 && k > 0 && use_own_gemm(m, n, k) &&
+	    cpu_sgemm_tn_sum(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sum, 0))
+		return WEFT_OK;
+	st = cpu_gemm(kctx, dt, 1, 0, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+	if (st || lda == m)
+		return st ? st : cpu_sum_rows(kctx, dt, k, m, a, sum);
+	for (int64_t l = 0; l < k; l++)
+		for (int64_t i = 0; i < m; i++)
+			S[i] += A[l * lda + i];
+	return WEFT_OK;
+}
+
 /* The packed operands of AMX and AVX-512 products, one buffer per calling thread
  * (counted under WEFT_MEM_OTHER), grown when a larger product comes and
  * freed when the thread ends. */

@@ -74,6 +74,17 @@ int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
  * terms left out are products with zeros). */
 enum cpu_tri { CPU_TRI_NONE, CPU_TRI_C_LOWER, CPU_TRI_A_LOWER, CPU_TRI_A_UPPER };
 #define CPU_TRI_TILE 64
+/* cpu_sgemm with trans_a (C = alpha A^T B + beta C, A k x m) that also
+ * adds A's rows to sum (m floats: sum[i] += A(l, i), l in order, as
+ * cpu_sum_rows adds them): a linear layer's weight and bias gradients
+ * in one pass over dy. */
+int cpu_sgemm_tn_sum(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+		     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *sum,
+		     int64_t threads);
+/* The table's gemm_tn_sum (cpu_blas.c). */
+weft_status cpu_gemm_tn_sum(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
+			    float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+			    float beta, void *c, int64_t ldc, void *sum);
 /* cpu_sgemm with a triangle (bias NULL). */
 int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 		  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,

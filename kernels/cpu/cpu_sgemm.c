@@ -80,6 +80,7 @@ typedef struct sg_args {
 	float alpha, beta;
 	const float *a, *b, *bias;
 	float *c;
+	float *sum; /* with ta: sum[i] += A(l, i) over l in order, or NULL */
 	int nv, nr; /* vectors and columns of a C block (nr = 16 nv) */
 	int tri; /* enum cpu_tri: which triangle of C is wanted, or of op(A) is not zero */
 	int by_rows; /* slices of rows (else of columns) */
@@ -258,15 +259,22 @@ SG_TARGET static void pack_b(const sg_args *g, int64_t k0, int64_t kc, int64_t j
 }
 
 /* A^T's rows i0 .. i0 + mr (mr <= MR), k0 .. k0 + kc, as ap[l][MR], zero
- * past mr: A(i, l) is a[l * lda + i]. */
+ * past mr: A(i, l) is a[l * lda + i]. With `sum`, also sum[i0 + r] +=
+ * A(l, i0 + r) for each l in order (the k blocks come in order too). */
 SG_TARGET static void pack_a(const sg_args *g, int64_t k0, int64_t kc, int64_t i0, int64_t mr,
-			     float *ap)
+			     float *ap, float *sum)
 {
 	__mmask16 mk = (__mmask16)((1u << mr) - 1);
+	__m512 s = sum ? _mm512_maskz_loadu_ps(mk, sum + i0) : _mm512_setzero_ps();
 
-	for (int64_t l = 0; l < kc; l++)
-		_mm512_mask_storeu_ps(ap + l * MR, (__mmask16)((1u << MR) - 1),
-				      _mm512_maskz_loadu_ps(mk, g->a + (k0 + l) * g->lda + i0));
+	for (int64_t l = 0; l < kc; l++) {
+		__m512 x = _mm512_maskz_loadu_ps(mk, g->a + (k0 + l) * g->lda + i0);
+
+		_mm512_mask_storeu_ps(ap + l * MR, (__mmask16)((1u << MR) - 1), x);
+		s = _mm512_add_ps(s, x);
+	}
+	if (sum)
+		_mm512_mask_storeu_ps(sum + i0, mk, s);
 }
 
 /* A part's packing space: B's panels, then A's block (floats, a multiple
@@ -312,7 +320,10 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 					l1 = l0;
 				pa = g->a + i * g->lda + k0 + l0;
 				if (g->ta) {
-					pack_a(g, k0 + l0, l1 - l0, i, mr, ap);
+					/* the sums once: by the part with the first
+					 * columns, in its first block of them */
+					pack_a(g, k0 + l0, l1 - l0, i, mr, ap,
+					       jc == 0 ? g->sum : NULL);
 					pa = ap;
 					rs = 1;
 					cs = MR;
@@ -357,34 +368,55 @@ static void sgemm_part(void *p, int64_t t, int64_t t1)
 		sgemm_block(g, 0, g->m, lo, hi, buf, buf + KC * (NC + 16 * NVMAX));
 }
 
+/* Runs the product g describes (all but its slicing and scratch) on
+ * `threads` threads. */
+static int sgemm_run(sg_args *g, int64_t threads)
+{
+	int64_t units;
+
+	g->nv = g->n % 48 && g->n % 32 == 0 ? 2 : 3;
+	g->nr = 16 * g->nv;
+	/* Slicing columns packs A again in every slice when A is packed;
+	 * slicing rows packs B again in every slice. */
+	g->by_rows = g->ta && g->n < g->m;
+	units = g->by_rows ? (g->m + MR - 1) / MR : (g->n + g->nr - 1) / g->nr;
+	if (threads <= 0)
+		threads = weft_kernels_cpu_get_threads();
+	g->parts = threads < 1 ? 1 : threads > units ? units : threads;
+	g->scratch = cpu_pack_buffer((size_t)(g->parts * SG_SCRATCH) * sizeof(float) + 64);
+	if (!g->scratch)
+		return 0;
+	g->scratch = (float *)(((uintptr_t)g->scratch + 63) & ~(uintptr_t)63);
+	if (g->parts <= 1)
+		sgemm_part(g, 0, 1);
+	else
+		cpu_parallel_tasks(g->parts, sgemm_part, g);
+	return 1;
+}
+
 int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 		  float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
 		  const float *bias, float *c, int64_t ldc, int64_t threads)
 {
 	sg_args g = {
-		.tri = tri, .ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
-		.ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .bias = bias, .c = c,
-		.nv = n % 48 && n % 32 == 0 ? 2 : 3,
+		.tri = tri, .ta = trans_a, .tb = trans_b, .m = m, .n = n, .k = k, .lda = lda,
+		.ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b,
+		.bias = bias, .c = c,
 	};
-	int64_t units;
 
-	g.nr = 16 * g.nv;
-	/* Slicing columns packs A again in every slice when A is packed;
-	 * slicing rows packs B again in every slice. */
-	g.by_rows = trans_a && n < m;
-	units = g.by_rows ? (m + MR - 1) / MR : (n + g.nr - 1) / g.nr;
-	if (threads <= 0)
-		threads = weft_kernels_cpu_get_threads();
-	g.parts = threads < 1 ? 1 : threads > units ? units : threads;
-	g.scratch = cpu_pack_buffer((size_t)(g.parts * SG_SCRATCH) * sizeof(float) + 64);
-	if (!g.scratch)
-		return 0;
-	g.scratch = (float *)(((uintptr_t)g.scratch + 63) & ~(uintptr_t)63);
-	if (g.parts <= 1)
-		sgemm_part(&g, 0, 1);
-	else
-		cpu_parallel_tasks(g.parts, sgemm_part, &g);
-	return 1;
+	return sgemm_run(&g, threads);
+}
+
+int cpu_sgemm_tn_sum(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+		     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *sum,
+		     int64_t threads)
+{
+	sg_args g = {
+		.ta = 1, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+		.alpha = alpha, .beta = beta, .a = a, .b = b, .c = c, .sum = sum,
+	};
+
+	return sgemm_run(&g, threads);
 }
 
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -419,6 +451,15 @@ int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64
 	(void)tri;
 	return cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc,
 			 threads);
+}
+
+int cpu_sgemm_tn_sum(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+		     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *sum,
+		     int64_t threads)
+{
+	(void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
+	(void)beta, (void)c, (void)ldc, (void)sum, (void)threads;
+	return 0;
 }
 
 #endif

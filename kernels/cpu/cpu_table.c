@@ -202,6 +202,7 @@ static const weft_kernel_table cpu_table = {
 	.attention_backward_write = cpu_attention_backward_write,
 	.broadcast_rows = cpu_broadcast_rows,
 	.gemm_bias = cpu_gemm_bias,
+	.gemm_tn_sum = cpu_gemm_tn_sum,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

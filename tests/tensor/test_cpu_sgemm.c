@@ -29,8 +29,14 @@
  *    than one block of k. On this kernel, each element has the bits of
  *    the plain product with zeros where the triangle's are (the terms
  *    left out are exact zeros).
- * Without AVX-512 the kernel is not used: the test says so and checks 5's
- * and 7's fallbacks only. */
+ * 8. The table's gemm_tn_sum (a linear layer's weight and bias gradients
+ *    in one pass): C has the bits of the table's gemm with trans_a, and
+ *    the sums the bits of sum_rows over the same A (the same additions in
+ *    the same order), added to what the sums held; at 1, 2 and 3 threads
+ *    (slices of rows and of columns), n past the 768 columns packed at
+ *    once (the sums must be added once), a padded A, beta 0 and 1.
+ * Without AVX-512 the kernel is not used: the test says so and checks 5's,
+ * 7's and 8's fallbacks only. */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
@@ -337,6 +343,57 @@ static void check_tris(int want_bits)
 		check_tri(t[i].tri, t[i].ta, t[i].tb, t[i].m, t[i].n, t[i].k, t[i].beta, want_bits);
 }
 
+/* 8: gemm_tn_sum against gemm (trans_a) and sum_rows */
+static void check_tn_sum(const weft_kernel_table *kt, int64_t m, int64_t n, int64_t k, int64_t pad,
+			 float beta)
+{
+	int64_t lda = m + pad;
+	float *a = operand(k, m, pad), *b = operand(k, n, 0), *c0 = operand(m, n, 0);
+	float *c = malloc((size_t)(m * n) * 4), *want = malloc((size_t)(m * n) * 4);
+	float *s0 = operand(1, m, 0), *s = malloc((size_t)m * 4), *swant = malloc((size_t)m * 4);
+	float *dense = malloc((size_t)(k * m) * 4);
+	int same = 1;
+
+	WT_REQUIRE(a && b && c0 && c && want && s0 && s && swant && dense);
+	WT_REQUIRE(WEFT_HAS_MEMBER(kt, weft_kernel_table, gemm_tn_sum) && kt->gemm_tn_sum);
+	for (int64_t l = 0; l < k; l++)
+		memcpy(dense + l * m, a + l * lda, (size_t)m * 4);
+	memcpy(swant, s0, (size_t)m * 4);
+	WT_OK(kt->sum_rows(NULL, WEFT_F32, k, m, dense, swant));
+	for (int t = 1; t <= 3; t++) {
+		weft_kernels_cpu_set_threads(t);
+		memcpy(c, c0, (size_t)(m * n) * 4);
+		memcpy(want, c0, (size_t)(m * n) * 4);
+		memcpy(s, s0, (size_t)m * 4);
+		WT_OK(kt->gemm(NULL, WEFT_F32, 1, 0, m, n, k, 0.5f, a, lda, 0, b, n, 0, beta, want, n,
+			       0, 1));
+		WT_OK(kt->gemm_tn_sum(NULL, WEFT_F32, m, n, k, 0.5f, a, lda, b, n, beta, c, n, s));
+		same &= !memcmp(c, want, (size_t)(m * n) * 4) && !memcmp(s, swant, (size_t)m * 4);
+	}
+	printf("gemm_tn_sum %lld x %lld x %lld pad %lld beta %g: %s\n", (long long)m, (long long)n,
+	       (long long)k, (long long)pad, beta,
+	       same ? "the bits of gemm and sum_rows" : "differs from gemm and sum_rows");
+	WT_CHECK(same);
+	weft_kernels_cpu_set_threads(2);
+	free(a);
+	free(b);
+	free(c0);
+	free(c);
+	free(want);
+	free(s0);
+	free(s);
+	free(swant);
+	free(dense);
+}
+
+static void check_tn_sums(const weft_kernel_table *kt)
+{
+	check_tn_sum(kt, 300, 200, 600, 0, 1.0f); /* slices of rows */
+	check_tn_sum(kt, 100, 1600, 500, 3, 0.0f); /* of columns, past 768 */
+	check_tn_sum(kt, 1152, 384, 1024, 0, 1.0f); /* c_attn's weight gradient */
+	check_tn_sum(kt, 37, 45, 70, 5, 0.0f);
+}
+
 int main(void)
 {
 	const weft_kernel_table *kt;
@@ -370,6 +427,7 @@ int main(void)
 		printf("this CPU has no AVX-512: the table's gemm is OpenBLAS's alone\n");
 		check_bias(kt, 300, 200, 600, 3);
 		check_tris(0);
+		check_tn_sums(kt);
 		WT_CHECK(!cpu_sgemm(0, 0, 8, 8, 8, 1.0f, NULL, 8, NULL, 8, 0.0f, NULL, NULL, 8, 0));
 		return wt_done("test_cpu_sgemm");
 	}
@@ -378,6 +436,7 @@ int main(void)
 		check_bias(kt, 300, 200, 600, 3); /* broadcast_rows, then OpenBLAS */
 		check_bias(kt, 20, 30, 10, 0);
 		check_tris(0); /* OpenBLAS in blocks of rows */
+		check_tn_sums(kt);
 		return wt_done("test_cpu_sgemm");
 	}
 	weft_kernels_cpu_set_threads(2);
@@ -393,5 +452,6 @@ int main(void)
 	check_bias(kt, 300, 200, 600, 3);
 	check_bias(kt, 20, 30, 10, 0); /* below the kernel's sizes: OpenBLAS */
 	check_tris(1);
+	check_tn_sums(kt);
 	return wt_done("test_cpu_sgemm");
 }

@@ -391,6 +391,20 @@ typedef struct weft_kernel_table {
 				 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 				 const void *b, int64_t ldb, const void *bias, void *c,
 				 int64_t ldc);
+
+	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
+	 * gemm_tn_sum) first ---- */
+
+	/* (optional, NULL: the core calls gemm, then sum_rows) A linear
+	 * layer's weight and bias gradients in one pass over dy: C = alpha
+	 * A^T B + beta C (gemm with trans_a and not trans_b: A is k x m, B
+	 * k x n, row-major with leading dimensions lda and ldb), and sum[i]
+	 * += A[l][i] for i < m (m elements of dt, alpha not applied), the
+	 * rows l added in order as sum_rows adds them. One matrix (no batch);
+	 * otherwise as gemm. */
+	weft_status (*gemm_tn_sum)(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
+				   float alpha, const void *a, int64_t lda, const void *b,
+				   int64_t ldb, float beta, void *c, int64_t ldc, void *sum);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
