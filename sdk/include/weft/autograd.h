@@ -20,7 +20,10 @@
  * weft_params_zero_grad). Other tensors that require a gradient (op
  * outputs, leaves a caller marked with weft_tensor_requires_grad) get a
  * zeroed gradient in the arena on their first contribution; a tensor used
- * by several ops sums every contribution.
+ * by several ops sums every contribution. An op output's gradient holds
+ * its own value until the backward of the op that made it has run: where
+ * that op's input has the same gradient (add, reshape), the input may be
+ * handed the buffer, and later contributions to the input land in it.
  *
  * Hooks fire on the thread that runs the ops, in registration order.
  */
