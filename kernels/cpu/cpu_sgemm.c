@@ -17,7 +17,8 @@
  *  - A is read where it lies when its rows run along k (C = A B and
  *    C = A B^T: every forward and input-gradient product), so A, the large
  *    activation, is never copied; only a transposed A (the weight
- *    gradients, C = A^T B) is packed, 8 columns at a time.
+ *    gradients, C = A^T B) is packed, two blocks of 8 columns at a time
+ *    (a 64-byte line of each row of A read once).
  *  - beta = 0 writes C without reading it (no pass zeroing C first), and
  *    a linear layer's bias is added as C is written (no pass copying it
  *    into C first).
@@ -258,28 +259,33 @@ SG_TARGET static void pack_b(const sg_args *g, int64_t k0, int64_t kc, int64_t j
 			bp[l * NR + j] = j < nr ? b[(j0 + j) * ldb + k0 + l] : 0.0f;
 }
 
-/* A^T's rows i0 .. i0 + mr (mr <= MR), k0 .. k0 + kc, as ap[l][MR], zero
- * past mr: A(i, l) is a[l * lda + i]. With `sum`, also sum[i0 + r] +=
+/* A^T's rows i0 .. i0 + mr (mr <= 2 MR), k0 .. k0 + kc, as ap[l][MR] and,
+ * past MR rows, the next block as (ap + MR KC)[l][MR]; zero past mr:
+ * A(i, l) is a[l * lda + i]. Two blocks at once read each line of A (16
+ * floats) once instead of once a block. With `sum`, also sum[i0 + r] +=
  * A(l, i0 + r) for each l in order (the k blocks come in order too). */
 SG_TARGET static void pack_a(const sg_args *g, int64_t k0, int64_t kc, int64_t i0, int64_t mr,
 			     float *ap, float *sum)
 {
 	__mmask16 mk = (__mmask16)((1u << mr) - 1);
 	__m512 s = sum ? _mm512_maskz_loadu_ps(mk, sum + i0) : _mm512_setzero_ps();
+	float *ap2 = ap + MR * KC - MR; /* lanes 8..15 of row l land at ap2 + l MR + MR */
 
 	for (int64_t l = 0; l < kc; l++) {
 		__m512 x = _mm512_maskz_loadu_ps(mk, g->a + (k0 + l) * g->lda + i0);
 
-		_mm512_mask_storeu_ps(ap + l * MR, (__mmask16)((1u << MR) - 1), x);
+		_mm512_mask_storeu_ps(ap + l * MR, 0x00ff, x);
+		if (mr > MR)
+			_mm512_mask_storeu_ps(ap2 + l * MR, 0xff00, x);
 		s = _mm512_add_ps(s, x);
 	}
 	if (sum)
 		_mm512_mask_storeu_ps(sum + i0, mk, s);
 }
 
-/* A part's packing space: B's panels, then A's block (floats, a multiple
- * of 16 so that every part's space starts 64-byte aligned). */
-#define SG_SCRATCH ((int64_t)KC * (NC + 16 * NVMAX) + (int64_t)MR * KC + 16)
+/* A part's packing space: B's panels, then two of A's blocks (floats, a
+ * multiple of 16 so that every part's space starts 64-byte aligned). */
+#define SG_SCRATCH ((int64_t)KC * (NC + 16 * NVMAX) + 2 * (int64_t)MR * KC + 16)
 
 /* C's rows [m0, m1) x columns [n0, n1). */
 SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int64_t n0,
@@ -319,11 +325,18 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 				if (l1 < l0)
 					l1 = l0;
 				pa = g->a + i * g->lda + k0 + l0;
-				if (g->ta) {
-					/* the sums once: by the part with the first
-					 * columns, in its first block of them */
-					pack_a(g, k0 + l0, l1 - l0, i, mr, ap,
-					       jc == 0 ? g->sum : NULL);
+				if (g->ta && g->tri == CPU_TRI_NONE) {
+					/* blocks in pairs, each line of A read once; the
+					 * sums once: by the part with the first columns,
+					 * in its first block of them */
+					if ((i - m0) / MR % 2 == 0)
+						pack_a(g, k0, kc, i, m1 - i < 2 * MR ? m1 - i : 2 * MR,
+						       ap, jc == 0 ? g->sum : NULL);
+					pa = (i - m0) / MR % 2 ? ap + MR * KC : ap;
+					rs = 1;
+					cs = MR;
+				} else if (g->ta) {
+					pack_a(g, k0 + l0, l1 - l0, i, mr, ap, NULL);
 					pa = ap;
 					rs = 1;
 					cs = MR;
