@@ -306,6 +306,8 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 
 				pack_b(g, k0, kc, j0, je - j0 < NR ? je - j0 : NR, bp + p * kc * NR);
 			}
+			int64_t l0_pair = 0; /* the k where the packed pair of blocks starts */
+
 			for (int64_t i = m0; i < m1; i += MR) {
 				int mr = (int)(m1 - i < MR ? m1 - i : MR);
 				/* the k [l0, l1) of this block and the panels [0, npi)
@@ -325,14 +327,20 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 				if (l1 < l0)
 					l1 = l0;
 				pa = g->a + i * g->lda + k0 + l0;
-				if (g->ta && g->tri == CPU_TRI_NONE) {
-					/* blocks in pairs, each line of A read once; the
-					 * sums once: by the part with the first columns,
-					 * in its first block of them */
-					if ((i - m0) / MR % 2 == 0)
-						pack_a(g, k0, kc, i, m1 - i < 2 * MR ? m1 - i : 2 * MR,
-						       ap, jc == 0 ? g->sum : NULL);
-					pa = (i - m0) / MR % 2 ? ap + MR * KC : ap;
+				if (g->ta && (g->tri == CPU_TRI_NONE || g->tri == CPU_TRI_A_UPPER)) {
+					/* blocks in pairs, each line of A read once (the
+					 * second block's k starts at or after the first's);
+					 * the sums once: by the part with the first
+					 * columns, in its first block of them */
+					if ((i - m0) / MR % 2 == 0) {
+						l0_pair = l0;
+						pack_a(g, k0 + l0, kc - l0, i,
+						       m1 - i < 2 * MR ? m1 - i : 2 * MR, ap,
+						       jc == 0 ? g->sum : NULL);
+						pa = ap;
+					} else {
+						pa = ap + MR * KC + (l0 - l0_pair) * MR;
+					}
 					rs = 1;
 					cs = MR;
 				} else if (g->ta) {
