@@ -92,43 +92,95 @@ static weft_status plan_writes(weft_ctx *ctx, weft_tape_node *n)
 	return WEFT_OK;
 }
 
+/* Whether input i of n may take n's output gradient buffer: n's backward
+ * would give it exactly that gradient (n->passes), and it has no gradient
+ * yet, is not a parameter, is not passed twice, and has the output's dtype
+ * and bytes. */
+static int may_take(const weft_tape_node *n, int32_t i)
+{
+	const weft_tensor *t = n->in[i], *o = n->out;
+
+	if (!((n->passes >> i) & 1u) || !t || t->grad || !(t->flags & WEFT_TENSOR_REQUIRES_GRAD) ||
+	    (t->flags & WEFT_TENSOR_PARAM) || t->dtype != o->dtype ||
+	    weft_tensor_nbytes(t) != weft_tensor_nbytes(o))
+		return 0;
+	for (int32_t j = 0; j < n->n_in; j++)
+		if (j != i && n->in[j] == t)
+			return 0;
+	return 1;
+}
+
+/* Whether input i of n, which may take n's output gradient buffer, can
+ * share it with another input that owns it: n is its only use, and its
+ * producer's backward runs right after n's (no op in between on the tape)
+ * and reads the buffer as its output gradient before anything can add to
+ * it, and hands it to no input of its own (pass_grad also checks that the
+ * owner is not one of that producer's inputs). */
+static int may_share(const weft_ctx *ctx, const weft_tape_node *n, int32_t i)
+{
+	const weft_tensor *t = n->in[i];
+	const weft_tape_node *next = n->prev;
+
+	while (next && next->kind != TAPE_OP)
+		next = next->prev;
+	return t->ag_pending == 1 && t->ag_stamp == ctx->stamp && t->producer &&
+	       t->producer == next && !next->passes;
+}
+
+static weft_status hand_grad(weft_ctx *ctx, weft_tape_node *n, int32_t i)
+{
+	weft_tensor *t = n->in[i], *g;
+	weft_status st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
+
+	if (st)
+		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
+	weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
+	g->data = g->base = n->out->grad->data;
+	g->flags = WEFT_TENSOR_IN_ARENA;
+	g->name = "grad";
+	t->grad = g;
+	t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
+	n->passed |= 1u << i;
+	return WEFT_OK;
+}
+
 /* For an op whose input's gradient is its output's (n->passes): once no
  * other use of the output is left to back-propagate, its gradient is
- * final and read by nobody after this node, so the first such input with
- * no gradient yet (not a parameter, not passed twice) takes the buffer
- * itself instead of a copy. */
+ * final and read by nobody after this node, so an input with no gradient
+ * yet takes the buffer itself instead of a copy (preferably one that
+ * cannot share it), and another input shares it where may_share says it
+ * can (a residual add's branch, whose last op reads it next); any other
+ * input gets its copy. */
 static weft_status pass_grad(weft_ctx *ctx, weft_tape_node *n)
 {
-	weft_tensor *o = n->out, *g;
+	weft_tensor *o = n->out;
+	int32_t owner = -1, sharer = -1;
 	weft_status st;
 
 	if (!n->passes || !o->grad || !(o->flags & WEFT_TENSOR_GRAD_IN_ARENA) || o->ag_pending ||
 	    (o->grad->flags & TENSOR_GRAD_UNWRITTEN))
 		return WEFT_OK;
 	for (int32_t i = 0; i < n->n_in; i++) {
-		weft_tensor *t = n->in[i];
-		int repeated = 0;
-
-		if (!((n->passes >> i) & 1u) || !t || t->grad ||
-		    !(t->flags & WEFT_TENSOR_REQUIRES_GRAD) || (t->flags & WEFT_TENSOR_PARAM) ||
-		    t->dtype != o->dtype || weft_tensor_nbytes(t) != weft_tensor_nbytes(o))
+		if (!may_take(n, i))
 			continue;
-		for (int32_t j = 0; j < n->n_in; j++)
-			repeated |= j != i && n->in[j] == t;
-		if (repeated)
-			continue;
-		st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
-		if (st)
-			return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
-		weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
-		g->data = g->base = o->grad->data;
-		g->flags = WEFT_TENSOR_IN_ARENA;
-		g->name = "grad";
-		t->grad = g;
-		t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
-		n->passed |= 1u << i;
-		return WEFT_OK;
+		if (sharer < 0 && may_share(ctx, n, i))
+			sharer = i;
+		else if (owner < 0)
+			owner = i;
 	}
+	if (owner < 0) {
+		owner = sharer;
+		sharer = -1;
+	}
+	/* the sharer's producer must not add to the owner's gradient (the
+	 * buffer it reads) */
+	for (int32_t j = 0; sharer >= 0 && owner >= 0 && j < n->in[sharer]->producer->n_in; j++)
+		if (n->in[sharer]->producer->in[j] == n->in[owner])
+			sharer = -1;
+	if (owner >= 0 && (st = hand_grad(ctx, n, owner)))
+		return st;
+	if (sharer >= 0 && (st = hand_grad(ctx, n, sharer)))
+		return st;
 	return WEFT_OK;
 }
 

@@ -25,8 +25,14 @@
  * gradient, the first such input without a gradient takes the output's
  * buffer (its gradient's data is the same pointer) and the other input
  * gets a copy; not when the input is passed twice (x + x), nor when it
- * already has a gradient. The values are exact (copies and sums of
- * small integers): tolerance 0. */
+ * already has a gradient. The other input shares the buffer when its
+ * producer's backward runs next and it has no other use (a residual
+ * branch), and then contributions to the first input made after that
+ * backward must not reach the branch's producer: it reads dz, not dz plus
+ * them. An op recorded between the branch and the add rules sharing out
+ * (and test_tensor_autograd's x x + x, where the branch's producer adds
+ * to the owner's gradient, rules it out too).
+ * The values are exact (copies and sums of small integers): tolerance 0. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +223,37 @@ static void check_handover(void)
 	WT_CHECK(wrong == 0);
 	WT_CHECK(x->grad->data != xx->grad->data);
 	WT_CHECK(y->grad->data == t->grad->data);
+
+	/* u = x c; y = q c; z = x + y; w2 = z d + u: the add's backward hands
+	 * dz (= d = 3) to x and shares it with y, whose producer runs next
+	 * (dq = c dz = 6); u's backward then adds c to x's gradient (5) */
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_op_mul(ctx, x, c, &u));
+	WT_OK(weft_op_mul(ctx, q, c, &v));
+	WT_OK(weft_op_add(ctx, x, v, &z));
+	WT_OK(weft_op_mul(ctx, z, d, &s));
+	WT_OK(weft_op_add(ctx, s, u, &w));
+	WT_OK(weft_backward_from(ctx, w, ones));
+	wrong = 0;
+	for (int64_t i = 0; i < shape[0]; i++)
+		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)q->grad->data)[i] != 6.0f;
+	WT_CHECK(wrong == 0);
+	WT_CHECK(v->grad->data == x->grad->data); /* shared */
+
+	/* the same with an op recorded between the branch and the add: v's
+	 * producer no longer runs next, so v gets a copy */
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_op_mul(ctx, q, c, &v));
+	WT_OK(weft_op_mul(ctx, x, c, &u));
+	WT_OK(weft_op_add(ctx, x, v, &z));
+	WT_OK(weft_op_mul(ctx, z, d, &s));
+	WT_OK(weft_op_add(ctx, s, u, &w));
+	WT_OK(weft_backward_from(ctx, w, ones));
+	wrong = 0;
+	for (int64_t i = 0; i < shape[0]; i++)
+		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)q->grad->data)[i] != 6.0f;
+	WT_CHECK(wrong == 0);
+	WT_CHECK(v->grad->data != x->grad->data); /* a copy */
 	weft_ctx_free(ctx);
 	weft_tensor_free(x);
 	weft_tensor_free(y);
