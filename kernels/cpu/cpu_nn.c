@@ -50,6 +50,7 @@ typedef struct ln_args {
 	float eps;
 	const float *x, *w, *b, *dy, *mean, *rstd;
 	float *out, *mean_out, *rstd_out, *dx, *dw, *db;
+	float *part; /* backward: each block's dw and db sums */
 } ln_args;
 
 /* Mean and 1 / sqrt(variance + eps) of each row (two passes: the mean,
@@ -99,69 +100,89 @@ weft_status cpu_layernorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64
 	return WEFT_OK;
 }
 
+/* Rows of a block whose dw / db partial sums the backward keeps apart (a
+ * fixed size, so the sums do not depend on how the threads split rows). */
+#define LN_BLOCK 32
+
 /* With n = (x - mean) * rstd and g = dy * w:
- * dx += (g - mean(g) - n * mean(g * n)) * rstd, row by row. */
+ * dx += (g - mean(g) - n * mean(g * n)) * rstd, row by row, over blocks
+ * [b0, b1) of LN_BLOCK rows; with dw / db wanted, block b's sums of dy * n
+ * and of dy (in row order) go to a->part + 2 b cols (dw's, then db's),
+ * from the same pass over the row. */
 CPU_HOT
-static void ln_bwd_rows(void *p, int64_t r0, int64_t r1)
+static void ln_bwd_blocks(void *p, int64_t b0, int64_t b1)
 {
 	const ln_args *a = p;
 	const float *restrict W = a->w;
 	int64_t cols = a->cols;
 
-	for (int64_t r = r0; r < r1; r++) {
-		const float *restrict xr = a->x + r * cols;
-		const float *restrict g = a->dy + r * cols;
-		float *restrict dxr = a->dx + r * cols;
-		float m = a->mean[r], s = a->rstd[r];
-		float acc_d[CPU_LANES] = { 0 }, acc_n[CPU_LANES] = { 0 };
-		float dmean, dnorm_mean;
-		int64_t j = 0;
+	for (int64_t b = b0; b < b1; b++) {
+		int64_t r1 = (b + 1) * LN_BLOCK < a->rows ? (b + 1) * LN_BLOCK : a->rows;
+		float *restrict pw = a->part ? a->part + 2 * b * cols : NULL;
+		float *restrict pb = pw ? pw + cols : NULL;
 
-		for (; j + CPU_LANES <= cols; j += CPU_LANES)
-			for (int l = 0; l < CPU_LANES; l++) {
+		if (pw)
+			memset(pw, 0, (size_t)(2 * cols) * sizeof(float));
+		for (int64_t r = b * LN_BLOCK; r < r1; r++) {
+			const float *restrict xr = a->x + r * cols;
+			const float *restrict g = a->dy + r * cols;
+			float *restrict dxr = a->dx ? a->dx + r * cols : NULL;
+			float m = a->mean[r], s = a->rstd[r];
+			float acc_d[CPU_LANES] = { 0 }, acc_n[CPU_LANES] = { 0 };
+			float dmean, dnorm_mean;
+			int64_t j = 0;
+
+			if (pw)
+				for (j = 0; j < cols; j++) {
+					pw[j] += g[j] * ((xr[j] - m) * s);
+					pb[j] += g[j];
+				}
+			if (!dxr)
+				continue;
+			for (j = 0; j + CPU_LANES <= cols; j += CPU_LANES)
+				for (int l = 0; l < CPU_LANES; l++) {
+					float nrm = (xr[j + l] - m) * s;
+					float dn = g[j + l] * (W ? W[j + l] : 1.0f);
+
+					acc_d[l] += dn;
+					acc_n[l] += dn * nrm;
+				}
+			for (int l = 0; j + l < cols; l++) {
 				float nrm = (xr[j + l] - m) * s;
 				float dn = g[j + l] * (W ? W[j + l] : 1.0f);
 
 				acc_d[l] += dn;
 				acc_n[l] += dn * nrm;
 			}
-		for (int l = 0; j + l < cols; l++) {
-			float nrm = (xr[j + l] - m) * s;
-			float dn = g[j + l] * (W ? W[j + l] : 1.0f);
+			dmean = cpu_sum(acc_d, CPU_LANES) / (float)cols;
+			dnorm_mean = cpu_sum(acc_n, CPU_LANES) / (float)cols;
+			for (j = 0; j < cols; j++) {
+				float nrm = (xr[j] - m) * s;
+				float dn = g[j] * (W ? W[j] : 1.0f);
 
-			acc_d[l] += dn;
-			acc_n[l] += dn * nrm;
-		}
-		dmean = cpu_sum(acc_d, CPU_LANES) / (float)cols;
-		dnorm_mean = cpu_sum(acc_n, CPU_LANES) / (float)cols;
-		for (j = 0; j < cols; j++) {
-			float nrm = (xr[j] - m) * s;
-			float dn = g[j] * (W ? W[j] : 1.0f);
-
-			dxr[j] += (dn - dmean - nrm * dnorm_mean) * s;
+				dxr[j] += (dn - dmean - nrm * dnorm_mean) * s;
+			}
 		}
 	}
 }
 
-/* dw += sum over rows of dy * n, db += sum over rows of dy, for columns
- * [c0, c1) (each part owns its columns, so no two parts add to one). */
+/* dw += the blocks' sums of dy * n, db += of dy, in block order, for
+ * columns [c0, c1) (each part owns its columns). */
 CPU_HOT
 static void ln_bwd_cols(void *p, int64_t c0, int64_t c1)
 {
 	const ln_args *a = p;
-	float *restrict DW = a->dw, *restrict DB = a->db;
+	int64_t nb = (a->rows + LN_BLOCK - 1) / LN_BLOCK, cols = a->cols;
 
-	for (int64_t r = 0; r < a->rows; r++) {
-		const float *restrict xr = a->x + r * a->cols;
-		const float *restrict g = a->dy + r * a->cols;
-		float m = a->mean[r], s = a->rstd[r];
+	for (int64_t b = 0; b < nb; b++) {
+		const float *restrict pw = a->part + 2 * b * cols, *restrict pb = pw + cols;
 
-		if (DW)
+		if (a->dw)
 			for (int64_t j = c0; j < c1; j++)
-				DW[j] += g[j] * ((xr[j] - m) * s);
-		if (DB)
+				a->dw[j] += pw[j];
+		if (a->db)
 			for (int64_t j = c0; j < c1; j++)
-				DB[j] += g[j];
+				a->db[j] += pb[j];
 	}
 }
 
@@ -170,15 +191,25 @@ weft_status cpu_layernorm_backward(void *kctx, weft_dtype dt, int64_t rows, int6
 				   const float *rstd, const void *dy, void *dx, void *dw,
 				   void *db)
 {
+	int64_t nb = (rows + LN_BLOCK - 1) / LN_BLOCK;
 	ln_args a = { .rows = rows, .cols = cols, .x = x, .w = w, .dy = dy, .mean = mean,
 		      .rstd = rstd, .dx = dx, .dw = dw, .db = db };
 
 	(void)kctx;
 	(void)dt;
-	if (dw || db)
-		cpu_parallel_for(cols, CPU_GRAIN / (rows + 1) + 1, ln_bwd_cols, &a);
-	if (dx)
-		cpu_parallel_for(rows, CPU_GRAIN / (cols + 1) + 1, ln_bwd_rows, &a);
+	if (rows <= 0 || cols <= 0)
+		return WEFT_OK;
+	if (dw || db) {
+		a.part = cpu_pack_buffer((size_t)(2 * nb * cols) * sizeof(float));
+		if (!a.part)
+			return weft_error_set(WEFT_ERR_NOMEM, "layernorm backward: out of memory "
+					      "for %lld x %lld partial sums", (long long)nb,
+					      (long long)(2 * cols));
+	}
+	if (dx || a.part)
+		cpu_parallel_for(nb, CPU_GRAIN / (LN_BLOCK * cols + 1) + 1, ln_bwd_blocks, &a);
+	if (a.part)
+		cpu_parallel_for(cols, CPU_GRAIN / (nb + 1) + 1, ln_bwd_cols, &a);
 	return WEFT_OK;
 }
 
