@@ -175,6 +175,35 @@ static void check_autograd_accumulates(void)
 	weft_tensor_free(ones);
 }
 
+/* u = x c and v = q c (v recorded last when branch_next), z = x + v,
+ * w = z d + u: the add's backward hands dz (= d = 3) to x, and shares it
+ * with v when v's producer runs next (dq = c dz = 6); u's backward then
+ * adds c to x's gradient (5), which must not reach dq. With an op recorded
+ * between the branch and the add, v gets a copy. */
+static void check_branch(weft_ctx *ctx, int branch_next, weft_tensor *x, weft_tensor *q,
+			 weft_tensor *c, weft_tensor *d, weft_tensor *ones)
+{
+	weft_tensor *u, *v, *z, *s, *w;
+	int64_t wrong = 0;
+
+	weft_ctx_step_begin(ctx);
+	if (branch_next) {
+		WT_OK(weft_op_mul(ctx, x, c, &u));
+		WT_OK(weft_op_mul(ctx, q, c, &v));
+	} else {
+		WT_OK(weft_op_mul(ctx, q, c, &v));
+		WT_OK(weft_op_mul(ctx, x, c, &u));
+	}
+	WT_OK(weft_op_add(ctx, x, v, &z));
+	WT_OK(weft_op_mul(ctx, z, d, &s));
+	WT_OK(weft_op_add(ctx, s, u, &w));
+	WT_OK(weft_backward_from(ctx, w, ones));
+	for (int64_t i = 0; i < weft_tensor_numel(x); i++)
+		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)q->grad->data)[i] != 6.0f;
+	WT_CHECK(wrong == 0);
+	WT_CHECK((v->grad->data == x->grad->data) == branch_next); /* shared, or a copy */
+}
+
 /* z = x + y, used by two products: x takes z's gradient buffer once both
  * products are back-propagated, y a copy; r = reshape(q) hands q r's;
  * x + x and an input with a gradient already do not take it. */
@@ -224,36 +253,8 @@ static void check_handover(void)
 	WT_CHECK(x->grad->data != xx->grad->data);
 	WT_CHECK(y->grad->data == t->grad->data);
 
-	/* u = x c; y = q c; z = x + y; w2 = z d + u: the add's backward hands
-	 * dz (= d = 3) to x and shares it with y, whose producer runs next
-	 * (dq = c dz = 6); u's backward then adds c to x's gradient (5) */
-	weft_ctx_step_begin(ctx);
-	WT_OK(weft_op_mul(ctx, x, c, &u));
-	WT_OK(weft_op_mul(ctx, q, c, &v));
-	WT_OK(weft_op_add(ctx, x, v, &z));
-	WT_OK(weft_op_mul(ctx, z, d, &s));
-	WT_OK(weft_op_add(ctx, s, u, &w));
-	WT_OK(weft_backward_from(ctx, w, ones));
-	wrong = 0;
-	for (int64_t i = 0; i < shape[0]; i++)
-		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)q->grad->data)[i] != 6.0f;
-	WT_CHECK(wrong == 0);
-	WT_CHECK(v->grad->data == x->grad->data); /* shared */
-
-	/* the same with an op recorded between the branch and the add: v's
-	 * producer no longer runs next, so v gets a copy */
-	weft_ctx_step_begin(ctx);
-	WT_OK(weft_op_mul(ctx, q, c, &v));
-	WT_OK(weft_op_mul(ctx, x, c, &u));
-	WT_OK(weft_op_add(ctx, x, v, &z));
-	WT_OK(weft_op_mul(ctx, z, d, &s));
-	WT_OK(weft_op_add(ctx, s, u, &w));
-	WT_OK(weft_backward_from(ctx, w, ones));
-	wrong = 0;
-	for (int64_t i = 0; i < shape[0]; i++)
-		wrong += ((float *)x->grad->data)[i] != 5.0f || ((float *)q->grad->data)[i] != 6.0f;
-	WT_CHECK(wrong == 0);
-	WT_CHECK(v->grad->data != x->grad->data); /* a copy */
+	check_branch(ctx, 1, x, q, c, d, ones);
+	check_branch(ctx, 0, x, q, c, d, ones);
 	weft_ctx_free(ctx);
 	weft_tensor_free(x);
 	weft_tensor_free(y);
