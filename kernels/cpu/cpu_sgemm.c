@@ -300,14 +300,13 @@ SG_TARGET static void sgemm_block(const sg_args *g, int64_t m0, int64_t m1, int6
 			int64_t kc = g->k - k0 < kb ? g->k - k0 : kb;
 			float beta = k0 ? 1.0f : g->beta;
 			const float *bias = k0 ? NULL : g->bias;
+			int64_t l0_pair = 0; /* the k where the packed pair of blocks starts */
 
 			for (int64_t p = 0; p < np; p++) {
 				int64_t j0 = jc + p * NR;
 
 				pack_b(g, k0, kc, j0, je - j0 < NR ? je - j0 : NR, bp + p * kc * NR);
 			}
-			int64_t l0_pair = 0; /* the k where the packed pair of blocks starts */
-
 			for (int64_t i = m0; i < m1; i += MR) {
 				int mr = (int)(m1 - i < MR ? m1 - i : MR);
 				/* the k [l0, l1) of this block and the panels [0, npi)
