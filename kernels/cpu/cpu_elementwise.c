@@ -171,21 +171,17 @@ typedef struct cvt_args {
 	void *dst;
 } cvt_args;
 
-/* F32 -> BF16, rounding to nearest even, NaN kept quiet with its sign:
- * weft_f32_to_bf16 in a loop that vectorizes (the same bits). */
+/* F32 -> BF16 and back over a range: half.h's conversions (rounding to
+ * nearest even, NaN kept quiet with its sign) in loops that vectorize. */
 CPU_HOT
 static void f32_to_bf16_range(void *p, int64_t i0, int64_t i1)
 {
 	const cvt_args *c = p;
-	const uint32_t *restrict S = c->src;
+	const float *restrict S = c->src;
 	uint16_t *restrict D = c->dst;
 
-	for (int64_t i = i0; i < i1; i++) {
-		uint32_t u = S[i];
-		uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-
-		D[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-	}
+	for (int64_t i = i0; i < i1; i++)
+		D[i] = half_from_f32_bf16(S[i]);
 }
 
 CPU_HOT
@@ -193,10 +189,10 @@ static void bf16_to_f32_range(void *p, int64_t i0, int64_t i1)
 {
 	const cvt_args *c = p;
 	const uint16_t *restrict S = c->src;
-	uint32_t *restrict D = c->dst;
+	float *restrict D = c->dst;
 
 	for (int64_t i = i0; i < i1; i++)
-		D[i] = (uint32_t)S[i] << 16;
+		D[i] = half_bf16_to_f32(S[i]);
 }
 
 weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
