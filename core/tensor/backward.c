@@ -4,30 +4,42 @@
 
 #include "tensor/tensor_impl.h"
 
-weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out)
+/* Gives t (no gradient yet) an arena gradient over `data` (NULL: new
+ * arena memory) with the given flags besides WEFT_TENSOR_IN_ARENA. */
+static weft_status grad_attach(weft_ctx *ctx, weft_tensor *t, void *data, uint32_t flags)
 {
 	weft_tensor *g;
-	void *data = NULL;
-	weft_status st;
+	weft_status st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
 
-	if (t->grad) {
-		*out = t->grad->data;
-		return WEFT_OK;
-	}
-	st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
+	if (!st && !data)
+		st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(t), 64, &data);
 	if (st)
 		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
 	weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
-	st = weft_arena_alloc(ctx->arena, weft_tensor_nbytes(t), 64, &data);
-	if (st)
-		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
 	g->data = g->base = data;
-	g->flags = WEFT_TENSOR_IN_ARENA | TENSOR_GRAD_UNWRITTEN;
+	g->flags = WEFT_TENSOR_IN_ARENA | flags;
 	g->name = "grad";
 	t->grad = g;
 	t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
-	*out = data;
 	return WEFT_OK;
+}
+
+weft_status grad_of(weft_ctx *ctx, weft_tensor *t, void **out)
+{
+	weft_status st = t->grad ? WEFT_OK : grad_attach(ctx, t, NULL, TENSOR_GRAD_UNWRITTEN);
+
+	if (!st)
+		*out = t->grad->data;
+	return st;
+}
+
+/* Whether input i of n is also another of n's inputs. */
+static int passed_twice(const weft_tape_node *n, int32_t i)
+{
+	for (int32_t j = 0; j < n->n_in; j++)
+		if (j != i && n->in[j] == n->in[i])
+			return 1;
+	return 0;
 }
 
 typedef struct open_module {
@@ -76,13 +88,10 @@ static weft_status plan_writes(weft_ctx *ctx, weft_tape_node *n)
 	n->fresh = 0;
 	for (int32_t i = 0; i < n->n_in; i++) {
 		weft_tensor *t = n->in[i];
-		int repeated = 0;
 
 		if (!bw_wants(n, i) || !(t->grad->flags & TENSOR_GRAD_UNWRITTEN))
 			continue;
-		for (int32_t j = 0; j < n->n_in; j++)
-			repeated |= j != i && n->in[j] == t;
-		if (!repeated && ((n->overwrites >> i) & 1u)) {
+		if (!passed_twice(n, i) && ((n->overwrites >> i) & 1u)) {
 			n->fresh |= 1u << i;
 			continue;
 		}
@@ -100,14 +109,9 @@ static int may_take(const weft_tape_node *n, int32_t i)
 {
 	const weft_tensor *t = n->in[i], *o = n->out;
 
-	if (!((n->passes >> i) & 1u) || !t || t->grad || !(t->flags & WEFT_TENSOR_REQUIRES_GRAD) ||
-	    (t->flags & WEFT_TENSOR_PARAM) || t->dtype != o->dtype ||
-	    weft_tensor_nbytes(t) != weft_tensor_nbytes(o))
-		return 0;
-	for (int32_t j = 0; j < n->n_in; j++)
-		if (j != i && n->in[j] == t)
-			return 0;
-	return 1;
+	return ((n->passes >> i) & 1u) && t && !t->grad && (t->flags & WEFT_TENSOR_REQUIRES_GRAD) &&
+	       !(t->flags & WEFT_TENSOR_PARAM) && t->dtype == o->dtype &&
+	       weft_tensor_nbytes(t) == weft_tensor_nbytes(o) && !passed_twice(n, i);
 }
 
 /* Whether input i of n, which may take n's output gradient buffer, can
@@ -127,21 +131,14 @@ static int may_share(const weft_ctx *ctx, const weft_tape_node *n, int32_t i)
 	       t->producer == next && !next->passes;
 }
 
+/* Hands n's output gradient buffer to input i: the backward skips it. */
 static weft_status hand_grad(weft_ctx *ctx, weft_tape_node *n, int32_t i)
 {
-	weft_tensor *t = n->in[i], *g;
-	weft_status st = weft_arena_alloc(ctx->tape_arena, sizeof(*g), 16, (void **)&g);
+	weft_status st = grad_attach(ctx, n->in[i], n->out->grad->data, 0);
 
-	if (st)
-		return weft_error_wrap(st, "backward: gradient of '%s'", t->name ? t->name : "");
-	weft_tensor_init(g, (weft_dtype)t->dtype, t->ndim, t->shape, t->device, NULL);
-	g->data = g->base = n->out->grad->data;
-	g->flags = WEFT_TENSOR_IN_ARENA;
-	g->name = "grad";
-	t->grad = g;
-	t->flags |= WEFT_TENSOR_GRAD_IN_ARENA;
-	n->passed |= 1u << i;
-	return WEFT_OK;
+	if (!st)
+		n->passed |= 1u << i;
+	return st;
 }
 
 /* For an op whose input's gradient is its output's (n->passes): once no
