@@ -105,41 +105,13 @@ weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, i
 			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			  const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc)
 {
-	weft_status st = WEFT_OK;
-
 	if (m > 0 && n > 0 && k > 0 && use_own_gemm(m, n, k) &&
 	    cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, bias, c, ldc, 0))
 		return WEFT_OK;
 	/* the bias in every row of C, then the product added to it */
-	if (ldc == n)
-		st = cpu_broadcast_rows(kctx, m, (size_t)n * sizeof(float), bias, c);
-	else
-		for (int64_t r = 0; r < m; r++)
-			memcpy((float *)c + r * ldc, bias, (size_t)n * sizeof(float));
-	if (st)
-		return st;
+	cpu_broadcast_rows_ld(m, (size_t)n * sizeof(float), bias, c, (size_t)ldc * sizeof(float));
 	return cpu_gemm(kctx, dt, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, 1.0f, c,
 			ldc, 0, 1);
-}
-
-weft_status cpu_gemm_tn_sum(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
-			    float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
-			    float beta, void *c, int64_t ldc, void *sum)
-{
-	const float *A = a;
-	float *S = sum;
-	weft_status st;
-
-	if (m > 0 && n > 0 && k > 0 && use_own_gemm(m, n, k) &&
-	    cpu_sgemm_tn_sum(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sum, 0))
-		return WEFT_OK;
-	st = cpu_gemm(kctx, dt, 1, 0, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
-	if (st || lda == m)
-		return st ? st : cpu_sum_rows(kctx, dt, k, m, a, sum);
-	for (int64_t l = 0; l < k; l++)
-		for (int64_t i = 0; i < m; i++)
-			S[i] += A[l * lda + i];
-	return WEFT_OK;
 }
 
 /* The packed operands of AMX and AVX-512 products, one buffer per calling thread
@@ -247,7 +219,7 @@ size_t cpu_gemm_lowp_scratch(weft_dtype in_dt, int64_t a_elems, int64_t b_elems)
 }
 
 typedef struct sum_args {
-	int64_t rows, cols;
+	int64_t rows, ld; /* x's rows, ld floats apart */
 	const float *x;
 	float *y;
 } sum_args;
@@ -260,20 +232,41 @@ static void sum_cols(void *p, int64_t c0, int64_t c1)
 	float *restrict Y = a->y;
 
 	for (int64_t i = 0; i < a->rows; i++) {
-		const float *restrict xi = a->x + i * a->cols;
+		const float *restrict xi = a->x + i * a->ld;
 
 		for (int64_t j = c0; j < c1; j++)
 			Y[j] += xi[j];
 	}
 }
 
+/* y (cols floats) += each of x's rows, ld floats apart, in row order. */
+static void sum_rows_ld(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
+{
+	sum_args a = { .rows = rows, .ld = ld, .x = x, .y = y };
+
+	cpu_parallel_for(cols, CPU_GRAIN / (rows + 1) + 1, sum_cols, &a);
+}
+
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
 			 void *y)
 {
-	sum_args a = { .rows = rows, .cols = cols, .x = x, .y = y };
-
 	(void)kctx;
 	(void)dt;
-	cpu_parallel_for(cols, CPU_GRAIN / (rows + 1) + 1, sum_cols, &a);
+	sum_rows_ld(rows, cols, x, cols, y);
 	return WEFT_OK;
+}
+
+weft_status cpu_gemm_tn_sum(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
+			    float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+			    float beta, void *c, int64_t ldc, void *sum)
+{
+	weft_status st;
+
+	if (m > 0 && n > 0 && k > 0 && use_own_gemm(m, n, k) &&
+	    cpu_sgemm_tn_sum(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sum, 0))
+		return WEFT_OK;
+	st = cpu_gemm(kctx, dt, 1, 0, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+	if (!st)
+		sum_rows_ld(k, m, a, lda, sum);
+	return st;
 }

@@ -93,9 +93,12 @@ int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64
 weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
 			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			  const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc);
-/* The table's broadcast_rows (cpu_table.c). */
+/* The table's broadcast_rows (cpu_table.c), and the same into rows of
+ * dst `stride` bytes apart (>= row_bytes). */
 weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 			       void *dst);
+void cpu_broadcast_rows_ld(int64_t rows, size_t row_bytes, const void *src, void *dst,
+			   size_t stride);
 /* One product on the calling thread, with a triangle (enum cpu_tri;
  * attention's per-head products): the AVX-512 kernel where cpu_gemm uses
  * it and every size is at least 16, else cblas_sgemm (on the OpenBLAS

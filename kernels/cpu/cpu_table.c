@@ -35,7 +35,7 @@ static void cpu_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_t
 typedef struct bytes_args {
 	char *dst;
 	const char *src;
-	size_t row;
+	size_t row, stride; /* rows_range: bytes a row, and between rows of dst */
 } bytes_args;
 
 static void copy_range(void *p, int64_t b0, int64_t b1)
@@ -57,7 +57,7 @@ static void rows_range(void *p, int64_t r0, int64_t r1)
 	const bytes_args *a = p;
 
 	for (int64_t r = r0; r < r1; r++)
-		memcpy(a->dst + (size_t)r * a->row, a->src, a->row);
+		memcpy(a->dst + (size_t)r * a->stride, a->src, a->row);
 }
 
 static weft_status cpu_copy(void *kctx, void *dst, const void *src, size_t bytes,
@@ -87,14 +87,20 @@ static weft_status cpu_zero(void *kctx, void *dst, size_t bytes)
 	return WEFT_OK;
 }
 
+void cpu_broadcast_rows_ld(int64_t rows, size_t row_bytes, const void *src, void *dst,
+			   size_t stride)
+{
+	bytes_args a = { .dst = dst, .src = src, .row = row_bytes, .stride = stride };
+
+	if (rows > 0 && row_bytes)
+		cpu_parallel_for(rows, CPY_GRAIN / (int64_t)(row_bytes + 1) + 1, rows_range, &a);
+}
+
 weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes,
 				      const void *src, void *dst)
 {
-	bytes_args a = { .dst = dst, .src = src, .row = row_bytes };
-
 	(void)kctx;
-	if (rows > 0 && row_bytes)
-		cpu_parallel_for(rows, CPY_GRAIN / (int64_t)(row_bytes + 1) + 1, rows_range, &a);
+	cpu_broadcast_rows_ld(rows, row_bytes, src, dst, row_bytes);
 	return WEFT_OK;
 }
 
