@@ -55,7 +55,8 @@ void *cpu_pack_buffer(size_t bytes);
  * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read), or, with
  * a bias (n floats), alpha op(A) op(B) + bias in every row (beta unused,
  * C not read), on `threads` threads (0: the kernel threads; 1: this one
- * alone); 0 when its packing space cannot be had (nothing done). */
+ * alone); 0 when this CPU lacks AVX-512 or the packing space cannot be
+ * had (nothing done). */
 int cpu_sgemm_usable(void);
 int cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
 	      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,

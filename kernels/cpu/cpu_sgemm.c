@@ -407,6 +407,8 @@ static int sgemm_run(sg_args *g, int64_t threads)
 {
 	int64_t units;
 
+	if (!cpu_sgemm_usable())
+		return 0;
 	g->nv = g->n % 48 && g->n % 32 == 0 ? 2 : 3;
 	g->nr = 16 * g->nv;
 	/* Slicing columns packs A again in every slice when A is packed;

@@ -8,8 +8,11 @@
 # 1e-6 (32-true gives 5e-8). From then on a parameter one float32 ulp
 # apart can round to a different bf16 value (2^-9 apart), so the runs
 # drift a little: measured at most 5.8e-5 in the loss and 5e-4 in the
-# gradient norm; tolerances 1e-3 and 1e-2 (20x). Wrong scaling of the
-# per-rank gradients (a missing average) would be off by O(1).
+# gradient norm on an AMX CPU (bf16 products on the tiles), 2.8e-4 and
+# 1.05e-2 (step 20) on an AVX2 CPU (inputs widened, then OpenBLAS, whose
+# blocking differs for 8 and 16 rows); tolerances 1e-3 and 5e-2. Wrong
+# scaling of the per-rank gradients (a missing average) would be off by
+# O(1), and the first step is held to 1e-6 below.
 #
 # 16-mixed with overflows (initial_scale_power 30, the loss gradient of a
 # rank's 8 rows overflows f16 for the first ~10 steps): ranks must agree on
@@ -31,7 +34,7 @@ awk -v a="$(cat "$dir/a1")" -v b="$(cat "$dir/b1")" \
 	'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * a) }' ||
 	fail "first step: one process $(cat "$dir/a1"), ddp $(cat "$dir/b1")"
 close one16 ddp2 train_loss 1e-3
-close one16 ddp2 grad_norm 1e-2
+close one16 ddp2 grad_norm 5e-2
 grep -q "precision: bf16-mixed" "$dir/ddp2.out" || fail "no precision in the banner"
 
 F16="--trainer.precision=16-mixed --trainer.loss_scale.initial_scale_power=30"
