@@ -1,4 +1,4 @@
-/* Checkpoints (DESIGN.md): one directory per save,
+/* Checkpoints (docs/design.md, "Checkpoints"): one directory per save,
  *   model.safetensors    full weights, PyTorch's names
  *   optimizer.bin        the optimizer's slots in flat global coordinates
  *                        (train/optim_state.h), whatever sharding wrote them
