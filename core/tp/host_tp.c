@@ -1,6 +1,7 @@
 /* What plugins reach of core/tp through the host services table
- * (weft/plugin.h, "appended (tp)"): splitting host-made communicators,
- * and a model's tensor-parallel group by its parameter set. */
+ * (weft/plugin.h, "sub-communicators and tensor parallelism", since ABI
+ * 1.1): splitting host-made communicators, and a model's tensor-parallel
+ * group by its parameter set. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -221,7 +221,8 @@ int64_t weft_tp_whole_numel(const weft_params *ps);
 weft_status weft_tp_gather_param(weft_tp_group *g, const weft_params *ps, size_t index,
 				 int grads, float *full);
 
-/* ---- host services (weft/plugin.h, "appended (tp)") ---- */
+/* ---- host services (weft/plugin.h, since ABI 1.1: "sub-communicators and
+ * tensor parallelism") ---- */
 
 /* Makes a process group's communicator splittable by plugins
  * (host->comm_split): the trainer registers its world group. The group

@@ -84,7 +84,7 @@ typedef struct weft_cuda_extras {
 	weft_status (*unscale_check)(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
 				     float *found_nonfinite);
 
-	/* ---- appended: staging for host-side comm backends (comm gloo on
+	/* ---- since ABI 1.1: staging for host-side comm backends (comm gloo on
 	 * CUDA tensors). Check WEFT_HAS_MEMBER(ex, weft_cuda_extras,
 	 * copy_sync) first. ---- */
 
@@ -110,7 +110,7 @@ typedef struct weft_cuda_extras {
 	weft_status (*copy_sync)(int32_t index, void *dst, const void *src, size_t bytes,
 				 weft_copy_kind kind);
 
-	/* ---- appended: gradient clipping on the device. Check
+	/* ---- since ABI 1.1: gradient clipping on the device. Check
 	 * WEFT_HAS_MEMBER(ex, weft_cuda_extras, sum_squares) first. ---- */
 
 	/* Stores in *out (host memory) the sum of x[i]^2 over n F32 device

@@ -319,8 +319,8 @@ typedef struct weft_kernel_table {
 	 * host-side libraries use (OpenBLAS on the CPU). n >= 1. */
 	void (*set_threads)(int64_t n);
 
-	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
-	 * device_count) first ---- */
+	/* ---- since ABI 1.1: counting devices; check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, device_count) first ---- */
 
 	/* (optional, NULL: 1 device) How many devices of this kind this
 	 * process can use (CUDA: cudaGetDeviceCount, after
@@ -328,7 +328,7 @@ typedef struct weft_kernel_table {
 	 * Errors: WEFT_ERR_UNSUPPORTED naming the reason when none can be. */
 	weft_status (*device_count)(int32_t *out);
 
-	/* ---- appended (mixed precision): check WEFT_HAS_MEMBER(k,
+	/* ---- since ABI 1.1: mixed precision; check WEFT_HAS_MEMBER(k,
 	 * weft_kernel_table, gemm_lowp_scratch) first ---- */
 
 	/* (optional, NULL: the device has no low-precision matrix products,
@@ -352,7 +352,7 @@ typedef struct weft_kernel_table {
 	 * inputs of in_dt spanning a_elems and b_elems elements. */
 	size_t (*gemm_lowp_scratch)(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
 
-	/* ---- appended (first-write gradients): check WEFT_HAS_MEMBER(k,
+	/* ---- since ABI 1.1: first-write gradients; check WEFT_HAS_MEMBER(k,
 	 * weft_kernel_table, attention_backward_write) first ---- */
 
 	/* (optional, NULL: the core zero-fills dx and calls gelu_backward)
@@ -369,8 +369,8 @@ typedef struct weft_kernel_table {
 						const void *att, const void *dout, void *dqkv,
 						void *scratch);
 
-	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
-	 * broadcast_rows) first ---- */
+	/* ---- since ABI 1.1: broadcasting rows; check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, broadcast_rows) first ---- */
 
 	/* (optional) Writes the row_bytes at src into each of `rows`
 	 * consecutive rows of dst (rows * row_bytes bytes; src does not
@@ -380,8 +380,8 @@ typedef struct weft_kernel_table {
 	weft_status (*broadcast_rows)(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 				      void *dst);
 
-	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
-	 * gemm_bias) first ---- */
+	/* ---- since ABI 1.1: the bias in the product; check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, gemm_bias) first ---- */
 
 	/* (optional, NULL: the core calls gemm, then add) A linear layer's
 	 * product with its bias: C = alpha op(A) op(B) + bias, where bias
@@ -392,8 +392,8 @@ typedef struct weft_kernel_table {
 				 const void *b, int64_t ldb, const void *bias, void *c,
 				 int64_t ldc);
 
-	/* ---- appended: check WEFT_HAS_MEMBER(k, weft_kernel_table,
-	 * gemm_tn_sum) first ---- */
+	/* ---- since ABI 1.1: the weight and bias gradients in one pass; check
+	 * WEFT_HAS_MEMBER(k, weft_kernel_table, gemm_tn_sum) first ---- */
 
 	/* (optional, NULL: the core calls gemm, then sum_rows) A linear
 	 * layer's weight and bias gradients in one pass over dy: C = alpha

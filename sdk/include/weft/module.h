@@ -83,7 +83,8 @@ typedef struct weft_model weft_model; /* opaque */
 typedef enum weft_model_class {
 	WEFT_MODEL_GPT = 0,
 	WEFT_MODEL_MLP = 1,
-	WEFT_MODEL_PLUGIN = 2  /* a model plugin (weft/trainer.h) named by model.class */
+	WEFT_MODEL_PLUGIN = 2  /* since ABI 1.1: a model plugin (weft/trainer.h) named by
+				* model.class */
 } weft_model_class;
 
 /* Activations of the MLP classifier. */
@@ -119,7 +120,7 @@ typedef struct weft_mlp_config {
 enum {
 	WEFT_STAGE_EMBED = 1u << 0, /* this stage holds wte, wpe and takes token ids */
 	WEFT_STAGE_HEAD = 1u << 1,  /* this stage holds ln_f and the head, gives logits */
-	WEFT_STAGE_BLOCKS = 1u << 2 /* appended (pp): a stage of blocks only; set alone,
+	WEFT_STAGE_BLOCKS = 1u << 2 /* since ABI 1.1: a stage of blocks only; set alone,
 				     * it makes a middle stage (stage 0 is the whole model) */
 };
 
@@ -134,7 +135,7 @@ typedef struct weft_model_options {
 	uint32_t stage;
 	int64_t layer_begin;
 	int64_t layer_end;
-	/* ---- appended (tp): Megatron tensor parallelism of a GPT ----
+	/* ---- since ABI 1.1: Megatron tensor parallelism of a GPT ----
 	 * tp_size 0 or 1 builds whole layers. tp_size T > 1 builds tp rank
 	 * tp_rank's shard: c_attn and mlp.c_fc split by output rows
 	 * (c_attn by heads: this rank's rows of q, of k and of v, packed),
@@ -315,7 +316,7 @@ WEFT_API weft_status weft_model_save_safetensors(const weft_model *m, const char
  * WEFT_ERR_INVALID_ARG naming a tensor the model does not have. */
 WEFT_API weft_status weft_model_load_safetensors(weft_model *m, const char *path);
 
-/* ---- appended (tp): tensor-parallel models and whole checkpoints ----
+/* ---- since ABI 1.1: tensor-parallel models and whole checkpoints ----
  * A model built with weft_model_options.tp_size > 1 loads the same whole
  * safetensors files (nanoGPT's names and full shapes; each rank keeps its
  * shards), so a checkpoint saved at one tp size loads at any other or

@@ -143,7 +143,7 @@ typedef struct weft_optim_ops {
 			    float *params, const float *grads, float *const *slots,
 			    int64_t begin, int64_t end, const weft_optim_step_info *info);
 
-	/* ---- appended (device optimizers): check WEFT_HAS_MEMBER(ops,
+	/* ---- since ABI 1.1: device optimizers; check WEFT_HAS_MEMBER(ops,
 	 * weft_optim_ops, adam_params) first. ---- */
 
 	/* (optional) Says whether this optimizer's update is exactly the Adam

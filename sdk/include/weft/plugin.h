@@ -64,8 +64,8 @@ typedef enum weft_plugin_kind {
 	WEFT_PLUGIN_COMM = 1,     /* vtable: weft_comm_ops (weft/comm.h) */
 	WEFT_PLUGIN_STRATEGY = 2, /* vtable: weft_strategy_ops (weft/strategy.h) */
 	WEFT_PLUGIN_OPTIM = 3,    /* vtable: weft_optim_ops (weft/optim.h) */
-	WEFT_PLUGIN_CALLBACK = 4, /* vtable: weft_callback_ops (weft/trainer.h) */
-	WEFT_PLUGIN_MODEL = 5     /* vtable: weft_module_ops (weft/trainer.h) */
+	WEFT_PLUGIN_CALLBACK = 4, /* vtable: weft_callback_ops (weft/trainer.h); since ABI 1.1 */
+	WEFT_PLUGIN_MODEL = 5     /* vtable: weft_module_ops (weft/trainer.h); since ABI 1.1 */
 } weft_plugin_kind;
 
 /* "comm", "strategy", "optim"; "unknown" otherwise. */
@@ -99,9 +99,9 @@ struct weft_params;
 struct weft_ctx;
 struct weft_hook_event;
 struct weft_ctx_options;
-struct weft_comm;     /* weft/comm.h (appended: tp) */
+struct weft_comm;     /* weft/comm.h (comm_split, since ABI 1.1) */
 struct weft_comm_ops;
-struct weft_kernel_table; /* weft/device.h (appended: device optimizers) */
+struct weft_kernel_table; /* weft/device.h (ctx_kernels, since ABI 1.1) */
 
 /* Services the host gives every plugin. Valid for the life of the process.
  * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
@@ -144,7 +144,7 @@ typedef struct weft_host {
 	weft_status (*cfg_as_float)(const weft_cfg *node, double *out);
 	weft_status (*cfg_as_str)(const weft_cfg *node, const char **out);
 
-	/* ---- appended in ABI 1.0: tensors and autograd for strategies ----
+	/* ---- since ABI 1.0: tensors and autograd for strategies ----
 	 * Same contracts as the weft_* functions of the same names in
 	 * weft/tensor.h and weft/autograd.h. The hook type is
 	 * weft_hook_fn (weft/autograd.h); `kind` is a weft_hook_kind. */
@@ -172,7 +172,7 @@ typedef struct weft_host {
 	double (*clip_sum_squares)(const float *const *arrays, const int64_t *lens, size_t n);
 	double (*clip_coef)(double sumsq, double max_norm, double *norm_out);
 
-	/* ---- appended in ABI 1.1 ---- */
+	/* ---- since ABI 1.1: finding another plugin ---- */
 
 	/* Finds another plugin of `kind` named `name` in the registry this
 	 * process runs with (the one that loaded the caller), so that a plugin
@@ -191,7 +191,7 @@ typedef struct weft_host {
 	 * find_plugin) first: a 1.0 host does not have it. */
 	weft_status (*find_plugin)(weft_plugin_kind kind, const char *name, const void **vtable);
 
-	/* ---- appended (pp): contexts and autograd for pipeline stages ----
+	/* ---- since ABI 1.1: contexts and autograd for pipeline stages ----
 	 * Same contracts as weft_ctx_create, weft_ctx_free, weft_ctx_tensor,
 	 * weft_tensor_requires_grad, weft_backward and weft_backward_from
 	 * (weft/autograd.h); `dtype` is a weft_dtype. A pipeline strategy makes
@@ -207,7 +207,7 @@ typedef struct weft_host {
 	weft_status (*backward_from)(struct weft_ctx *ctx, struct weft_tensor *out,
 				     const struct weft_tensor *grad);
 
-	/* ---- appended (tp): sub-communicators and tensor parallelism ----
+	/* ---- since ABI 1.1: sub-communicators and tensor parallelism ----
 	 * Check WEFT_HAS_MEMBER(host, weft_host, tp_gather_param) first.
 	 *
 	 * Splits `comm` (of backend `ops`; the world communicator a strategy
@@ -255,7 +255,7 @@ typedef struct weft_host {
 	weft_status (*tp_gather_param)(const struct weft_params *ps, size_t index, int grads,
 				       float *full);
 
-	/* ---- appended (model plugins, weft/trainer.h) ----
+	/* ---- since ABI 1.1: layers for model plugins (weft/trainer.h) ----
 	 * What a model written as a plugin needs to declare, initialise and run
 	 * its layers. Same contracts as weft_params_add (weft/tensor.h) and the
 	 * weft_op_* calls of the same names (weft/ops.h), weft_module_begin /
@@ -300,8 +300,8 @@ typedef struct weft_host {
 	weft_status (*op_reshape)(struct weft_ctx *ctx, struct weft_tensor *x, int32_t ndim,
 				  const int64_t *shape, struct weft_tensor **out);
 
-	/* ---- appended (device optimizers): check WEFT_HAS_MEMBER(host,
-	 * weft_host, ctx_kernels) first. ----
+	/* ---- since ABI 1.1: a context's kernel table (device optimizers);
+	 * check WEFT_HAS_MEMBER(host, weft_host, ctx_kernels) first. ----
 	 * The kernel table (struct weft_kernel_table, weft/device.h) a context
 	 * runs its ops on and that table's device context, borrowed for the
 	 * context's life: a strategy launches device work ordered with the
@@ -310,8 +310,8 @@ typedef struct weft_host {
 	void (*ctx_kernels)(const struct weft_ctx *ctx, const struct weft_kernel_table **kernels,
 			    void **kctx);
 
-	/* ---- appended: check WEFT_HAS_MEMBER(host, weft_host, parallel_for)
-	 * first. ----
+	/* ---- since ABI 1.1: host-side parallel loops; check
+	 * WEFT_HAS_MEMBER(host, weft_host, parallel_for) first. ----
 	 * Host-side work over [0, n) split over the process's CPU threads
 	 * (trainer.threads), as weft_cpu_parallel_for (weft/device.h): an
 	 * optimizer step over disjoint ranges of the flat buffers, say. */

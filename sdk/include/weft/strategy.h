@@ -101,21 +101,21 @@ typedef struct weft_step_report {
 	int64_t exposed_comm_ns;    /* time the step waited on collectives */
 	int64_t comm_bytes;         /* bytes this rank contributed to collectives */
 	int64_t comm_elements;      /* elements this rank contributed to collectives */
-	/* ---- appended (ddp/dp) ---- */
+	/* ---- since ABI 1.0: the split of the step's communication ---- */
 	int64_t metric_comm_bytes;  /* of comm_bytes: metric reductions (the global loss
 				     * and row count); comm_bytes - metric_comm_bytes is
 				     * gradient (and parameter) traffic */
 	int64_t comm_calls;         /* collectives this rank issued in the step */
-	/* ---- appended (zero) ---- */
+	/* ---- since ABI 1.1: transient buffers ---- */
 	int64_t working_set_bytes;  /* bytes of the strategy's transient parameter and
 				     * gradient buffers (ZeRO-3's gathered weights, ZeRO-2/3
 				     * gradient buckets) held at the step's peak; 0 for
 				     * strategies that keep none */
-	/* ---- appended (pp) ---- */
+	/* ---- since ABI 1.1: pipeline bubble ---- */
 	double bubble_fraction;     /* pipeline strategies: the share of this rank's
 				     * pipeline time (first to last forward/backward of
 				     * the step) spent not computing; 0 otherwise */
-	/* ---- appended (timeline): check struct_size (offsetof) before
+	/* ---- since ABI 1.1: the step's timeline; check struct_size (offsetof) before
 	 * writing. The step's intervals on this rank, borrowed until the next
 	 * train_step; NULL: the strategy records none (the trainer then
 	 * records the whole step as one compute interval). */
@@ -141,7 +141,7 @@ typedef struct weft_strategy_state {
 	uint32_t n_slots;
 	int64_t begin, end;
 	float *const *slots;
-	/* ---- appended (zero): a shard made of several ranges. A reader
+	/* ---- since ABI 1.1: a shard made of several ranges. A reader
 	 * checks struct_size (offsetof) first; absent or n_ranges == 0 means
 	 * the one range [begin, end). Otherwise this rank's state covers the
 	 * sorted, disjoint global ranges [ranges[2i], ranges[2i + 1]) for
@@ -186,7 +186,7 @@ typedef struct weft_strategy_env {
 	weft_status (*evaluate)(void *trainer, const weft_micro_batch *b, weft_eval_report *rep);
 	void *trainer;
 
-	/* ---- appended (dp): model replicas for one-process, several-device
+	/* ---- since ABI 1.0: model replicas for one-process, several-device
 	 * strategies. A trainer that cannot make replicas leaves them NULL
 	 * (check struct_size with offsetof); dp then refuses to run. ----
 	 *
@@ -212,7 +212,7 @@ typedef struct weft_strategy_env {
 	int32_t n_devices;              /* dp: devices to spread over (trainer.devices) */
 	int32_t reserved2;
 
-	/* ---- appended (pp): pipeline stages of a GPT (weft/module.h,
+	/* ---- since ABI 1.1: pipeline stages of a GPT (weft/module.h,
 	 * "Pipeline stages"). A trainer that cannot build stages leaves them
 	 * NULL (check struct_size with offsetof); pp then refuses to run. ----
 	 *
@@ -245,7 +245,7 @@ typedef struct weft_strategy_env {
 	/* Frees a stage from stage_create. NULL is ignored. */
 	void (*stage_free)(void *trainer, void *stage);
 
-	/* ---- appended (precision): 16-mixed's dynamic loss scaling. NULL
+	/* ---- since ABI 1.1: 16-mixed's dynamic loss scaling. NULL
 	 * when the run scales no loss; check struct_size (offsetof) first. ----
 	 *
 	 * The step's loss was multiplied by the loss scale and
@@ -302,7 +302,7 @@ typedef struct weft_strategy_ops {
 	/* Frees everything setup made, unregisters hooks. NULL ignored. */
 	void (*destroy)(void *s);
 
-	/* ---- appended (zero) ---- */
+	/* ---- since ABI 1.1: whole parameters on demand ---- */
 
 	/* (optional) Makes the parameters whole or shards them again, for
 	 * callers that read or write every parameter through env->params
@@ -317,7 +317,7 @@ typedef struct weft_strategy_ops {
 	 * strategies); callers then skip the calls. */
 	weft_status (*gather_params)(void *s, int gather);
 
-	/* ---- appended (tp) ---- */
+	/* ---- since ABI 1.1: what the trainer builds ---- */
 
 	/* (optional) What the strategy needs built: called by the trainer
 	 * before it builds the model and the data loaders, with the strategy's
