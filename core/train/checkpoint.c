@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -305,20 +307,97 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	return weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_save_checkpoint), final);
 }
 
-static weft_status json_int(const weft_json_value *root, const char *key, const char *file,
-			    int64_t *out)
+/* The largest count trainer_state.json may hold (steps, epochs, batches,
+ * checks): 2^53, exact in the doubles the schedules and logs compute with
+ * and out of any run's reach (285 years at a million steps a second). */
+#define STATE_COUNT_MAX (INT64_C(1) << 53)
+
+/* `v` as a user reads it in a message: 42, 1.5, null, "text", an array. */
+static void describe_value(const weft_json_value *v, char *out, size_t len)
+{
+	if (!v)
+		snprintf(out, len, "missing");
+	else if (v->kind == WEFT_JSON_NUMBER && v->is_integer)
+		snprintf(out, len, "%lld", (long long)v->integer);
+	else if (v->kind == WEFT_JSON_NUMBER)
+		snprintf(out, len, "%.17g", v->number);
+	else if (v->kind == WEFT_JSON_STRING)
+		snprintf(out, len, "the string \"%.40s%s\"", v->string,
+			 strlen(v->string) > 40 ? "..." : "");
+	else if (v->kind == WEFT_JSON_BOOL)
+		snprintf(out, len, "%s", v->boolean ? "true" : "false");
+	else
+		snprintf(out, len, "%s", v->kind == WEFT_JSON_NULL ? "null" :
+					 v->kind == WEFT_JSON_ARRAY ? "an array" : "an object");
+}
+
+/* The error for field `key` of trainer state `file` holding `v`, outside
+ * `range` (the valid values, in words). */
+static weft_status bad_field(const char *file, const char *key, const weft_json_value *v,
+			     const char *range)
+{
+	char got[96];
+
+	describe_value(v, got, sizeof(got));
+	return weft_error_set(WEFT_ERR_CORRUPT, "'%s': \"%s\" is %s; valid: %s. The trainer "
+			      "state is damaged or was edited: resume from another checkpoint",
+			      file, key, got, range);
+}
+
+/* Integer field `key` of `root` in [lo, hi] into *out; a missing field is
+ * an error when `required`, else leaves *out. */
+static weft_status state_int(const weft_json_value *root, const char *key, const char *file,
+			     int64_t lo, int64_t hi, int required, int64_t *out)
+{
+	const weft_json_value *v = weft_json_get(root, key);
+	char range[96];
+
+	if (!v && !required)
+		return WEFT_OK;
+	if (v && v->kind == WEFT_JSON_NUMBER && v->is_integer && v->integer >= lo &&
+	    v->integer <= hi) {
+		*out = v->integer;
+		return WEFT_OK;
+	}
+	snprintf(range, sizeof(range), "an integer from %lld to %lld", (long long)lo,
+		 (long long)hi);
+	return bad_field(file, key, v, range);
+}
+
+/* Number field `key`: null (no value yet) or finite in [lo, hi]; absent is
+ * as null. *out gets the number, or NAN for null. */
+static weft_status state_score(const weft_json_value *root, const char *key, const char *file,
+			       double lo, double hi, double *out)
+{
+	const weft_json_value *v = weft_json_get(root, key);
+	char range[96];
+
+	*out = NAN;
+	if (!v || v->kind == WEFT_JSON_NULL)
+		return WEFT_OK;
+	if (v->kind == WEFT_JSON_NUMBER && isfinite(v->number) && v->number >= lo &&
+	    v->number <= hi) {
+		*out = v->number;
+		return WEFT_OK;
+	}
+	snprintf(range, sizeof(range), "null or a finite number from %g to %g", lo, hi);
+	return bad_field(file, key, v, range);
+}
+
+/* Optional string field `key`: a string when present. */
+static weft_status state_string(const weft_json_value *root, const char *key, const char *file)
 {
 	const weft_json_value *v = weft_json_get(root, key);
 
-	if (!v || v->kind != WEFT_JSON_NUMBER || !v->is_integer)
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': '%s' is missing or not an integer; "
-				      "the checkpoint is damaged or not weft's", file, key);
-	*out = v->integer;
-	return WEFT_OK;
+	if (!v || v->kind == WEFT_JSON_STRING)
+		return WEFT_OK;
+	return bad_field(file, key, v, "a string");
 }
 
 /* 16-mixed: the loss scaler of trainer_state.json. A checkpoint of another
- * precision has none: the scaler then starts afresh, as configured. */
+ * precision has none: the scaler then starts afresh, as configured. A saved
+ * scaler is range-checked whatever this run's precision, and taken only
+ * when 16-mixed is on. */
 static weft_status read_scaler(weft_trainer *t, const weft_json_value *js, const char *path)
 {
 	const weft_json_value *ls = weft_json_get(js, "loss_scaler");
@@ -327,23 +406,67 @@ static weft_status read_scaler(weft_trainer *t, const weft_json_value *js, const
 	weft_status st;
 
 	if (!ls) {
-		weft_log(WEFT_LOG_WARN, "'%s' has no loss scaler (saved by a run of another "
-			 "precision): 16-mixed starts at loss scale %g", path, t->scaler.scale);
+		if (t->tc.loss_scale.enabled)
+			weft_log(WEFT_LOG_WARN, "'%s' has no loss scaler (saved by a run of another "
+				 "precision): 16-mixed starts at loss scale %g", path,
+				 t->scaler.scale);
 		return WEFT_OK;
 	}
+	if (ls->kind != WEFT_JSON_OBJECT)
+		return bad_field(path, "loss_scaler", ls, "an object");
 	sc = weft_json_get(ls, "scale");
-	if (!sc || sc->kind != WEFT_JSON_NUMBER || !(sc->number > 0) || !isfinite(sc->number))
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': loss_scaler.scale is missing or not "
-				      "a positive number; the checkpoint is damaged", path);
+	/* the scale multiplies F32 losses: above FLT_MAX it is inf */
+	if (!sc || sc->kind != WEFT_JSON_NUMBER || !(sc->number > 0) || !isfinite(sc->number) ||
+	    sc->number > FLT_MAX)
+		return bad_field(path, "loss_scaler.scale", sc, "a number above 0 and at most "
+				 "3.4e38");
 	s.scale = sc->number;
-	if ((st = json_int(ls, "good_steps", path, &s.good_steps)) ||
-	    (st = json_int(ls, "hysteresis_left", path, &s.hysteresis_left)) ||
-	    (st = json_int(ls, "skipped_steps", path, &s.skipped)))
+	if ((st = state_int(ls, "good_steps", path, 0, STATE_COUNT_MAX, 1, &s.good_steps)) ||
+	    (st = state_int(ls, "hysteresis_left", path, 0, STATE_COUNT_MAX, 1,
+			    &s.hysteresis_left)) ||
+	    (st = state_int(ls, "skipped_steps", path, 0, STATE_COUNT_MAX, 1, &s.skipped)))
 		return st;
+	if (!t->tc.loss_scale.enabled)
+		return WEFT_OK;
 	/* a resumed run may configure a smaller hysteresis than the saved run */
 	if (s.hysteresis_left > s.cfg.hysteresis)
 		s.hysteresis_left = s.cfg.hysteresis;
 	t->scaler = s;
+	return WEFT_OK;
+}
+
+/* Range-checks every field of trainer_state.json `js` (file `path`) that
+ * is not checked where it is used, and gives the position and counters.
+ * Fields older saves may lack (version, seed, global_batch, world_size,
+ * the names) are checked when present. */
+static weft_status read_state_fields(const weft_json_value *js, const char *path, int64_t *step,
+				     int64_t *epoch, int64_t *next, int64_t *numel, int64_t *bad)
+{
+	const weft_json_value *slots = weft_json_get(js, "optimizer_slots");
+	int64_t ignored = 0;
+	weft_status st;
+
+	if ((st = state_int(js, "version", path, 1, 1, 0, &ignored)) ||
+	    (st = state_int(js, "global_step", path, 0, STATE_COUNT_MAX, 1, step)) ||
+	    (st = state_int(js, "epoch", path, 0, STATE_COUNT_MAX, 1, epoch)) ||
+	    (st = state_int(js, "next_batch", path, 0, STATE_COUNT_MAX, 1, next)) ||
+	    (st = state_int(js, "seed", path, 0, INT64_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "global_batch", path, 1, STATE_COUNT_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "world_size", path, 1, INT32_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "numel", path, 0, STATE_COUNT_MAX, 1, numel)) ||
+	    (st = state_int(js, "bad_checks", path, 0, STATE_COUNT_MAX, 1, bad)) ||
+	    (st = state_string(js, "strategy", path)) ||
+	    (st = state_string(js, "optimizer", path)))
+		return st;
+	if (slots) {
+		int ok = slots->kind == WEFT_JSON_ARRAY && slots->count <= 8;
+
+		for (size_t i = 0; ok && i < slots->count; i++)
+			ok = slots->items[i].kind == WEFT_JSON_STRING;
+		if (!ok)
+			return bad_field(path, "optimizer_slots", slots,
+					 "an array of at most 8 slot names");
+	}
 	return WEFT_OK;
 }
 
@@ -421,15 +544,7 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 					    path);
 	}
 	if (!st)
-		st = json_int(js, "global_step", path, &step);
-	if (!st)
-		st = json_int(js, "epoch", path, &epoch);
-	if (!st)
-		st = json_int(js, "next_batch", path, &next);
-	if (!st)
-		st = json_int(js, "numel", path, &numel);
-	if (!st)
-		st = json_int(js, "bad_checks", path, &bad);
+		st = read_state_fields(js, path, &step, &epoch, &next, &numel, &bad);
 	if (!st && next > 0) {
 		/* Ranks take strided shares of one permutation, so the first k
 		 * global batches are the first k x global_batch samples whatever
@@ -464,18 +579,20 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 					    "config asks for '%s'; its state cannot be reused",
 					    dir, opt->string, t->optim_ops->head.name);
 	}
-	if (!st && t->tc.loss_scale.enabled)
+	if (!st)
 		st = read_scaler(t, js, path);
 	if (!st) {
-		const weft_json_value *bs = weft_json_get(js, "best_score");
-		const weft_json_value *tl = weft_json_get(js, "train_loss");
+		double best, loss;
 
 		/* Early stopping carries on from the saved best (the fit loop
 		 * starts it at +-inf only for a fresh run). */
-		if (bs && bs->kind == WEFT_JSON_NUMBER)
-			t->best_score = bs->number;
-		if (tl && tl->kind == WEFT_JSON_NUMBER)
-			t->last_train_loss = tl->number;
+		st = state_score(js, "best_score", path, -DBL_MAX, DBL_MAX, &best);
+		if (!st)
+			st = state_score(js, "train_loss", path, -DBL_MAX, DBL_MAX, &loss);
+		if (!st && !isnan(best))
+			t->best_score = best;
+		if (!st && !isnan(loss))
+			t->last_train_loss = loss;
 	}
 	weft_json_free(js);
 	if (st)
