@@ -411,20 +411,142 @@ out_abort:
 	return st;
 }
 
-weft_status weft_atomic_dir_clean_stale(const char *final_path, int *removed)
+weft_status weft_atomic_dir_remove(const char *path)
 {
-	char parent[PATH_LEN], prefix[PATH_LEN], p[PATH_LEN + 256];
-	const char *base = strrchr(final_path, '/');
+	char p[PATH_LEN], parent[PATH_LEN], hidden[PATH_LEN + 300];
+	const char *base;
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (n == 0 || n + 32 >= PATH_LEN)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "directory path '%s' is empty or too long",
+				      path);
+	snprintf(p, sizeof(p), "%.*s", (int)n, path);
+	base = strrchr(p, '/');
+	base = base ? base + 1 : p;
+	parent_of(p, parent, sizeof(parent));
+	snprintf(hidden, sizeof(hidden), "%s/.%s.del-%ld", parent, base, (long)getpid());
+	remove_flat_dir(hidden); /* an earlier removal of this name by this pid */
+	if (rename(p, hidden) != 0) {
+		if (errno == ENOENT)
+			return WEFT_OK;
+		return weft_error_set(WEFT_ERR_IO, "cannot remove '%s': renaming it to '%s' failed: "
+				      "%s (nothing was deleted)", p, hidden, strerror(errno));
+	}
+	/* The rename must be on disk before any file goes: otherwise a crash
+	 * could bring the name back with files missing. */
+	if (fsync_path(parent, O_RDONLY | O_DIRECTORY) != 0)
+		return weft_error_set(WEFT_ERR_IO, "moved '%s' to '%s' but cannot flush '%s': %s; "
+				      "it is deleted at the next start", p, hidden, parent,
+				      strerror(errno));
+	if (remove_flat_dir(hidden) != 0)
+		return weft_error_set(WEFT_ERR_IO, "moved '%s' to '%s' but cannot delete it: %s; it "
+				      "is deleted at the next start", p, hidden, strerror(errno));
+	return WEFT_OK;
+}
+
+/* When process `pid` started, in seconds since the epoch (Linux /proc);
+ * -1 when that cannot be read. */
+static double process_start_s(long pid)
+{
+	char p[64], buf[1024];
+	unsigned long long ticks = 0, btime = 0;
+	const char *s;
+	long hz = sysconf(_SC_CLK_TCK);
+	size_t n;
+	FILE *f;
+	int field = 2; /* comm */
+
+	snprintf(p, sizeof(p), "/proc/%ld/stat", pid);
+	f = fopen(p, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) state ...": comm may hold spaces and ')'; starttime is
+	 * field 22 */
+	s = strrchr(buf, ')');
+	if (!s || hz <= 0)
+		return -1;
+	for (s++; *s && field < 22; s++)
+		if (*s == ' ')
+			field++;
+	if (field != 22 || sscanf(s, "%llu", &ticks) != 1)
+		return -1;
+	f = fopen("/proc/stat", "r");
+	if (!f)
+		return -1;
+	while (fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	if (!btime)
+		return -1;
+	return (double)btime + (double)ticks / (double)hz;
+}
+
+/* Slack between the kernel's boot time (whole seconds, adjusted by NTP)
+ * and file times when telling a reused pid from the folder's writer. */
+#define START_SLACK_S 2.0
+
+/* 1 when the process that named folder `sb` after itself may still be
+ * writing it: process `pid` runs and started before the folder last
+ * changed. A process started later only reuses the pid (a restarted
+ * container numbers its processes the same way again). */
+static int writer_may_run(long pid, const struct stat *sb)
+{
+	double started;
+
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	started = process_start_s(pid);
+	if (started < 0)
+		return 1; /* cannot tell: keep it */
+	return started <= (double)sb->st_mtime + START_SLACK_S;
+}
+
+/* The pid in a leftover's name `name`: `<base>.tmp-<pid>`,
+ * `<base>.old-<pid>` or `.<base>.del-<pid>`, with any <base> when `base` is
+ * NULL, and only the .tmp- kind of that base otherwise; 0 for other names. */
+static long leftover_pid(const char *name, const char *base)
+{
+	const char *dot = strrchr(name, '.');
+	size_t stem;
+	char *end;
+	long pid;
+
+	if (!dot || dot == name)
+		return 0;
+	stem = (size_t)(dot - name);
+	if (base) {
+		if (strncmp(dot, ".tmp-", 5) != 0 || stem != strlen(base) ||
+		    strncmp(name, base, stem) != 0)
+			return 0;
+	} else if (strncmp(dot, ".del-", 5) == 0) {
+		if (name[0] != '.' || stem < 2)
+			return 0;
+	} else if (strncmp(dot, ".tmp-", 5) != 0 && strncmp(dot, ".old-", 5) != 0) {
+		return 0;
+	}
+	if (dot[5] < '0' || dot[5] > '9')
+		return 0;
+	errno = 0;
+	pid = strtol(dot + 5, &end, 10);
+	if (*end || errno || pid <= 0)
+		return 0;
+	return pid;
+}
+
+static weft_status clean_leftovers(const char *parent, const char *base, int *removed)
+{
+	char p[PATH_LEN + 256];
 	struct dirent *e;
 	weft_status st = WEFT_OK;
-	size_t plen;
 	int count = 0;
 	DIR *d;
 
-	base = base ? base + 1 : final_path;
-	parent_of(final_path, parent, sizeof(parent));
-	snprintf(prefix, sizeof(prefix), "%s.tmp-", base);
-	plen = strlen(prefix);
 	if (removed)
 		*removed = 0;
 	d = opendir(parent);
@@ -433,18 +555,14 @@ weft_status weft_atomic_dir_clean_stale(const char *final_path, int *removed)
 				       : weft_error_set(WEFT_ERR_IO, "cannot list '%s': %s", parent,
 							strerror(errno));
 	while ((e = readdir(d))) {
-		char *end;
-		long pid;
+		long pid = leftover_pid(e->d_name, base);
+		struct stat sb;
 
-		if (strncmp(e->d_name, prefix, plen) != 0)
+		if (!pid)
 			continue;
-		errno = 0;
-		pid = strtol(e->d_name + plen, &end, 10);
-		if (*end || errno || pid <= 0)
-			continue;
-		if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue; /* ours, or its writer may still be running */
 		snprintf(p, sizeof(p), "%s/%s", parent, e->d_name);
+		if (lstat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || writer_may_run(pid, &sb))
+			continue;
 		if (remove_flat_dir(p) != 0) {
 			st = weft_error_set(WEFT_ERR_IO, "cannot remove stale '%s': %s", p,
 					    strerror(errno));
@@ -456,6 +574,21 @@ weft_status weft_atomic_dir_clean_stale(const char *final_path, int *removed)
 	if (removed)
 		*removed = count;
 	return st;
+}
+
+weft_status weft_atomic_dir_clean_stale(const char *final_path, int *removed)
+{
+	char parent[PATH_LEN];
+	const char *base = strrchr(final_path, '/');
+
+	base = base ? base + 1 : final_path;
+	parent_of(final_path, parent, sizeof(parent));
+	return clean_leftovers(parent, base, removed);
+}
+
+weft_status weft_atomic_dir_clean_stale_in(const char *parent, int *removed)
+{
+	return clean_leftovers(parent, NULL, removed);
 }
 
 /* ---- verification -------------------------------------------------- */

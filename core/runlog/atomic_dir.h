@@ -74,8 +74,30 @@ void weft_atomic_dir_abort(weft_atomic_dir *d);
 
 /* Removes `<final_path>.tmp-<pid>` directories left by processes that are
  * no longer running (a crash mid-save). *removed (optional) gets the count.
+ * The writer counts as gone when no process <pid> runs, or when the one
+ * that does started after the directory last changed (the pid was reused,
+ * as a restarted container reuses its pids).
  * Errors: WEFT_ERR_IO naming what could not be removed. */
 weft_status weft_atomic_dir_clean_stale(const char *final_path, int *removed);
+
+/* As weft_atomic_dir_clean_stale for every directory in `parent`: removes
+ * `<name>.tmp-<pid>` (an interrupted save), `<name>.old-<pid>` (an
+ * interrupted replace where RENAME_EXCHANGE is missing) and
+ * `.<name>.del-<pid>` (an interrupted weft_atomic_dir_remove) whose writer
+ * is gone. Only directories are touched, never symlinks. A missing parent
+ * is fine. Blocking (one listing, a stat per candidate). Errors:
+ * WEFT_ERR_IO naming what could not be listed or removed (the rest of the
+ * listing is then left for the next call). */
+weft_status weft_atomic_dir_clean_stale_in(const char *parent, int *removed);
+
+/* Removes the (flat) directory `path` without ever leaving it half-deleted
+ * under its name: renames it to `<parent>/.<name>.del-<pid>`, flushes the
+ * parent, then deletes the files and the directory. A crash during that
+ * leaves only the hidden name, which weft_atomic_dir_clean_stale_in removes.
+ * A missing `path` is fine. Errors: WEFT_ERR_IO naming the path when the
+ * rename fails (nothing deleted), or the hidden directory when it could not
+ * be flushed or deleted (`path` is gone either way). */
+weft_status weft_atomic_dir_remove(const char *path);
 
 /* Checks a directory against its manifest: every listed file exists, has
  * the listed size and sha256. Files not in the manifest are ignored.

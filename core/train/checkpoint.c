@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -178,27 +180,11 @@ static double score_of(const weft_trainer *t)
 	return NAN;
 }
 
-static void remove_ckpt_dir(const char *path)
-{
-	char p[WEFT_TRAINER_PATH + 300];
-	struct dirent *e;
-	DIR *d = opendir(path);
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(path);
-}
-
 /* save_top_k (rank 0): keep the k best saves by the monitored score, or,
  * with no monitor, the k newest (Lightning: the default save_top_k 1 keeps
- * only the latest), deleting the others; -1 keeps all. */
+ * only the latest), deleting the others; -1 keeps all. A deletion renames
+ * the save away first (weft_atomic_dir_remove), so a kill during it never
+ * leaves a half-deleted folder under a checkpoint's name. */
 static void apply_top_k(weft_trainer *t, const char *path, double score)
 {
 	int64_t k = t->tc.ckpt.save_top_k;
@@ -222,7 +208,8 @@ static void apply_top_k(weft_trainer *t, const char *path, double score)
 			if (worse)
 				worst = (int)i;
 		}
-		remove_ckpt_dir(t->topk[worst].path);
+		if (weft_atomic_dir_remove(t->topk[worst].path) != WEFT_OK)
+			weft_log(WEFT_LOG_WARN, "save_top_k: %s", weft_error_last());
 		t->topk[worst] = t->topk[--t->n_topk];
 		worst = -1;
 	}
@@ -320,20 +307,97 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	return weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_save_checkpoint), final);
 }
 
-static weft_status json_int(const weft_json_value *root, const char *key, const char *file,
-			    int64_t *out)
+/* The largest count trainer_state.json may hold (steps, epochs, batches,
+ * checks): 2^53, exact in the doubles the schedules and logs compute with
+ * and out of any run's reach (285 years at a million steps a second). */
+#define STATE_COUNT_MAX (INT64_C(1) << 53)
+
+/* `v` as a user reads it in a message: 42, 1.5, null, "text", an array. */
+static void describe_value(const weft_json_value *v, char *out, size_t len)
+{
+	if (!v)
+		snprintf(out, len, "missing");
+	else if (v->kind == WEFT_JSON_NUMBER && v->is_integer)
+		snprintf(out, len, "%lld", (long long)v->integer);
+	else if (v->kind == WEFT_JSON_NUMBER)
+		snprintf(out, len, "%.17g", v->number);
+	else if (v->kind == WEFT_JSON_STRING)
+		snprintf(out, len, "the string \"%.40s%s\"", v->string,
+			 strlen(v->string) > 40 ? "..." : "");
+	else if (v->kind == WEFT_JSON_BOOL)
+		snprintf(out, len, "%s", v->boolean ? "true" : "false");
+	else
+		snprintf(out, len, "%s", v->kind == WEFT_JSON_NULL ? "null" :
+					 v->kind == WEFT_JSON_ARRAY ? "an array" : "an object");
+}
+
+/* The error for field `key` of trainer state `file` holding `v`, outside
+ * `range` (the valid values, in words). */
+static weft_status bad_field(const char *file, const char *key, const weft_json_value *v,
+			     const char *range)
+{
+	char got[96];
+
+	describe_value(v, got, sizeof(got));
+	return weft_error_set(WEFT_ERR_CORRUPT, "'%s': \"%s\" is %s; valid: %s. The trainer "
+			      "state is damaged or was edited: resume from another checkpoint",
+			      file, key, got, range);
+}
+
+/* Integer field `key` of `root` in [lo, hi] into *out; a missing field is
+ * an error when `required`, else leaves *out. */
+static weft_status state_int(const weft_json_value *root, const char *key, const char *file,
+			     int64_t lo, int64_t hi, int required, int64_t *out)
+{
+	const weft_json_value *v = weft_json_get(root, key);
+	char range[96];
+
+	if (!v && !required)
+		return WEFT_OK;
+	if (v && v->kind == WEFT_JSON_NUMBER && v->is_integer && v->integer >= lo &&
+	    v->integer <= hi) {
+		*out = v->integer;
+		return WEFT_OK;
+	}
+	snprintf(range, sizeof(range), "an integer from %lld to %lld", (long long)lo,
+		 (long long)hi);
+	return bad_field(file, key, v, range);
+}
+
+/* Number field `key`: null (no value yet) or finite in [lo, hi]; absent is
+ * as null. *out gets the number, or NAN for null. */
+static weft_status state_score(const weft_json_value *root, const char *key, const char *file,
+			       double lo, double hi, double *out)
+{
+	const weft_json_value *v = weft_json_get(root, key);
+	char range[96];
+
+	*out = NAN;
+	if (!v || v->kind == WEFT_JSON_NULL)
+		return WEFT_OK;
+	if (v->kind == WEFT_JSON_NUMBER && isfinite(v->number) && v->number >= lo &&
+	    v->number <= hi) {
+		*out = v->number;
+		return WEFT_OK;
+	}
+	snprintf(range, sizeof(range), "null or a finite number from %g to %g", lo, hi);
+	return bad_field(file, key, v, range);
+}
+
+/* Optional string field `key`: a string when present. */
+static weft_status state_string(const weft_json_value *root, const char *key, const char *file)
 {
 	const weft_json_value *v = weft_json_get(root, key);
 
-	if (!v || v->kind != WEFT_JSON_NUMBER || !v->is_integer)
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': '%s' is missing or not an integer; "
-				      "the checkpoint is damaged or not weft's", file, key);
-	*out = v->integer;
-	return WEFT_OK;
+	if (!v || v->kind == WEFT_JSON_STRING)
+		return WEFT_OK;
+	return bad_field(file, key, v, "a string");
 }
 
 /* 16-mixed: the loss scaler of trainer_state.json. A checkpoint of another
- * precision has none: the scaler then starts afresh, as configured. */
+ * precision has none: the scaler then starts afresh, as configured. A saved
+ * scaler is range-checked whatever this run's precision, and taken only
+ * when 16-mixed is on. */
 static weft_status read_scaler(weft_trainer *t, const weft_json_value *js, const char *path)
 {
 	const weft_json_value *ls = weft_json_get(js, "loss_scaler");
@@ -342,23 +406,67 @@ static weft_status read_scaler(weft_trainer *t, const weft_json_value *js, const
 	weft_status st;
 
 	if (!ls) {
-		weft_log(WEFT_LOG_WARN, "'%s' has no loss scaler (saved by a run of another "
-			 "precision): 16-mixed starts at loss scale %g", path, t->scaler.scale);
+		if (t->tc.loss_scale.enabled)
+			weft_log(WEFT_LOG_WARN, "'%s' has no loss scaler (saved by a run of another "
+				 "precision): 16-mixed starts at loss scale %g", path,
+				 t->scaler.scale);
 		return WEFT_OK;
 	}
+	if (ls->kind != WEFT_JSON_OBJECT)
+		return bad_field(path, "loss_scaler", ls, "an object");
 	sc = weft_json_get(ls, "scale");
-	if (!sc || sc->kind != WEFT_JSON_NUMBER || !(sc->number > 0) || !isfinite(sc->number))
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': loss_scaler.scale is missing or not "
-				      "a positive number; the checkpoint is damaged", path);
+	/* the scale multiplies F32 losses: above FLT_MAX it is inf */
+	if (!sc || sc->kind != WEFT_JSON_NUMBER || !(sc->number > 0) || !isfinite(sc->number) ||
+	    sc->number > FLT_MAX)
+		return bad_field(path, "loss_scaler.scale", sc, "a number above 0 and at most "
+				 "3.4e38");
 	s.scale = sc->number;
-	if ((st = json_int(ls, "good_steps", path, &s.good_steps)) ||
-	    (st = json_int(ls, "hysteresis_left", path, &s.hysteresis_left)) ||
-	    (st = json_int(ls, "skipped_steps", path, &s.skipped)))
+	if ((st = state_int(ls, "good_steps", path, 0, STATE_COUNT_MAX, 1, &s.good_steps)) ||
+	    (st = state_int(ls, "hysteresis_left", path, 0, STATE_COUNT_MAX, 1,
+			    &s.hysteresis_left)) ||
+	    (st = state_int(ls, "skipped_steps", path, 0, STATE_COUNT_MAX, 1, &s.skipped)))
 		return st;
+	if (!t->tc.loss_scale.enabled)
+		return WEFT_OK;
 	/* a resumed run may configure a smaller hysteresis than the saved run */
 	if (s.hysteresis_left > s.cfg.hysteresis)
 		s.hysteresis_left = s.cfg.hysteresis;
 	t->scaler = s;
+	return WEFT_OK;
+}
+
+/* Range-checks every field of trainer_state.json `js` (file `path`) that
+ * is not checked where it is used, and gives the position and counters.
+ * Fields older saves may lack (version, seed, global_batch, world_size,
+ * the names) are checked when present. */
+static weft_status read_state_fields(const weft_json_value *js, const char *path, int64_t *step,
+				     int64_t *epoch, int64_t *next, int64_t *numel, int64_t *bad)
+{
+	const weft_json_value *slots = weft_json_get(js, "optimizer_slots");
+	int64_t ignored = 0;
+	weft_status st;
+
+	if ((st = state_int(js, "version", path, 1, 1, 0, &ignored)) ||
+	    (st = state_int(js, "global_step", path, 0, STATE_COUNT_MAX, 1, step)) ||
+	    (st = state_int(js, "epoch", path, 0, STATE_COUNT_MAX, 1, epoch)) ||
+	    (st = state_int(js, "next_batch", path, 0, STATE_COUNT_MAX, 1, next)) ||
+	    (st = state_int(js, "seed", path, 0, INT64_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "global_batch", path, 1, STATE_COUNT_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "world_size", path, 1, INT32_MAX, 0, &ignored)) ||
+	    (st = state_int(js, "numel", path, 0, STATE_COUNT_MAX, 1, numel)) ||
+	    (st = state_int(js, "bad_checks", path, 0, STATE_COUNT_MAX, 1, bad)) ||
+	    (st = state_string(js, "strategy", path)) ||
+	    (st = state_string(js, "optimizer", path)))
+		return st;
+	if (slots) {
+		int ok = slots->kind == WEFT_JSON_ARRAY && slots->count <= 8;
+
+		for (size_t i = 0; ok && i < slots->count; i++)
+			ok = slots->items[i].kind == WEFT_JSON_STRING;
+		if (!ok)
+			return bad_field(path, "optimizer_slots", slots,
+					 "an array of at most 8 slot names");
+	}
 	return WEFT_OK;
 }
 
@@ -436,15 +544,7 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 					    path);
 	}
 	if (!st)
-		st = json_int(js, "global_step", path, &step);
-	if (!st)
-		st = json_int(js, "epoch", path, &epoch);
-	if (!st)
-		st = json_int(js, "next_batch", path, &next);
-	if (!st)
-		st = json_int(js, "numel", path, &numel);
-	if (!st)
-		st = json_int(js, "bad_checks", path, &bad);
+		st = read_state_fields(js, path, &step, &epoch, &next, &numel, &bad);
 	if (!st && next > 0) {
 		/* Ranks take strided shares of one permutation, so the first k
 		 * global batches are the first k x global_batch samples whatever
@@ -479,18 +579,20 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 					    "config asks for '%s'; its state cannot be reused",
 					    dir, opt->string, t->optim_ops->head.name);
 	}
-	if (!st && t->tc.loss_scale.enabled)
+	if (!st)
 		st = read_scaler(t, js, path);
 	if (!st) {
-		const weft_json_value *bs = weft_json_get(js, "best_score");
-		const weft_json_value *tl = weft_json_get(js, "train_loss");
+		double best, loss;
 
 		/* Early stopping carries on from the saved best (the fit loop
 		 * starts it at +-inf only for a fresh run). */
-		if (bs && bs->kind == WEFT_JSON_NUMBER)
-			t->best_score = bs->number;
-		if (tl && tl->kind == WEFT_JSON_NUMBER)
-			t->last_train_loss = tl->number;
+		st = state_score(js, "best_score", path, -DBL_MAX, DBL_MAX, &best);
+		if (!st)
+			st = state_score(js, "train_loss", path, -DBL_MAX, DBL_MAX, &loss);
+		if (!st && !isnan(best))
+			t->best_score = best;
+		if (!st && !isnan(loss))
+			t->last_train_loss = loss;
 	}
 	weft_json_free(js);
 	if (st)
@@ -520,69 +622,210 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	return WEFT_OK;
 }
 
-/* The newest checkpoint in `dir` (a checkpoints/ folder): `last` when
- * present, else the highest step of the epoch=E-step=S saves. */
-static int newest_in(const char *dir, char *out, size_t len)
+/* Why checkpoint directory `dir` is incomplete, into why[len]; 0 when it
+ * looks whole. A cheap check (no hashing; loading verifies every sha256):
+ * manifest.json readable, every file it lists present with its size, and
+ * the files the loader reads present. A save is renamed into place whole,
+ * so this finds what an interrupted removal by an older weft left: a
+ * checkpoint's folder with files deleted. */
+static int ckpt_incomplete(const char *dir, char *why, size_t len)
 {
-	long long best = -1, e, st;
-	char name[300] = "";
-	struct dirent *ent;
+	static const char *const needed[] = { "model.safetensors", "optimizer.bin",
+					      "trainer_state.json" };
+	char p[WEFT_TRAINER_PATH + 600];
+	weft_json_value *m = NULL;
+	const weft_json_value *files;
 	struct stat sb;
-	DIR *d = opendir(dir);
+	int bad = 1;
 
-	if (!d)
-		return 0;
-	while ((ent = readdir(d))) {
-		if (!strcmp(ent->d_name, "last")) {
-			best = LLONG_MAX;
-			snprintf(name, sizeof(name), "%s", ent->d_name);
-		} else if (sscanf(ent->d_name, "epoch=%lld-step=%lld", &e, &st) == 2 &&
-			   !strchr(ent->d_name, '.') && st > best) {
-			best = st;
-			snprintf(name, sizeof(name), "%s", ent->d_name);
+	snprintf(p, sizeof(p), "%s/%s", dir, WEFT_MANIFEST_NAME);
+	if (stat(p, &sb) != 0) {
+		snprintf(why, len, "it has no %s", WEFT_MANIFEST_NAME);
+		return 1;
+	}
+	if (weft_json_parse_file(p, &m) != WEFT_OK) {
+		snprintf(why, len, "its %s is unreadable (%s)", WEFT_MANIFEST_NAME,
+			 weft_error_last());
+		return 1;
+	}
+	files = weft_json_get(m, "files");
+	if (!files || files->kind != WEFT_JSON_ARRAY) {
+		snprintf(why, len, "its %s lists no files", WEFT_MANIFEST_NAME);
+		goto out;
+	}
+	for (size_t i = 0; i < files->count; i++) {
+		const weft_json_value *name = weft_json_get(&files->items[i], "name");
+		const weft_json_value *bytes = weft_json_get(&files->items[i], "bytes");
+
+		if (!name || name->kind != WEFT_JSON_STRING || strchr(name->string, '/'))
+			continue; /* the loader's verification names it */
+		snprintf(p, sizeof(p), "%s/%s", dir, name->string);
+		if (stat(p, &sb) != 0) {
+			snprintf(why, len, "%s is listed in %s but missing", name->string,
+				 WEFT_MANIFEST_NAME);
+			goto out;
+		}
+		if (bytes && bytes->is_integer && bytes->integer != (int64_t)sb.st_size) {
+			snprintf(why, len, "%s has %lld bytes, %s says %lld", name->string,
+				 (long long)sb.st_size, WEFT_MANIFEST_NAME,
+				 (long long)bytes->integer);
+			goto out;
 		}
 	}
-	closedir(d);
-	if (best < 0)
-		return 0;
-	snprintf(out, len, "%s/%s", dir, name);
-	return stat(out, &sb) == 0 && S_ISDIR(sb.st_mode);
+	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, needed[i]);
+		if (stat(p, &sb) != 0) {
+			snprintf(why, len, "%s is missing", needed[i]);
+			goto out;
+		}
+	}
+	bad = 0;
+out:
+	weft_json_free(m);
+	return bad;
 }
 
-/* resume: auto: the newest checkpoint of the newest earlier version of this
- * run name that has one. */
+typedef struct resume_cand {
+	long long key;  /* version, or step (`last`: LLONG_MAX) */
+	char name[256];
+} resume_cand;
+
+/* Newest first. */
+static int cand_cmp(const void *a, const void *b)
+{
+	long long x = ((const resume_cand *)a)->key, y = ((const resume_cand *)b)->key;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The entries of `dir` that `keep` accepts (setting the key), newest
+ * first; *n gets the count. NULL with *n 0 when there are none or the
+ * listing fails; free with free(). */
+static resume_cand *list_cands(const char *dir, int (*keep)(const char *, long long *),
+			       size_t *n)
+{
+	resume_cand *c = NULL;
+	size_t cap = 0;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	*n = 0;
+	if (!d)
+		return NULL;
+	while ((e = readdir(d))) {
+		long long key;
+
+		if (strlen(e->d_name) >= sizeof(c->name) || !keep(e->d_name, &key))
+			continue;
+		if (*n == cap) {
+			resume_cand *nc = realloc(c, (cap ? cap * 2 : 16) * sizeof(*nc));
+
+			if (!nc)
+				break; /* what was listed is still a fair choice */
+			c = nc;
+			cap = cap ? cap * 2 : 16;
+		}
+		c[*n].key = key;
+		snprintf(c[*n].name, sizeof(c[*n].name), "%s", e->d_name);
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(c, *n, sizeof(*c), cand_cmp);
+	return c;
+}
+
+/* version_<N> */
+static int keep_version(const char *name, long long *v)
+{
+	char tail;
+
+	return sscanf(name, "version_%lld%c", v, &tail) == 1 && *v >= 0;
+}
+
+/* `last`, or a save epoch=E-step=S (not a leftover with a '.' suffix) */
+static int keep_ckpt(const char *name, long long *step)
+{
+	long long e;
+
+	if (!strcmp(name, "last")) {
+		*step = LLONG_MAX;
+		return 1;
+	}
+	return sscanf(name, "epoch=%lld-step=%lld", &e, step) == 2 && !strchr(name, '.');
+}
+
+/* resume: auto: the newest complete checkpoint of the newest earlier
+ * version of this run name that has one: `last` when present, else the
+ * highest step of the epoch=E-step=S saves. An incomplete one is skipped
+ * with a warning naming it and why. */
 weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int *found)
 {
-	char base[WEFT_TRAINER_PATH + 300], best[WEFT_TRAINER_PATH + 600] = "";
-	long long best_version = -1;
-	struct dirent *e;
-	DIR *d;
+	char base[WEFT_TRAINER_PATH + 300];
+	resume_cand *versions;
+	size_t nv, skipped = 0;
 
 	*found = 0;
 	snprintf(base, sizeof(base), "%s/%s", t->tc.default_root_dir, t->tc.name);
-	d = opendir(base);
-	if (d) {
-		while ((e = readdir(d))) {
-			long long v;
-			char dir[WEFT_TRAINER_PATH + 600], cand[WEFT_TRAINER_PATH + 900];
+	versions = list_cands(base, keep_version, &nv);
+	for (size_t i = 0; i < nv && !*found; i++) {
+		char dir[WEFT_TRAINER_PATH + 600], cand[WEFT_TRAINER_PATH + 900], why[600];
+		resume_cand *saves;
+		size_t ns;
+		struct stat sb;
 
-			if (sscanf(e->d_name, "version_%lld", &v) != 1 || v <= best_version)
+		snprintf(dir, sizeof(dir), "%s/%s/checkpoints", base, versions[i].name);
+		saves = list_cands(dir, keep_ckpt, &ns);
+		for (size_t j = 0; j < ns && !*found; j++) {
+			snprintf(cand, sizeof(cand), "%s/%s", dir, saves[j].name);
+			if (stat(cand, &sb) != 0 || !S_ISDIR(sb.st_mode))
 				continue;
-			snprintf(dir, sizeof(dir), "%s/%s/checkpoints", base, e->d_name);
-			if (newest_in(dir, cand, sizeof(cand))) {
-				best_version = v;
-				snprintf(best, sizeof(best), "%s", cand);
+			if (ckpt_incomplete(cand, why, sizeof(why))) {
+				if (t->rank == 0)
+					weft_log(WEFT_LOG_WARN, "resume: auto skips '%s': %s (a save "
+						 "or removal was interrupted); taking the newest "
+						 "complete checkpoint instead", cand, why);
+				skipped++;
+				continue;
 			}
+			snprintf(out, len, "%s", cand);
+			*found = 1;
 		}
-		closedir(d);
+		free(saves);
 	}
-	if (best_version < 0) {
-		if (t->rank == 0)
-			fprintf(stderr, "resume: auto found no checkpoint under %s; starting fresh\n",
-				base);
-		return WEFT_OK;
-	}
-	snprintf(out, len, "%s", best);
-	*found = 1;
+	free(versions);
+	if (!*found && t->rank == 0)
+		fprintf(stderr, "resume: auto found no %scheckpoint under %s; starting fresh\n",
+			skipped ? "complete " : "", base);
 	return WEFT_OK;
+}
+
+/* Rank 0 at start: removes what interrupted saves and removals left in
+ * the checkpoints folder of every version of this run name (a kill during
+ * a save leaves a full-size .tmp-<pid> copy). Leftovers of a process that
+ * may still run are kept. Failures are warnings: they cost disk, not the
+ * run. */
+void weft_trainer_clean_stale_checkpoints(weft_trainer *t)
+{
+	char base[WEFT_TRAINER_PATH + 300];
+	resume_cand *versions;
+	size_t nv;
+
+	if (t->rank != 0)
+		return;
+	snprintf(base, sizeof(base), "%s/%s", t->tc.default_root_dir, t->tc.name);
+	versions = list_cands(base, keep_version, &nv);
+	for (size_t i = 0; i < nv; i++) {
+		char dir[WEFT_TRAINER_PATH + 600];
+		int removed = 0;
+
+		snprintf(dir, sizeof(dir), "%s/%s/checkpoints", base, versions[i].name);
+		if (weft_atomic_dir_clean_stale_in(dir, &removed) != WEFT_OK)
+			weft_log(WEFT_LOG_WARN, "%s; remove it by hand to free the space",
+				 weft_error_last());
+		if (removed)
+			weft_log(WEFT_LOG_INFO, "removed %d folder%s left in %s by interrupted "
+				 "checkpoint saves", removed, removed == 1 ? "" : "s", dir);
+	}
+	free(versions);
 }

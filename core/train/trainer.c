@@ -767,6 +767,7 @@ static weft_status run(weft_trainer *t, int *exit_code)
 		}
 		return WEFT_OK;
 	}
+	weft_trainer_clean_stale_checkpoints(t);
 	if (t->tc.resume) {
 		if (!strcmp(t->tc.resume, "auto")) {
 			st = weft_trainer_find_resume(t, resume, sizeof(resume), &found);

@@ -190,5 +190,9 @@ weft_status weft_trainer_scaler_step(weft_trainer *t);
 weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason);
 weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only);
 weft_status weft_trainer_find_resume(weft_trainer *t, char *out, size_t len, int *found);
+/* Rank 0: removes leftovers of interrupted checkpoint saves and removals
+ * (runlog/atomic_dir.h) from every version of this run name; a no-op on
+ * other ranks. Failures are logged as warnings. */
+void weft_trainer_clean_stale_checkpoints(weft_trainer *t);
 
 #endif /* WEFT_TRAIN_TRAINER_IMPL_H */
