@@ -47,6 +47,8 @@ function(weft_add_plugin name)
   if(NOT A_OUTPUT_DIR)
     install(TARGETS ${name} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/weft/plugins)
   endif()
+  # tests/structure checks each plugin's objects for call cycles
+  set_property(GLOBAL APPEND PROPERTY WEFT_PRODUCT_MODULES ${name})
 endfunction()
 
 # weft_add_test(NAME SOURCES a.c LIBS weft_base ... [TIMEOUT s] [LABELS l])
