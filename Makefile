@@ -10,7 +10,7 @@ PREFIX     ?= /usr/local
 # Debian packages the build, the tests and the examples need.
 DEPS = build-essential cmake pkg-config ninja-build libyaml-dev libopenblas-dev \
        libgloo-dev zlib1g-dev clang libclang-rt-14-dev \
-       dataset-fashion-mnist fortunes-min
+       dataset-fashion-mnist fortunes-min python3
 # Peers for bench/ only (large): PyTorch from Debian.
 BENCH_DEPS = python3-torch python3-numpy
 

@@ -47,6 +47,12 @@ function(weft_add_plugin name)
   if(NOT A_OUTPUT_DIR)
     install(TARGETS ${name} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/weft/plugins)
   endif()
+  # tests/structure checks the objects of each product plugin (not the
+  # tests' fixtures) for call cycles
+  string(FIND "${CMAKE_CURRENT_SOURCE_DIR}/" "${CMAKE_SOURCE_DIR}/plugins/" at)
+  if(at EQUAL 0)
+    set_property(GLOBAL APPEND PROPERTY WEFT_PRODUCT_MODULES ${name})
+  endif()
 endfunction()
 
 # weft_add_test(NAME SOURCES a.c LIBS weft_base ... [TIMEOUT s] [LABELS l])

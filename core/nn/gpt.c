@@ -169,6 +169,22 @@ static weft_status init_weights(weft_model *m)
 	return st;
 }
 
+static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+static weft_status gpt_load(weft_model *m, const char *path);
+
+static int64_t gpt_ignore_index(const weft_model *m)
+{
+	(void)m;
+	return -1;
+}
+
+static const nn_class_ops gpt_ops = {
+	.forward = gpt_forward,
+	.load = gpt_load,
+	.vocab_split = nn_gpt_tp_vocab,
+	.ignore_index = gpt_ignore_index,
+};
+
 weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_options *opt,
 				  weft_model **out)
 {
@@ -195,7 +211,7 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 					      (long long)end, (long long)cfg->n_layer);
 	}
 	nblocks = end - begin;
-	if ((st = nn_model_alloc(WEFT_MODEL_GPT, opt, 8 + 9 * (size_t)nblocks, &m)))
+	if ((st = nn_model_alloc(WEFT_MODEL_GPT, &gpt_ops, opt, 8 + 9 * (size_t)nblocks, &m)))
 		return st;
 	m->gpt = *cfg;
 	m->stage = stage;
@@ -292,7 +308,7 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	return WEFT_OK;
 }
 
-weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
 	nn_scope s = { .ctx = ctx };
 	weft_tensor *h;
@@ -324,5 +340,56 @@ weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_te
 	return WEFT_OK;
 out_unwind:
 	nn_unwind(&s);
+	return st;
+}
+
+/* ---- the whole model of a tensor-parallel one ---- */
+
+/* A whole model of m's config (no gradients) for gathering or loading. */
+static weft_status whole_like(const weft_model *m, weft_model **out)
+{
+	weft_model_options o = m->opt;
+
+	o.tp_size = 0;
+	o.tp_rank = 0;
+	o.tp_flags = 0;
+	o.no_grads = 1;
+	return weft_model_create_gpt(&m->gpt, &o, out);
+}
+
+weft_status weft_model_gather_whole(weft_model *m, weft_model **out)
+{
+	weft_model *w = NULL;
+	weft_status st;
+
+	*out = NULL;
+	if (!m->tp)
+		return WEFT_OK;
+	if ((st = whole_like(m, &w)))
+		return st;
+	if ((st = nn_gpt_tp_gather(m, w))) {
+		weft_model_free(w);
+		return st;
+	}
+	*out = w;
+	return WEFT_OK;
+}
+
+/* weft_model_load_safetensors of a GPT: under tensor parallelism the whole
+ * tensors of the file are read into a whole model and this rank's shards
+ * kept. */
+static weft_status gpt_load(weft_model *m, const char *path)
+{
+	weft_model *w = NULL;
+	weft_status st;
+
+	if (!m->tp)
+		return nn_model_load_file(m, path);
+	st = whole_like(m, &w);
+	if (!st)
+		st = nn_model_load_file(w, path);
+	if (!st)
+		st = nn_gpt_tp_take_shards(m, w, path);
+	weft_model_free(w);
 	return st;
 }

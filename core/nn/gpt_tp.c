@@ -413,30 +413,12 @@ weft_status nn_gpt_tp_embed(weft_model *m, weft_ctx *ctx, weft_tensor *ids, weft
 	return weft_tp_reduce(ctx, m->tp, part, out);
 }
 
-/* A whole model of m's config (no gradients) for gathering or loading. */
-static weft_status whole_like(const weft_model *m, weft_model **out)
+weft_status nn_gpt_tp_gather(weft_model *m, weft_model *w)
 {
-	weft_model_options o = m->opt;
-
-	o.tp_size = 0;
-	o.tp_rank = 0;
-	o.tp_flags = 0;
-	o.no_grads = 1;
-	return weft_model_create_gpt(&m->gpt, &o, out);
-}
-
-weft_status weft_model_gather_whole(weft_model *m, weft_model **out)
-{
-	weft_model *w = NULL;
 	float *host = NULL;
 	size_t n = weft_params_count(m->params);
-	weft_status st;
+	weft_status st = WEFT_OK;
 
-	*out = NULL;
-	if (!m->tp)
-		return WEFT_OK;
-	if ((st = whole_like(m, &w)))
-		return st;
 	for (size_t i = 0; i < n && !st; i++) {
 		weft_tensor *p = weft_params_at(w->params, i);
 
@@ -452,23 +434,15 @@ weft_status weft_model_gather_whole(weft_model *m, weft_model **out)
 			st = weft_tensor_copy_from_host(p, host, weft_tensor_nbytes(p));
 	}
 	free(host);
-	if (st) {
-		weft_model_free(w);
-		return st;
-	}
-	*out = w;
-	return WEFT_OK;
+	return st;
 }
 
-weft_status nn_gpt_tp_load(weft_model *m, const char *path)
+weft_status nn_gpt_tp_take_shards(weft_model *m, const weft_model *w, const char *path)
 {
-	weft_model *w = NULL;
 	float *full = NULL, *shard = NULL;
 	size_t n = weft_params_count(m->params);
-	weft_status st;
+	weft_status st = WEFT_OK;
 
-	if ((st = whole_like(m, &w)) || (st = weft_model_load_safetensors(w, path)))
-		goto out_free;
 	for (size_t i = 0; i < n && !st; i++) {
 		weft_tensor *p = weft_params_at(m->params, i), *q = weft_params_at(w->params, i);
 		int64_t full_shape[2];
@@ -489,9 +463,7 @@ weft_status nn_gpt_tp_load(weft_model *m, const char *path)
 		weft_tp_take_shard(split, full_shape, m->opt.tp_size, m->opt.tp_rank, full, shard);
 		st = weft_tensor_copy_from_host(p, shard, weft_tensor_nbytes(p));
 	}
-out_free:
 	free(full);
 	free(shard);
-	weft_model_free(w);
 	return st;
 }

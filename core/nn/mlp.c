@@ -32,6 +32,12 @@ weft_status nn_mlp_check(const weft_mlp_config *c)
 	return WEFT_OK;
 }
 
+static weft_status mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+
+static const nn_class_ops mlp_ops = {
+	.forward = mlp_forward,
+};
+
 weft_status weft_model_create_mlp(const weft_mlp_config *cfg, const weft_model_options *opt,
 				  weft_model **out)
 {
@@ -47,7 +53,7 @@ weft_status weft_model_create_mlp(const weft_mlp_config *cfg, const weft_model_o
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "mlp: pipeline stages are for GPT "
 				      "models only");
 	n_lin = cfg->n_hidden + 1;
-	if ((st = nn_model_alloc(WEFT_MODEL_MLP, opt, 2 + n_lin, &m)))
+	if ((st = nn_model_alloc(WEFT_MODEL_MLP, &mlp_ops, opt, 2 + n_lin, &m)))
 		return st;
 	m->mlp = *cfg;
 	if ((st = nn_module_push(m, -1, "MLP", &root, "%s", "")) ||
@@ -87,7 +93,7 @@ out_free:
 	return st;
 }
 
-weft_status nn_mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+static weft_status mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
 	const weft_mlp_config *c = &m->mlp;
 	nn_scope s = { .ctx = ctx };

@@ -10,8 +10,8 @@
 
 /* ---- building ---- */
 
-weft_status nn_model_alloc(weft_model_class cls, const weft_model_options *opt, size_t cap,
-			   weft_model **out)
+weft_status nn_model_alloc(weft_model_class cls, const nn_class_ops *ops,
+			   const weft_model_options *opt, size_t cap, weft_model **out)
 {
 	static const weft_model_options defaults = { .device = { .type = WEFT_DEVICE_CPU } };
 	weft_model *m;
@@ -22,6 +22,7 @@ weft_status nn_model_alloc(weft_model_class cls, const weft_model_options *opt, 
 	if (!m)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory creating a model");
 	m->cls = cls;
+	m->ops = ops;
 	m->opt = opt ? *opt : defaults;
 	m->mods = calloc(cap, sizeof(*m->mods));
 	m->cap_mods = cap;
@@ -162,9 +163,7 @@ int64_t weft_model_num_params(const weft_model *m)
 
 int64_t weft_model_ignore_index(const weft_model *m)
 {
-	if (m->cls == WEFT_MODEL_PLUGIN)
-		return m->plugin_ops->ignore_index ? m->plugin_ops->ignore_index(m->plugin) : -100;
-	return m->cls == WEFT_MODEL_GPT ? -1 : -100;
+	return m->ops->ignore_index ? m->ops->ignore_index(m) : -100;
 }
 
 double weft_model_flops_per_token(const weft_model *m, int64_t T)
@@ -266,6 +265,11 @@ weft_status nn_layernorm(nn_scope *s, const nn_affine *l, weft_tensor *x, weft_t
 
 /* ---- task-level calls ---- */
 
+static int vocab_split(const weft_model *m)
+{
+	return m->ops->vocab_split && m->ops->vocab_split(m);
+}
+
 weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
 	char a[32], b[32];
@@ -278,11 +282,7 @@ weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 				      "the context runs on %s; make the context on the model's "
 				      "device", weft_device_str(m->opt.device, a, sizeof(a)),
 				      weft_device_str(weft_ctx_device(ctx), b, sizeof(b)));
-	if (m->cls == WEFT_MODEL_GPT)
-		return nn_gpt_forward(m, ctx, x, out);
-	if (m->cls == WEFT_MODEL_PLUGIN)
-		return nn_plugin_forward(m, ctx, x, out);
-	return nn_mlp_forward(m, ctx, x, out);
+	return m->ops->forward(m, ctx, x, out);
 }
 
 weft_status weft_model_loss(weft_model *m, weft_ctx *ctx, const weft_batch *batch,
@@ -317,7 +317,7 @@ weft_status weft_model_loss(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 	if ((st = weft_model_forward(m, ctx, batch->inputs, &logits)) ||
 	    (st = nn_stage_input(ctx, batch->targets, "targets", &targets)))
 		return st;
-	st = nn_gpt_tp_vocab(m) ? weft_tp_vocab_cross_entropy(ctx, m->tp, logits, targets,
+	st = vocab_split(m) ? weft_tp_vocab_cross_entropy(ctx, m->tp, logits, targets,
 							      weft_model_ignore_index(m), &loss) :
 				  weft_op_cross_entropy(ctx, logits, targets,
 							weft_model_ignore_index(m), &loss);
@@ -345,7 +345,7 @@ weft_status weft_model_eval(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 	if (!st)
 		st = nn_stage_input(ctx, batch->targets, "targets", &targets);
 	if (!st)
-		st = nn_gpt_tp_vocab(m) ?
+		st = vocab_split(m) ?
 			     weft_tp_vocab_accuracy(ctx, m->tp, o.logits, targets,
 						    weft_model_ignore_index(m), &out->correct,
 						    &out->counted) :

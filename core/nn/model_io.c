@@ -95,13 +95,16 @@ static weft_status check_extra(const weft_model *m, const weft_st_file *f,
 
 weft_status weft_model_load_safetensors(weft_model *m, const char *path)
 {
+	return m->ops->load ? m->ops->load(m, path) : nn_model_load_file(m, path);
+}
+
+weft_status nn_model_load_file(weft_model *m, const char *path)
+{
 	size_t n = weft_params_count(m->params);
 	weft_st_file *f;
 	char a[160], b[160];
 	weft_status st;
 
-	if (m->tp)
-		return nn_gpt_tp_load(m, path);
 	if ((st = weft_st_open(path, &f)))
 		return st;
 	for (size_t i = 0; i < n; i++) {

@@ -23,8 +23,26 @@ typedef struct gpt_block {
 				  * split over (1: whole), from the plan (gpt_tp.c) */
 } gpt_block;
 
+/* What a model class provides. model.c is the base every class builds on
+ * and calls a class only through its ops, set by the class's create
+ * function, so no class file is called back by the base. */
+typedef struct nn_class_ops {
+	/* The forward: logits of input x (on the context's device or the
+	 * host) in the context's arena. Required. */
+	weft_status (*forward)(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+	/* (optional) Loads a safetensors file into the model; NULL: by
+	 * parameter names and shapes (nn_model_load_file). */
+	weft_status (*load)(weft_model *m, const char *path);
+	/* (optional) Whether the logits are split by vocabulary over m->tp
+	 * (loss and accuracy then go through weft_tp_vocab_*); NULL: never. */
+	int (*vocab_split)(const weft_model *m);
+	/* (optional) The target id the loss skips; NULL: -100. */
+	int64_t (*ignore_index)(const weft_model *m);
+} nn_class_ops;
+
 struct weft_model {
 	weft_model_class cls;
+	const nn_class_ops *ops;
 	weft_gpt_config gpt;
 	weft_mlp_config mlp;
 	weft_model_options opt;
@@ -58,14 +76,12 @@ struct weft_model {
 weft_status nn_plugin_model_create(const weft_module_ops *ops, const weft_cfg *sec,
 				   const weft_model_options *opt, weft_model **out);
 
-/* Its forward, bracketed by the root module's begin/end. */
-weft_status nn_plugin_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
-
 /* ---- building (model.c) ---- */
 
-/* A new, empty model of class cls with room for cap modules. */
-weft_status nn_model_alloc(weft_model_class cls, const weft_model_options *opt, size_t cap,
-			   weft_model **out);
+/* A new, empty model of class cls (calls through ops, static storage)
+ * with room for cap modules. */
+weft_status nn_model_alloc(weft_model_class cls, const nn_class_ops *ops,
+			   const weft_model_options *opt, size_t cap, weft_model **out);
 
 /* Appends a module (name formatted; depth from parent, -1 for the root)
  * whose parameter range starts at the current parameter count. */
@@ -114,9 +130,6 @@ weft_status nn_layernorm(nn_scope *s, const nn_affine *l, weft_tensor *x, weft_t
 
 /* ---- classes (gpt.c, mlp.c) ---- */
 
-weft_status nn_gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
-weft_status nn_mlp_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
-
 /* The checks weft_model_create_* make, as messages naming the field. */
 weft_status nn_gpt_check(const weft_gpt_config *c);
 weft_status nn_mlp_check(const weft_mlp_config *c);
@@ -147,8 +160,17 @@ weft_status nn_gpt_tp_seq_leave(weft_model *m, weft_ctx *ctx, weft_tensor *x, we
 int nn_gpt_tp_vocab(const weft_model *m);
 int64_t nn_gpt_tp_wte_rows(const weft_model *m);
 weft_status nn_gpt_tp_embed(weft_model *m, weft_ctx *ctx, weft_tensor *ids, weft_tensor **out);
-/* weft_model_load_safetensors of a tensor-parallel model: the whole
- * tensors of the file, this rank's shards kept. */
-weft_status nn_gpt_tp_load(weft_model *m, const char *path);
+/* Copies this rank's shard of every parameter of the whole model w (same
+ * config, loaded from `path`, named in errors) into m. */
+weft_status nn_gpt_tp_take_shards(weft_model *m, const weft_model *w, const char *path);
+/* Gathers every parameter of m from the tp group into the whole model w. */
+weft_status nn_gpt_tp_gather(weft_model *m, weft_model *w);
+
+/* ---- safetensors (model_io.c) ---- */
+
+/* Loads the file into m's parameters by name, every name, shape and dtype
+ * checked first: what weft_model_load_safetensors does for a class without
+ * its own load. */
+weft_status nn_model_load_file(weft_model *m, const char *path);
 
 #endif /* WEFT_NN_IMPL_H */

@@ -117,56 +117,6 @@ weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, i
 /* The packed operands of AMX and AVX-512 products, one buffer per calling thread
  * (counted under WEFT_MEM_OTHER), grown when a larger product comes and
  * freed when the thread ends. */
-static pthread_key_t pack_key;
-static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
-
-typedef struct pack_buf {
-	void *p;
-	size_t size;
-} pack_buf;
-
-static void pack_free(void *v)
-{
-	pack_buf *b = v;
-
-	weft_mem_free(b->p);
-	free(b);
-}
-
-static int pack_key_ok;
-
-static void pack_key_init(void)
-{
-	pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0;
-}
-
-void *cpu_pack_buffer(size_t bytes)
-{
-	pack_buf *b;
-
-	pthread_once(&pack_once, pack_key_init);
-	if (!pack_key_ok)
-		return NULL;
-	b = pthread_getspecific(pack_key);
-	if (!b) {
-		b = calloc(1, sizeof(*b));
-		if (!b || pthread_setspecific(pack_key, b)) {
-			free(b);
-			return NULL;
-		}
-	}
-	if (bytes > b->size) {
-		void *p = weft_mem_alloc(WEFT_MEM_OTHER, bytes);
-
-		if (!p)
-			return NULL;
-		weft_mem_free(b->p);
-		b->p = p;
-		b->size = bytes;
-	}
-	return b->p;
-}
-
 /* Mixed precision's matrix product. BF16 on a CPU with AMX runs on its
  * tiles (cpu_amx.c). Otherwise the reference: A and B (16-bit) are widened
  * exactly into F32 scratch, then multiplied by sgemm, so C is the F32 GEMM

@@ -1,11 +1,90 @@
-/* Elementwise kernels: add, mul, scale, axpy, fill, convert, relu, gelu,
- * dropout. Loops are written to vectorize (restrict, unit stride); the
+/* Elementwise kernels: copy, zero and row broadcasts of host memory, add,
+ * mul, scale, axpy, fill, convert, relu, gelu, dropout. Loops are written to vectorize (restrict, unit stride); the
  * large ones split over the CPU threads (cpu_parallel_for). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu_impl.h"
 #include "half.h"
+
+/* Copies and fills of host memory split over the CPU threads from
+ * CPY_GRAIN bytes a thread (a gradient zeroed at the start of a step, a
+ * gradient passed on in backward, a bias broadcast over a batch's rows):
+ * one core alone does not reach the memory bandwidth of two. */
+#define CPY_GRAIN ((int64_t)CPU_GRAIN * 8)
+
+typedef struct bytes_args {
+	char *dst;
+	const char *src;
+	size_t row, stride; /* rows_range: bytes a row, and between rows of dst */
+} bytes_args;
+
+static void copy_range(void *p, int64_t b0, int64_t b1)
+{
+	const bytes_args *a = p;
+
+	memcpy(a->dst + b0, a->src + b0, (size_t)(b1 - b0));
+}
+
+static void zero_range(void *p, int64_t b0, int64_t b1)
+{
+	const bytes_args *a = p;
+
+	memset(a->dst + b0, 0, (size_t)(b1 - b0));
+}
+
+static void rows_range(void *p, int64_t r0, int64_t r1)
+{
+	const bytes_args *a = p;
+
+	for (int64_t r = r0; r < r1; r++)
+		memcpy(a->dst + (size_t)r * a->stride, a->src, a->row);
+}
+
+weft_status cpu_copy(void *kctx, void *dst, const void *src, size_t bytes,
+			    weft_copy_kind kind)
+{
+	bytes_args a = { .dst = dst, .src = src };
+	uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+
+	(void)kctx;
+	(void)kind;
+	if (!bytes)
+		return WEFT_OK;
+	if (bytes > INT64_MAX || (int64_t)bytes < 2 * CPY_GRAIN || (d < s + bytes && s < d + bytes))
+		memmove(dst, src, bytes); /* small, or overlapping: one pass in order */
+	else
+		cpu_parallel_for((int64_t)bytes, CPY_GRAIN, copy_range, &a);
+	return WEFT_OK;
+}
+
+weft_status cpu_zero(void *kctx, void *dst, size_t bytes)
+{
+	bytes_args a = { .dst = dst };
+
+	(void)kctx;
+	if (bytes && bytes <= INT64_MAX) /* no object is larger */
+		cpu_parallel_for((int64_t)bytes, CPY_GRAIN, zero_range, &a);
+	return WEFT_OK;
+}
+
+void cpu_broadcast_rows_ld(int64_t rows, size_t row_bytes, const void *src, void *dst,
+			   size_t stride)
+{
+	bytes_args a = { .dst = dst, .src = src, .row = row_bytes, .stride = stride };
+
+	if (rows > 0 && row_bytes)
+		cpu_parallel_for(rows, CPY_GRAIN / (int64_t)(row_bytes + 1) + 1, rows_range, &a);
+}
+
+weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes, const void *src,
+			       void *dst)
+{
+	(void)kctx;
+	cpu_broadcast_rows_ld(rows, row_bytes, src, dst, row_bytes);
+	return WEFT_OK;
+}
 
 /* Operands of a split elementwise kernel. */
 typedef struct ew_args {

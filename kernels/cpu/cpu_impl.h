@@ -49,7 +49,8 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		     int64_t ldc, int64_t stride_c, int64_t batch);
 /* The calling thread's packing buffer of at least `bytes` (kept for the
  * thread's next calls, counted under WEFT_MEM_OTHER); NULL when it cannot
- * be had (no memory, or no thread key left). */
+ * be had (no memory, or no thread key left). In cpu_parallel.c, with the
+ * threads. */
 void *cpu_pack_buffer(size_t bytes);
 /* The AVX-512 F32 product (cpu_sgemm.c): whether this CPU runs it, and
  * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read), or, with
@@ -94,7 +95,11 @@ int cpu_sgemm_tri(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64
 weft_status cpu_gemm_bias(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_t m,
 			  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			  const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc);
-/* The table's broadcast_rows (cpu_table.c), and the same into rows of
+/* The table's copy and zero of host memory, split over the threads when
+ * large (cpu_elementwise.c). */
+weft_status cpu_copy(void *kctx, void *dst, const void *src, size_t bytes, weft_copy_kind kind);
+weft_status cpu_zero(void *kctx, void *dst, size_t bytes);
+/* The table's broadcast_rows (cpu_elementwise.c), and the same into rows of
  * dst `stride` bytes apart (>= row_bytes). */
 weft_status cpu_broadcast_rows(void *kctx, int64_t rows, size_t row_bytes, const void *src,
 			       void *dst);

@@ -6,13 +6,20 @@
  * kernel calls a gpt-small-cpu step). One call uses the pool at a time;
  * a call made while it is busy (by another thread, say two dp replicas,
  * or from inside a part) starts threads of its own, as every call did
- * before the pool. After fork() the child starts a new pool. */
+ * before the pool. After fork() the child starts a new pool.
+ *
+ * Also the thread count the pool and OpenBLAS use, and each thread's
+ * packing buffer (the matrix products' scratch). */
+#include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "cpu_impl.h"
 #include "kernels_cpu.h"
+#include "weft/memory.h"
 
 #define PAR_MAX_THREADS 64
 #define PAR_ALIGN 16 /* part boundaries on multiples of 16 (a 64-byte line of floats) */
@@ -262,4 +269,77 @@ void weft_kernels_cpu_parallel_for(int64_t n, int64_t grain,
 				   void (*fn)(void *arg, int64_t begin, int64_t end), void *arg)
 {
 	cpu_parallel_for(n, grain, fn, arg);
+}
+
+/* ---- the thread count (OpenBLAS's and the pool's) ---- */
+
+static atomic_llong cpu_threads;
+
+void weft_kernels_cpu_set_threads(int64_t n)
+{
+	if (n < 1)
+		n = 1;
+	if (n > 4096)
+		n = 4096;
+	openblas_set_num_threads((int)n);
+	atomic_store(&cpu_threads, (long long)n);
+}
+
+int64_t weft_kernels_cpu_get_threads(void)
+{
+	long long n = atomic_load(&cpu_threads);
+
+	return n > 0 ? (int64_t)n : (int64_t)openblas_get_num_threads();
+}
+
+/* ---- per-thread packing buffers ---- */
+
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+
+typedef struct pack_buf {
+	void *p;
+	size_t size;
+} pack_buf;
+
+static void pack_free(void *v)
+{
+	pack_buf *b = v;
+
+	weft_mem_free(b->p);
+	free(b);
+}
+
+static int pack_key_ok;
+
+static void pack_key_init(void)
+{
+	pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0;
+}
+
+void *cpu_pack_buffer(size_t bytes)
+{
+	pack_buf *b;
+
+	pthread_once(&pack_once, pack_key_init);
+	if (!pack_key_ok)
+		return NULL;
+	b = pthread_getspecific(pack_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(pack_key, b)) {
+			free(b);
+			return NULL;
+		}
+	}
+	if (bytes > b->size) {
+		void *p = weft_mem_alloc(WEFT_MEM_OTHER, bytes);
+
+		if (!p)
+			return NULL;
+		weft_mem_free(b->p);
+		b->p = p;
+		b->size = bytes;
+	}
+	return b->p;
 }
