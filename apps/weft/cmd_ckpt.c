@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "runlog/atomic_dir.h"
 #include "base/json.h"
+#include "train/checkpoint_files.h"
 #include "weft/weft.h"
 
 #define PIECE (1u << 20)
@@ -137,7 +137,7 @@ static const char *json_str(const weft_json_value *js, const char *key)
 static weft_status load_state(const char *dir, weft_json_value **state)
 {
 	char path[4096];
-	weft_status st = weft_manifest_verify(dir);
+	weft_status st = weft_checkpoint_verify(dir);
 
 	if (st)
 		return weft_error_wrap(st, "checkpoint '%s'", dir);
