@@ -5,6 +5,11 @@
  *
  *   inspect DIR                  manifest, step, strategy, world size,
  *                                optimizer slots, every tensor
+ *
+ * Every command first checks the checkpoint as the loader does (open_ckpt:
+ * the manifest lists and matches every file read, model.safetensors passes
+ * the reader's own check), so none describes, converts or crashes on a
+ * file the loader would refuse.
  *   export DIR OUT [--optimizer] a consolidated safetensors file, streamed
  *                                tensor by tensor in 1 MiB pieces: the
  *                                weights, and with --optimizer each slot of
@@ -25,8 +30,10 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "runlog/atomic_dir.h"
 #include "base/json.h"
+#include "nn/safetensors.h"
+#include "train/checkpoint_files.h"
+#include "train/optim_state.h"
 #include "weft/weft.h"
 
 #define PIECE (1u << 20)
@@ -43,88 +50,30 @@ static void usage(FILE *out)
 		"checkpoint as it is (reshard verifies it and changes nothing).\n");
 }
 
-/* The safetensors header of `path`: its JSON tree and the byte where the
- * data begins. Only the header is read. */
-static weft_status read_header(const char *path, weft_json_value **js, uint64_t *data_at)
+/* A tensor's elements; the shared check (nn/safetensors.h) keeps every
+ * partial product of a shape below 2^63. */
+static int64_t numel_of(const weft_st_tensor *t)
 {
-	unsigned char len8[8];
-	uint64_t n = 0;
-	char *text = NULL;
-	FILE *f = fopen(path, "rb");
-	weft_status st;
+	int64_t n = 1;
 
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "cannot open '%s': %s", path, strerror(errno));
-	if (fread(len8, 1, 8, f) != 8) {
-		fclose(f);
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s' is shorter than a safetensors header",
-				      path);
-	}
-	for (int i = 7; i >= 0; i--)
-		n = (n << 8) | len8[i];
-	if (n == 0 || n > 100000000u || !(text = malloc(n))) {
-		fclose(f);
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s': header length %llu is not plausible",
-				      path, (unsigned long long)n);
-	}
-	if (fread(text, 1, n, f) != n) {
-		free(text);
-		fclose(f);
-		return weft_error_set(WEFT_ERR_CORRUPT, "'%s' ends inside its header", path);
-	}
-	fclose(f);
-	st = weft_json_parse(path, text, n, js);
-	free(text);
-	*data_at = 8 + n;
-	return st;
+	for (int32_t d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	return n;
 }
 
-/* Tensor i of a header (skipping __metadata__): name, dtype, shape text,
- * numel, data offsets. Returns 0 when it is not a tensor entry. */
-typedef struct tinfo {
-	const char *name, *dtype;
-	int64_t numel, begin, end;
-	char shape[160];
-	int32_t ndim;
-	int64_t dims[8];
-} tinfo;
-
-static int tensor_at(const weft_json_value *js, size_t i, tinfo *t)
+static const char *shape_of(const weft_st_tensor *t, char *buf, size_t len)
 {
-	const weft_json_value *v = &js->items[i], *dt, *sh, *off;
-	size_t len = 0;
+	weft_tensor tmp = { .ndim = t->ndim };
 
-	if (!strcmp(js->keys[i], "__metadata__"))
-		return 0;
-	dt = weft_json_get(v, "dtype");
-	sh = weft_json_get(v, "shape");
-	off = weft_json_get(v, "data_offsets");
-	if (!dt || dt->kind != WEFT_JSON_STRING || !sh || sh->kind != WEFT_JSON_ARRAY ||
-	    sh->count > 8 || !off || off->kind != WEFT_JSON_ARRAY || off->count != 2)
-		return 0;
-	t->name = js->keys[i];
-	t->dtype = dt->string;
-	t->numel = 1;
-	t->ndim = (int32_t)sh->count;
-	len += (size_t)snprintf(t->shape, sizeof(t->shape), "[");
-	for (size_t k = 0; k < sh->count; k++) {
-		t->dims[k] = sh->items[k].integer;
-		t->numel *= t->dims[k];
-		len += (size_t)snprintf(t->shape + len, sizeof(t->shape) - len, "%s%lld",
-					k ? ", " : "", (long long)t->dims[k]);
-	}
-	snprintf(t->shape + len, sizeof(t->shape) - len, "]");
-	t->begin = off->items[0].integer;
-	t->end = off->items[1].integer;
-	return 1;
+	memcpy(tmp.shape, t->shape, sizeof(tmp.shape));
+	return weft_shape_str(&tmp, buf, len);
 }
 
 static int64_t json_int(const weft_json_value *js, const char *key)
 {
 	const weft_json_value *v = weft_json_get(js, key);
 
-	return v && v->kind == WEFT_JSON_NUMBER ? (int64_t)v->number : -1;
+	return v && v->kind == WEFT_JSON_NUMBER && v->is_integer ? v->integer : -1;
 }
 
 static const char *json_str(const weft_json_value *js, const char *key)
@@ -134,33 +83,48 @@ static const char *json_str(const weft_json_value *js, const char *key)
 	return v && v->kind == WEFT_JSON_STRING ? v->string : "?";
 }
 
-static weft_status load_state(const char *dir, weft_json_value **state)
+/* The checkpoint `dir` checked as the loader checks it: the manifest
+ * lists and matches every file read (train/checkpoint_files.h), the
+ * trainer state is a JSON object, and model.safetensors passes the
+ * loader's own check (weft_st_open_header: the same as weft_st_open,
+ * reading only the header). *state and *model are new; free with
+ * weft_json_free and weft_st_close. */
+static weft_status open_ckpt(const char *dir, weft_json_value **state, weft_st_file **model)
 {
 	char path[4096];
-	weft_status st = weft_manifest_verify(dir);
+	weft_status st = weft_checkpoint_verify(dir);
 
+	*state = NULL;
+	*model = NULL;
 	if (st)
 		return weft_error_wrap(st, "checkpoint '%s'", dir);
-	snprintf(path, sizeof(path), "%s/trainer_state.json", dir);
-	return weft_json_parse_file(path, state);
+	snprintf(path, sizeof(path), "%s/" WEFT_CKPT_STATE, dir);
+	if ((st = weft_json_parse_file(path, state)))
+		return st;
+	if ((*state)->kind != WEFT_JSON_OBJECT) {
+		weft_json_free(*state);
+		*state = NULL;
+		return weft_error_set(WEFT_ERR_CORRUPT, "'%s' is not a weft trainer state (not a "
+				      "JSON object)", path);
+	}
+	snprintf(path, sizeof(path), "%s/" WEFT_CKPT_MODEL, dir);
+	if ((st = weft_st_open_header(path, model))) {
+		weft_json_free(*state);
+		*state = NULL;
+		return weft_error_wrap(st, "checkpoint '%s'", dir);
+	}
+	return WEFT_OK;
 }
 
 static int inspect(const char *dir)
 {
-	char path[4096];
-	weft_json_value *state = NULL, *hdr = NULL;
+	weft_json_value *state = NULL;
+	weft_st_file *model = NULL;
 	const weft_json_value *slots;
-	uint64_t data_at;
 	int64_t total = 0;
-	size_t nt = 0;
 
-	if (load_state(dir, &state))
+	if (open_ckpt(dir, &state, &model))
 		return weft_cli_fail();
-	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	if (read_header(path, &hdr, &data_at)) {
-		weft_json_free(state);
-		return weft_cli_fail();
-	}
 	printf("checkpoint %s (manifest verified)\n", dir);
 	printf("  step %lld, epoch %lld, saved by strategy %s on %lld rank%s\n",
 	       (long long)json_int(state, "global_step"), (long long)json_int(state, "epoch"),
@@ -168,22 +132,22 @@ static int inspect(const char *dir)
 	       json_int(state, "world_size") == 1 ? "" : "s");
 	printf("  optimizer %s, slots:", json_str(state, "optimizer"));
 	slots = weft_json_get(state, "optimizer_slots");
-	for (size_t k = 0; slots && k < slots->count; k++)
+	for (size_t k = 0; slots && slots->kind == WEFT_JSON_ARRAY && k < slots->count; k++)
 		printf(" %s", slots->items[k].kind == WEFT_JSON_STRING ? slots->items[k].string : "?");
 	printf(" (global flat coordinates over %lld elements: loads into any strategy and world "
 	       "size)\n", (long long)json_int(state, "numel"));
 	printf("  tensors of model.safetensors:\n");
-	for (size_t i = 0; hdr->kind == WEFT_JSON_OBJECT && i < hdr->count; i++) {
-		tinfo t;
+	for (size_t i = 0; i < model->count; i++) {
+		const weft_st_tensor *t = &model->tensors[i];
+		char sh[160];
 
-		if (!tensor_at(hdr, i, &t))
-			continue;
-		printf("    %-44s %-5s %s\n", t.name, t.dtype, t.shape);
-		total += t.numel;
-		nt++;
+		printf("    %-44s %-5s %s\n", t->name, weft_dtype_name(t->dtype),
+		       shape_of(t, sh, sizeof(sh)));
+		/* each at most the file's size: the sum fits */
+		total += numel_of(t);
 	}
-	printf("  %zu tensors, %lld elements\n", nt, (long long)total);
-	weft_json_free(hdr);
+	printf("  %zu tensors, %lld elements\n", model->count, (long long)total);
+	weft_st_close(model);
 	weft_json_free(state);
 	return 0;
 }
@@ -208,77 +172,160 @@ static weft_status copy_range(int fd_in, const char *in_path, int64_t at, int64_
 	return WEFT_OK;
 }
 
-/* The output header: every weight, then (with_optim) every slot of every
- * F32 weight, offsets contiguous in that order; padded to 8 bytes. */
-static char *make_header(const weft_json_value *hdr, const weft_json_value *slots, int with_optim,
-			 size_t *len_out)
+/* For --optimizer: the slot names (an array of 1..8 strings) and the flat
+ * element count of the trainer state, checked against model.safetensors
+ * (the F32 tensors' elements, in header order, are optimizer.bin's
+ * coordinates) and against optimizer.bin's size. */
+static weft_status check_optimizer(const char *dir, const weft_json_value *state,
+				   const weft_st_file *model, const weft_json_value **slots_out,
+				   int64_t *numel_out)
 {
-	size_t cap = 4096 + hdr->count * 512 * (1 + (slots ? slots->count : 0)), len = 0;
-	char *h = malloc(cap);
+	char path[4096];
+	const weft_json_value *slots = weft_json_get(state, "optimizer_slots");
+	int64_t numel = json_int(state, "numel"), f32 = 0;
+	struct stat sb;
+
+	if (!slots || slots->kind != WEFT_JSON_ARRAY || slots->count == 0 || slots->count > 8)
+		return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s': %s lists no optimizer "
+				      "slots (\"optimizer_slots\" must be an array of 1 to 8 "
+				      "names); export it without --optimizer", dir, WEFT_CKPT_STATE);
+	for (size_t k = 0; k < slots->count; k++)
+		if (slots->items[k].kind != WEFT_JSON_STRING || !slots->items[k].string[0] ||
+		    strlen(slots->items[k].string) > 64)
+			return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s': optimizer slot %zu "
+					      "of %s is not a name of 1 to 64 bytes", dir, k,
+					      WEFT_CKPT_STATE);
+	for (size_t i = 0; i < model->count; i++)
+		if (model->tensors[i].dtype == WEFT_F32)
+			f32 += numel_of(&model->tensors[i]);
+	if (numel != f32)
+		return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s': %s holds optimizer state "
+				      "for %lld elements but the F32 tensors of %s have %lld; the "
+				      "checkpoint is damaged", dir, WEFT_CKPT_STATE,
+				      (long long)numel, WEFT_CKPT_MODEL, (long long)f32);
+	snprintf(path, sizeof(path), "%s/" WEFT_CKPT_OPTIMIZER, dir);
+	if (stat(path, &sb) != 0)
+		return weft_error_set(WEFT_ERR_NOT_FOUND, "checkpoint '%s' lacks %s: %s", dir,
+				      WEFT_CKPT_OPTIMIZER, strerror(errno));
+	if ((int64_t)sb.st_size != weft_optim_state_bytes(slots->count, numel))
+		return weft_error_set(WEFT_ERR_CORRUPT, "'%s' holds %lld bytes, but %zu slots of "
+				      "%lld elements need %lld; the checkpoint is damaged", path,
+				      (long long)sb.st_size, slots->count, (long long)numel,
+				      (long long)weft_optim_state_bytes(slots->count, numel));
+	for (size_t i = 0; i < model->count; i++)
+		if (model->tensors[i].dtype == WEFT_F32)
+			for (size_t k = 0; k < slots->count; k++)
+				if (strlen(model->tensors[i].name) + 1 +
+				    strlen(slots->items[k].string) > WEFT_ST_MAX_NAME)
+					return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint "
+							      "'%s': tensor '%.40s...' with its "
+							      "slot suffix is longer than the %d "
+							      "bytes a safetensors name may have "
+							      "here", dir, model->tensors[i].name,
+							      WEFT_ST_MAX_NAME);
+	*slots_out = slots;
+	*numel_out = numel;
+	return WEFT_OK;
+}
+
+/* The output header (base/json.h, so every name is escaped): every weight,
+ * then (slots) every slot of every F32 weight as "<name>.<slot>", offsets
+ * contiguous in that order. A new string in *text; free(). */
+static weft_status make_header(const char *out_path, const weft_st_file *model,
+			       const weft_json_value *slots, char **text)
+{
+	weft_json_writer w;
+	char *name = NULL;
 	int64_t at = 0;
+	weft_status st;
 
-	if (!h)
-		return NULL;
-	len += (size_t)snprintf(h, cap, "{\"__metadata__\":{\"format\":\"pt\"}");
-	for (size_t pass = 0; pass <= (with_optim && slots ? slots->count : 0); pass++)
-		for (size_t i = 0; i < hdr->count; i++) {
-			tinfo t;
-			int64_t bytes;
+	weft_json_writer_string(&w, 0);
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "__metadata__");
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "format");
+	weft_json_string(&w, "pt");
+	weft_json_end_object(&w);
+	for (size_t pass = 0; pass <= (slots ? slots->count : 0); pass++)
+		for (size_t i = 0; i < model->count; i++) {
+			const weft_st_tensor *t = &model->tensors[i];
+			/* offsets within the input file or optimizer.bin: below 2^63 */
+			int64_t bytes = (int64_t)(t->end - t->begin);
 
-			if (!tensor_at(hdr, i, &t) || (pass && strcmp(t.dtype, "F32") != 0))
+			if (pass && t->dtype != WEFT_F32)
 				continue;
-			bytes = t.end - t.begin;
-			if (pass)
-				len += (size_t)snprintf(h + len, cap - len, ",\"%s.%s\"", t.name,
-							slots->items[pass - 1].string);
-			else
-				len += (size_t)snprintf(h + len, cap - len, ",\"%s\"", t.name);
-			len += (size_t)snprintf(h + len, cap - len, ":{\"dtype\":\"%s\",\"shape\":%s,"
-						"\"data_offsets\":[%lld,%lld]}", t.dtype, t.shape,
-						(long long)at, (long long)(at + bytes));
+			if (pass) {
+				size_t len = strlen(t->name) + strlen(slots->items[pass - 1].string)
+					     + 2;
+				char *grown = realloc(name, len);
+
+				if (!grown) {
+					free(name);
+					weft_json_finish(&w, text);
+					free(*text);
+					*text = NULL;
+					return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory",
+							      out_path);
+				}
+				name = grown;
+				snprintf(name, len, "%s.%s", t->name, slots->items[pass - 1].string);
+			}
+			weft_json_key(&w, pass ? name : t->name);
+			weft_json_begin_object(&w);
+			weft_json_key(&w, "dtype");
+			weft_json_string(&w, weft_dtype_name(t->dtype));
+			weft_json_key(&w, "shape");
+			weft_json_begin_array(&w);
+			for (int32_t d = 0; d < t->ndim; d++)
+				weft_json_int(&w, t->shape[d]);
+			weft_json_end_array(&w);
+			weft_json_key(&w, "data_offsets");
+			weft_json_begin_array(&w);
+			weft_json_int(&w, at);
+			weft_json_int(&w, at + bytes);
+			weft_json_end_array(&w);
+			weft_json_end_object(&w);
 			at += bytes;
 		}
-	len += (size_t)snprintf(h + len, cap - len, "}");
-	while (len % 8)
-		h[len++] = ' ';
-	*len_out = len;
-	return len < cap ? h : (free(h), NULL);
+	weft_json_end_object(&w);
+	free(name);
+	if ((st = weft_json_finish(&w, text)))
+		return weft_error_wrap(st, "%s: building the safetensors header", out_path);
+	return WEFT_OK;
 }
 
 static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 {
+	static const char spaces[8] = "        ";
 	char path[4096], opath[4096], tmp[4200];
-	weft_json_value *state = NULL, *hdr = NULL;
+	weft_json_value *state = NULL;
+	weft_st_file *model = NULL, *check = NULL;
 	const weft_json_value *slots = NULL;
-	uint64_t data_at;
 	char *header = NULL, *buf = NULL;
-	size_t hlen = 0;
+	size_t hlen = 0, pad;
 	int fd = -1, ofd = -1, rc = 1;
 	FILE *out = NULL;
-	int64_t numel;
+	int64_t numel = 0;
 	weft_status st;
 
-	st = load_state(dir, &state);
-	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	snprintf(opath, sizeof(opath), "%s/optimizer.bin", dir);
+	tmp[0] = '\0';
+	snprintf(path, sizeof(path), "%s/" WEFT_CKPT_MODEL, dir);
+	snprintf(opath, sizeof(opath), "%s/" WEFT_CKPT_OPTIMIZER, dir);
+	st = open_ckpt(dir, &state, &model);
+	if (!st && with_optim)
+		st = check_optimizer(dir, state, model, &slots, &numel);
 	if (!st)
-		st = read_header(path, &hdr, &data_at);
+		st = make_header(out_path, model, slots, &header);
 	if (st)
 		goto out_fail;
-	numel = json_int(state, "numel");
-	slots = weft_json_get(state, "optimizer_slots");
-	if (with_optim && (!slots || slots->kind != WEFT_JSON_ARRAY)) {
-		st = weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s' lists no optimizer slots",
-				    dir);
-		goto out_fail;
-	}
-	header = make_header(hdr, slots, with_optim, &hlen);
+	hlen = strlen(header);
+	pad = (8 - hlen % 8) % 8;
 	buf = malloc(PIECE);
-	fd = open(path, O_RDONLY);
-	ofd = with_optim ? open(opath, O_RDONLY) : -2;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ofd = with_optim ? open(opath, O_RDONLY | O_CLOEXEC) : -2;
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", out_path, (int)getpid());
 	out = fopen(tmp, "wb");
-	if (!header || !buf || fd < 0 || ofd == -1 || !out) {
+	if (!buf || fd < 0 || ofd == -1 || !out) {
 		st = weft_error_set(WEFT_ERR_IO, "export of '%s' to '%s': cannot open the files "
 				    "(%s)", dir, out_path, strerror(errno));
 		goto out_fail;
@@ -287,48 +334,59 @@ static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 		unsigned char len8[8];
 
 		for (int i = 0; i < 8; i++)
-			len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-		if (fwrite(len8, 1, 8, out) != 8 || fwrite(header, 1, hlen, out) != hlen) {
+			len8[i] = (unsigned char)((uint64_t)(hlen + pad) >> (8 * i));
+		if (fwrite(len8, 1, 8, out) != 8 || fwrite(header, 1, hlen, out) != hlen ||
+		    fwrite(spaces, 1, pad, out) != pad) {
 			st = weft_error_set(WEFT_ERR_IO, "writing '%s': %s", tmp, strerror(errno));
 			goto out_fail;
 		}
 	}
 	/* weights, then each slot of each F32 weight at its global flat offset */
-	for (size_t pass = 0; !st && pass <= (with_optim ? slots->count : 0); pass++) {
+	for (size_t pass = 0; !st && pass <= (slots ? slots->count : 0); pass++) {
 		int64_t flat = 0;
 
-		for (size_t i = 0; !st && i < hdr->count; i++) {
-			tinfo t;
+		for (size_t i = 0; !st && i < model->count; i++) {
+			const weft_st_tensor *t = &model->tensors[i];
 
-			if (!tensor_at(hdr, i, &t))
-				continue;
 			if (!pass)
-				st = copy_range(fd, path, (int64_t)data_at + t.begin, t.end - t.begin,
-						out, tmp, buf);
-			else if (!strcmp(t.dtype, "F32"))
+				st = copy_range(fd, path, (int64_t)(model->data_at + t->begin),
+						(int64_t)(t->end - t->begin), out, tmp, buf);
+			else if (t->dtype == WEFT_F32)
 				st = copy_range(ofd, opath, 4 * ((int64_t)(pass - 1) * numel + flat),
-						4 * t.numel, out, tmp, buf);
-			if (!strcmp(t.dtype, "F32"))
-				flat += t.numel;
+						4 * numel_of(t), out, tmp, buf);
+			if (t->dtype == WEFT_F32)
+				flat += numel_of(t);
 		}
 	}
 	if (st)
 		goto out_fail;
-	if (fclose(out) != 0 || rename(tmp, out_path) != 0) {
+	if (fclose(out) != 0) {
 		out = NULL;
-		st = weft_error_set(WEFT_ERR_IO, "finishing '%s': %s", out_path, strerror(errno));
+		st = weft_error_set(WEFT_ERR_IO, "finishing '%s': %s", tmp, strerror(errno));
 		goto out_fail;
 	}
 	out = NULL;
+	/* what is written passes the reader's own check before it gets its name */
+	if ((st = weft_st_open_header(tmp, &check))) {
+		st = weft_error_wrap(st, "export of '%s' made an invalid file (not renamed to '%s')",
+				     dir, out_path);
+		goto out_fail;
+	}
+	weft_st_close(check);
+	if (rename(tmp, out_path) != 0) {
+		st = weft_error_set(WEFT_ERR_IO, "finishing '%s': %s", out_path, strerror(errno));
+		goto out_fail;
+	}
+	tmp[0] = '\0';
 	printf("exported %s to %s%s\n", dir, out_path, with_optim ? " with optimizer state" : "");
 	rc = 0;
 	goto out;
 out_fail:
 	rc = weft_cli_fail();
-	if (out) {
+	if (out)
 		fclose(out);
+	if (tmp[0])
 		unlink(tmp);
-	}
 out:
 	if (fd >= 0)
 		close(fd);
@@ -336,7 +394,7 @@ out:
 		close(ofd);
 	free(buf);
 	free(header);
-	weft_json_free(hdr);
+	weft_st_close(model);
 	weft_json_free(state);
 	return rc;
 }
@@ -344,9 +402,11 @@ out:
 static int reshard(const char *dir, const char *world)
 {
 	weft_json_value *state = NULL;
+	weft_st_file *model = NULL;
 
-	if (load_state(dir, &state))
+	if (open_ckpt(dir, &state, &model))
 		return weft_cli_fail();
+	weft_st_close(model);
 	printf("checkpoint %s (strategy %s, %lld ranks) is stored in global flat coordinates: "
 	       "it loads as it is into any strategy and world size%s%s; nothing to convert\n", dir,
 	       json_str(state, "strategy"), (long long)json_int(state, "world_size"),

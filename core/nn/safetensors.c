@@ -1,9 +1,12 @@
 /* The safetensors format: a checking reader and a writer (see
  * safetensors.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "base/json.h"
@@ -206,6 +209,12 @@ static weft_status header_parse(weft_st_file *f, const char *text, size_t n)
 			st = corrupt(f->path, root->items[i].at, "a tensor has an empty name");
 			goto out_free;
 		}
+		if (strlen(root->keys[i]) > WEFT_ST_MAX_NAME) {
+			st = corrupt(f->path, root->items[i].at, "a tensor name of %zu bytes "
+				     "(starting '%.40s') is longer than the %d weft reads",
+				     strlen(root->keys[i]), root->keys[i], WEFT_ST_MAX_NAME);
+			goto out_free;
+		}
 		/* the name is taken from the tree, which frees what is left */
 		t->name = root->keys[i];
 		root->keys[i] = NULL;
@@ -236,13 +245,22 @@ static weft_status check_layout(weft_st_file *f, uint64_t data_bytes)
 
 	for (size_t i = 0; i < f->count; i++) {
 		weft_st_tensor *t = &f->tensors[i];
-		uint64_t bytes = weft_dtype_size(t->dtype);
+		/* the product of the non-zero dims stays below 2^63, so any
+		 * partial product of the shape fits an int64 */
+		uint64_t bytes = weft_dtype_size(t->dtype), span = bytes;
 		char sh[160];
 
 		for (int32_t d = 0; d < t->ndim; d++) {
-			if (t->shape[d] && bytes > UINT64_MAX / (uint64_t)t->shape[d])
+			if (!t->shape[d]) {
+				bytes = 0;
+				continue;
+			}
+			if (span > (uint64_t)INT64_MAX / (uint64_t)t->shape[d])
 				return weft_error_set(WEFT_ERR_CORRUPT, "%s: tensor '%s' has a shape "
-						      "too large", f->path, t->name);
+						      "of more than 2^63 bytes (dim %d is %lld); the "
+						      "file is damaged or not safetensors", f->path,
+						      t->name, (int)d, (long long)t->shape[d]);
+			span *= (uint64_t)t->shape[d];
 			bytes *= (uint64_t)t->shape[d];
 		}
 		if (t->begin > t->end || t->end > data_bytes)
@@ -290,47 +308,136 @@ static weft_status check_layout(weft_st_file *f, uint64_t data_bytes)
 	return st;
 }
 
+/* The one check of a file, shared by weft_st_open and weft_st_open_header:
+ * the 8-byte length `len8` and the header `text` (of that length, already
+ * read) against the file's f->size bytes, into f->tensors, f->format and
+ * f->data_at. */
+static weft_status st_check(weft_st_file *f, const unsigned char len8[8], const char *text)
+{
+	uint64_t n = 0;
+	weft_status st;
+
+	for (int i = 7; i >= 0; i--)
+		n = (n << 8) | len8[i];
+	if ((st = header_parse(f, text, (size_t)n)))
+		return st;
+	if ((st = check_layout(f, f->size - 8 - n)))
+		return st;
+	f->data_at = 8 + n;
+	return WEFT_OK;
+}
+
+/* The header length of a file of f->size bytes from its first 8 bytes:
+ * refused when the file is too short or the length does not fit. */
+static weft_status st_header_len(weft_st_file *f, const unsigned char len8[8], uint64_t *n)
+{
+	*n = 0;
+	if (f->size < 8)
+		return weft_error_set(WEFT_ERR_CORRUPT, "%s: %zu bytes is too short for a "
+				      "safetensors file (8-byte header length first); the file is "
+				      "truncated", f->path, f->size);
+	for (int i = 7; i >= 0; i--)
+		*n = (*n << 8) | len8[i];
+	if (*n > WEFT_ST_MAX_HEADER || *n > f->size - 8)
+		return weft_error_set(WEFT_ERR_CORRUPT, "%s: the header length is %llu bytes but "
+				      "%s; the file is truncated or not safetensors", f->path,
+				      (unsigned long long)*n, *n > WEFT_ST_MAX_HEADER ?
+				      "the format allows at most 100 MB" :
+				      "the file is shorter than that");
+	return WEFT_OK;
+}
+
+static weft_st_file *st_new(const char *path)
+{
+	weft_st_file *f = calloc(1, sizeof(*f));
+
+	if (!f || !(f->path = strdup(path))) {
+		free(f);
+		weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
+		return NULL;
+	}
+	return f;
+}
+
 weft_status weft_st_open(const char *path, weft_st_file **out)
 {
 	weft_st_file *f;
-	uint64_t n = 0;
+	uint64_t n;
 	char *buf;
 	weft_status st;
 
 	*out = NULL;
-	f = calloc(1, sizeof(*f));
-	if (!f || !(f->path = strdup(path))) {
-		free(f);
-		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
-	}
+	if (!(f = st_new(path)))
+		return WEFT_ERR_NOMEM;
 	if ((st = weft_file_read(path, WEFT_MEM_OTHER, &buf, &f->size)))
 		goto out_close;
 	f->buf = (unsigned char *)buf;
-	if (f->size < 8) {
-		st = weft_error_set(WEFT_ERR_CORRUPT, "%s: %zu bytes is too short for a safetensors "
-				    "file (8-byte header length first); the file is truncated",
-				    path, f->size);
+	if ((st = st_header_len(f, f->buf, &n)))
 		goto out_close;
-	}
-	for (int i = 7; i >= 0; i--)
-		n = (n << 8) | f->buf[i];
-	if (n > WEFT_ST_MAX_HEADER || n > f->size - 8) {
-		st = weft_error_set(WEFT_ERR_CORRUPT, "%s: the header length is %llu bytes but %s; "
-				    "the file is truncated or not safetensors", path,
-				    (unsigned long long)n, n > WEFT_ST_MAX_HEADER ?
-				    "the format allows at most 100 MB" :
-				    "the file is shorter than that");
-		goto out_close;
-	}
-	if ((st = header_parse(f, (const char *)f->buf + 8, (size_t)n)))
-		goto out_close;
-	if ((st = check_layout(f, f->size - 8 - n)))
+	if ((st = st_check(f, f->buf, (const char *)f->buf + 8)))
 		goto out_close;
 	for (size_t i = 0; i < f->count; i++)
-		f->tensors[i].data = f->buf + 8 + n + f->tensors[i].begin;
+		f->tensors[i].data = f->buf + f->data_at + f->tensors[i].begin;
 	*out = f;
 	return WEFT_OK;
 out_close:
+	weft_st_close(f);
+	return st;
+}
+
+weft_status weft_st_open_header(const char *path, weft_st_file **out)
+{
+	unsigned char len8[8] = { 0 };
+	weft_st_file *f;
+	struct stat sb;
+	char *text = NULL;
+	uint64_t n;
+	int fd;
+	weft_status st;
+
+	*out = NULL;
+	if (!(f = st_new(path)))
+		return WEFT_ERR_NOMEM;
+	/* O_NONBLOCK: a FIFO is refused below instead of waited on */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		st = weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
+				    "%s: cannot open: %s", path, strerror(errno));
+		goto out_close;
+	}
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		st = weft_error_set(WEFT_ERR_IO, "%s: not a regular file; give a safetensors "
+				    "file", path);
+		goto out_close;
+	}
+	f->size = (size_t)sb.st_size;
+	if (pread(fd, len8, 8, 0) != (f->size < 8 ? (ssize_t)f->size : 8)) {
+		st = weft_error_set(WEFT_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+		goto out_close;
+	}
+	if ((st = st_header_len(f, len8, &n)))
+		goto out_close;
+	if (!(text = malloc(n ? n : 1))) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory for a header of %llu bytes",
+				    path, (unsigned long long)n);
+		goto out_close;
+	}
+	errno = 0;
+	if (n && pread(fd, text, n, 8) != (ssize_t)n) {
+		st = weft_error_set(WEFT_ERR_IO, "%s: reading the header failed: %s", path,
+				    errno ? strerror(errno) : "the file shrank");
+		goto out_close;
+	}
+	if ((st = st_check(f, len8, text)))
+		goto out_close;
+	free(text);
+	close(fd);
+	*out = f;
+	return WEFT_OK;
+out_close:
+	free(text);
+	if (fd >= 0)
+		close(fd);
 	weft_st_close(f);
 	return st;
 }
@@ -421,7 +528,7 @@ weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 	weft_status st = WEFT_OK;
 
 	for (size_t i = 0; i < n; i++) {
-		if (!e[i].name || !e[i].name[0] || strlen(e[i].name) > 4096)
+		if (!e[i].name || !e[i].name[0] || strlen(e[i].name) > WEFT_ST_MAX_NAME)
 			return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor %zu has an empty or "
 					      "over-long name", path, i);
 		for (size_t j = 0; j < i; j++)

@@ -11,7 +11,10 @@
  *
  * The reader checks all of that and reports the first violation with the
  * path and the tensor; it never trusts a length from the file before
- * checking it against the file's size.
+ * checking it against the file's size. A shape's bytes must fit in 2^63
+ * (with zero dims left out, so every partial product fits an int64) and
+ * names are at most WEFT_ST_MAX_NAME bytes. The loader (weft_st_open) and
+ * the checkpoint tools (weft_st_open_header) share this one check.
  */
 #ifndef WEFT_NN_SAFETENSORS_H
 #define WEFT_NN_SAFETENSORS_H
@@ -25,6 +28,9 @@
 /* Headers past this many bytes are refused (the format's own limit). */
 #define WEFT_ST_MAX_HEADER (100u * 1000u * 1000u)
 
+/* Tensor names longer than this many bytes are refused, read or written. */
+#define WEFT_ST_MAX_NAME 4096
+
 /* One tensor of an open file. */
 typedef struct weft_st_tensor {
 	char *name;
@@ -35,11 +41,13 @@ typedef struct weft_st_tensor {
 	const void *data;     /* into the file's buffer; not aligned in general */
 } weft_st_tensor;
 
-/* An open file, read whole into memory (WEFT_MEM_OTHER). */
+/* An open file, read whole into memory (WEFT_MEM_OTHER), or only its
+ * header (weft_st_open_header: buf NULL, every tensor's data NULL). */
 typedef struct weft_st_file {
 	char *path;
 	unsigned char *buf;
-	size_t size;
+	size_t size;             /* of the whole file */
+	uint64_t data_at;        /* the byte of the file where the data begins */
 	weft_st_tensor *tensors; /* in header order */
 	size_t count;
 	char *format;            /* __metadata__.format, or NULL */
@@ -51,6 +59,12 @@ typedef struct weft_st_file {
  * header size, JSON syntax with its byte position, an unknown dtype, a
  * shape or offsets that do not fit, holes or overlaps); WEFT_ERR_NOMEM. */
 weft_status weft_st_open(const char *path, weft_st_file **out);
+
+/* As weft_st_open, with the same checks against the file's size, but reads
+ * only the header: for tools that stream the data by ranges (weft ckpt).
+ * f->buf and each tensor's data are NULL; tensor t's bytes are at file
+ * offset f->data_at + t->begin. Same errors as weft_st_open. */
+weft_status weft_st_open_header(const char *path, weft_st_file **out);
 
 /* Frees everything; NULL is ignored. */
 void weft_st_close(weft_st_file *f);

@@ -600,6 +600,11 @@ static weft_status bad_manifest(const char *dir, const char *what)
 
 weft_status weft_manifest_verify(const char *dir)
 {
+	return weft_manifest_verify_listed(dir, NULL, 0);
+}
+
+weft_status weft_manifest_verify_listed(const char *dir, const char *const *needed, size_t n_needed)
+{
 	char path[PATH_LEN + 256];
 	weft_json_value *m = NULL;
 	const weft_json_value *files, *fmt;
@@ -670,6 +675,21 @@ weft_status weft_manifest_verify(const char *dir)
 			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': sha256 %s, manifest says %s (the "
 					    "file's contents changed after it was saved)", path, hex,
 					    sha->string);
+			goto out_free;
+		}
+	}
+	for (size_t k = 0; k < n_needed; k++) {
+		size_t i = 0;
+
+		while (i < files->count &&
+		       strcmp(weft_json_get(&files->items[i], "name")->string, needed[k]) != 0)
+			i++;
+		if (i == files->count) {
+			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s/%s' does not list '%s', which is "
+					    "read from the directory, so that file's contents cannot "
+					    "be checked (the manifest was edited or written by another "
+					    "tool): use a checkpoint saved by weft fit",
+					    dir, WEFT_MANIFEST_NAME, needed[k]);
 			goto out_free;
 		}
 	}

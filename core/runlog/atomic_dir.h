@@ -108,4 +108,11 @@ weft_status weft_atomic_dir_remove(const char *path);
  * with the manifest itself. */
 weft_status weft_manifest_verify(const char *dir);
 
+/* weft_manifest_verify, and each of needed[0..n_needed) (the files a
+ * reader of the directory will open) must be listed, so none is read
+ * unchecked. Errors: as weft_manifest_verify, and WEFT_ERR_CORRUPT naming
+ * the directory and the first needed file the manifest does not list. */
+weft_status weft_manifest_verify_listed(const char *dir, const char *const *needed,
+					size_t n_needed);
+
 #endif /* WEFT_RUNLOG_ATOMIC_DIR_H */

@@ -24,6 +24,7 @@
 #include "base/json.h"
 #include "runlog/rundir.h"
 #include "tp/tp.h"
+#include "train/checkpoint_files.h"
 #include "train/optim_state.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
@@ -515,7 +516,7 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	st = not_a_checkpoint(dir);
 	if (st)
 		return st;
-	st = weft_manifest_verify(dir);
+	st = weft_checkpoint_verify(dir);
 	if (st)
 		return weft_error_wrap(st, "checkpoint '%s'", dir);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);

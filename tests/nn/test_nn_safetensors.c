@@ -1,7 +1,8 @@
 /* safetensors: save -> load round trip is bit-identical, the file follows
  * the format (aligned header with format "pt", contiguous offsets), and
  * every malformed or mismatched file gives a status and a message naming
- * the tensor and what is wrong, changing nothing. */
+ * the tensor and what is wrong, changing nothing; the header-only reader
+ * that weft ckpt uses gives the same verdict as the loader. */
 #include <stdint.h>
 
 #include "nn_test_util.h"
@@ -337,11 +338,81 @@ static void test_corrupt(void)
 	weft_model_free(m);
 }
 
+/* The loader (weft_st_open) and the header-only reader of weft ckpt
+ * (weft_st_open_header) share one check: the same status and message for
+ * every bad file, including names past WEFT_ST_MAX_NAME and shapes whose
+ * bytes pass 2^63, and the same tensors and data offset for a good one. */
+static void test_one_check(void)
+{
+	static const struct {
+		const char *json;
+		size_t data_bytes;
+		const char *what;
+	} bad[] = {
+		{ "[1, 2]", 0, "the header must be a JSON object" },
+		{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],"
+		  "\"data_offsets\":[0,16]}}", 16, "tensor 'a' has a dim too large" },
+		{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1073741824],"
+		  "\"data_offsets\":[0,16]}}", 16, "tensor 'a' has a shape of more than 2^63 bytes" },
+		{ "{\"a\":{\"dtype\":\"U8\",\"shape\":[0,4611686018427387903,3],"
+		  "\"data_offsets\":[0,0]}}", 0, "tensor 'a' has a shape of more than 2^63 bytes" },
+		{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,1000]}}", 8,
+		  "data_offsets [0, 1000] outside the 8 bytes of data" },
+		{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+		  "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+		  "they overlap" },
+		{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+		  "needs 12 bytes" },
+	};
+	size_t long_len = 10000;
+	char path[256], msg[2048], *json = malloc(long_len + 128);
+	weft_st_file *a, *b;
+
+	scratch("one_check.safetensors", path, sizeof(path));
+	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *what = i < sizeof(bad) / sizeof(bad[0]) ? bad[i].what :
+				   "a tensor name of 10000 bytes";
+
+		if (i < sizeof(bad) / sizeof(bad[0])) {
+			write_raw(path, bad[i].json, bad[i].data_bytes);
+		} else {
+			memcpy(json, "{\"", 2);
+			memset(json + 2, 'n', long_len);
+			snprintf(json + 2 + long_len, 128, "\":{\"dtype\":\"F32\",\"shape\":[1],"
+				 "\"data_offsets\":[0,4]}}");
+			write_raw(path, json, 4);
+		}
+		WT_FAILS(weft_st_open(path, &a), WEFT_ERR_CORRUPT, path, what);
+		snprintf(msg, sizeof(msg), "%s", weft_error_last());
+		WT_FAILS(weft_st_open_header(path, &b), WEFT_ERR_CORRUPT, path, what);
+		WT_CHECK(strcmp(msg, weft_error_last()) == 0);
+	}
+	/* the longest name allowed reads */
+	memcpy(json, "{\"", 2);
+	memset(json + 2, 'n', WEFT_ST_MAX_NAME);
+	snprintf(json + 2 + WEFT_ST_MAX_NAME, 128,
+		 "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}");
+	write_raw(path, json, 4);
+	WT_OK(weft_st_open(path, &a));
+	WT_OK(weft_st_open_header(path, &b));
+	WT_CHECK(a->count == 1 && b->count == 1 && a->data_at == b->data_at &&
+		 a->size == b->size && !strcmp(a->tensors[0].name, b->tensors[0].name));
+	WT_CHECK(b->buf == NULL && b->tensors[0].data == NULL);
+	WT_CHECK(a->tensors[0].data == a->buf + a->data_at);
+	weft_st_close(a);
+	weft_st_close(b);
+	WT_FAILS(weft_st_open_header("/nonexistent/w.safetensors", &b), WEFT_ERR_NOT_FOUND,
+		 "/nonexistent/w.safetensors");
+	free(json);
+	remove(path);
+}
+
 int main(void)
 {
 	test_round_trip();
 	test_mismatch();
 	test_tied_head();
 	test_corrupt();
+	test_one_check();
 	return wt_done("test_nn_safetensors");
 }

@@ -1,6 +1,6 @@
 /* Atomic directories: a committed directory verifies against its manifest;
  * every kind of damage is named (missing manifest, missing file, wrong
- * size, wrong sha256); a writer killed mid-save leaves no directory and its
+ * size, wrong sha256, a needed file the manifest does not list); a writer killed mid-save leaves no directory and its
  * stale temp is cleaned; saving over an existing directory swaps it whole. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +84,19 @@ int main(void)
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", dir, (long)getpid());
 	WT_CHECK(!exists(tmp));
 
+	/* Every needed file must be listed: an unlisted one is refused by
+	 * name, even when it is there, while listed ones pass. */
+	{
+		static const char *const listed[] = { "state.json", "model.bin" };
+		static const char *const extra[] = { "model.bin", "optimizer.bin" };
+
+		snprintf(p, sizeof(p), "%s/optimizer.bin", dir);
+		fclose(fopen(p, "w"));
+		WT_OK(weft_manifest_verify_listed(dir, listed, 2));
+		WT_FAILS(weft_manifest_verify_listed(dir, extra, 2), WEFT_ERR_CORRUPT,
+			 "manifest.json' does not list 'optimizer.bin'", dir);
+		WT_CHECK(remove(p) == 0);
+	}
 	/* One flipped bit: the sha256 check names the file. */
 	snprintf(p, sizeof(p), "%s/model.bin", dir);
 	rewrite_byte(p, 5000);
