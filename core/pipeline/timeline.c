@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/json.h"
 #include "pipeline/timeline.h"
 #include "weft/memory.h"
+#include "weft/step.h"
 
 /* One interval as it travels: step, track, kind, micro, stage, t0, t1
  * (ns since the rank's zero), CPU ns (< 0: not measured). */
@@ -21,14 +21,6 @@ struct weft_timeline {
 	int64_t *rec;           /* [n * REC] */
 	size_t n, cap;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const char *const kind_names[WEFT_EVENT_KIND_COUNT] = {
 	[WEFT_EVENT_STEP] = "step",           [WEFT_EVENT_FORWARD] = "forward",
@@ -63,7 +55,7 @@ static weft_status align(weft_timeline *tl)
 	weft_status st = WEFT_OK;
 
 	if (!tl->comm) {
-		tl->zero_ns = now_ns();
+		tl->zero_ns = weft_clock_ns();
 		return WEFT_OK;
 	}
 	all = weft_mem_calloc(WEFT_MEM_OTHER, (size_t)tl->world * sizeof(int64_t));
@@ -74,7 +66,7 @@ static weft_status align(weft_timeline *tl)
 		weft_comm_buf r = { .data = all, .count = tl->world, .dtype = WEFT_COMM_I64 };
 
 		st = tl->ops->barrier(tl->comm, NULL);
-		mine = now_ns();
+		mine = weft_clock_ns();
 		if (!st)
 			st = tl->ops->all_gather(tl->comm, &s, &r, NULL);
 		off[k] = mine - all[0];

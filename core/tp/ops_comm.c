@@ -2,20 +2,12 @@
  * (Megatron's f / g and the sequence-parallel all-gather / reduce-scatter
  * pairs), recorded on the tape with their conjugate backward. */
 #include <string.h>
-#include <time.h>
 
 #include "tensor/tensor_impl.h"
 #include "tp/tp_impl.h"
+#include "weft/step.h"
 
 #define DT(t) ((weft_dtype)(t)->dtype)
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static weft_comm_dtype comm_dtype(weft_dtype dt)
 {
@@ -47,7 +39,7 @@ static weft_status coll(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pa
 			int64_t n_recv)
 {
 	weft_comm_buf s = buf_of(ctx, dt, send, n_send), r = buf_of(ctx, dt, recv, n_recv);
-	int64_t t0 = now_ns(), full = 0, mine = 0;
+	int64_t t0 = weft_clock_ns(), full = 0, mine = 0;
 	weft_status st = WEFT_OK;
 
 	if (ctx->k->synchronize)
@@ -79,7 +71,7 @@ static weft_status coll(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pa
 	g->stats.calls[pass][kind]++;
 	g->stats.elements[pass][kind] += full;
 	g->stats.bytes[pass][kind] += mine * (int64_t)weft_dtype_size(dt);
-	g->stats.ns += now_ns() - t0;
+	g->stats.ns += weft_clock_ns() - t0;
 	return WEFT_OK;
 }
 

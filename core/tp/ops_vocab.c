@@ -14,20 +14,12 @@
  * the logits themselves on the CPU and on a host copy elsewhere. */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "tensor/tensor_impl.h"
 #include "tp/tp_impl.h"
+#include "weft/step.h"
 
 #define DT(t) ((weft_dtype)(t)->dtype)
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int on_cpu(const weft_ctx *ctx)
 {
@@ -80,7 +72,7 @@ static weft_status reduce_f64(weft_tp_group *g, const char *op, weft_pass pass, 
 			      int64_t n, weft_comm_redop how)
 {
 	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64 };
-	int64_t t0 = now_ns();
+	int64_t t0 = weft_clock_ns();
 	weft_status st = g->ops->all_reduce(g->comm, &b, &b, how, NULL);
 
 	if (st)
@@ -90,7 +82,7 @@ static weft_status reduce_f64(weft_tp_group *g, const char *op, weft_pass pass, 
 	g->stats.calls[pass][WEFT_TP_ALL_REDUCE]++;
 	g->stats.elements[pass][WEFT_TP_ALL_REDUCE] += n;
 	g->stats.bytes[pass][WEFT_TP_ALL_REDUCE] += n * (int64_t)sizeof(double);
-	g->stats.ns += now_ns() - t0;
+	g->stats.ns += weft_clock_ns() - t0;
 	return WEFT_OK;
 }
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "launch/launch.h"
@@ -19,13 +18,11 @@
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 #include "weft/ops.h"
+#include "weft/step.h"
 
 double weft_trainer_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)weft_clock_ns() * 1e-9;
 }
 
 /* ---- collectives the trainer itself needs ------------------------------ */

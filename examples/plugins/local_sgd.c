@@ -24,12 +24,11 @@
  * Built only against the installed SDK (find_package(weft) or
  * `pkg-config --cflags weft`); it links nothing of weft: every service
  * comes from the host table given to weft_plugin_entry. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (weft/step.h) under -std=c11 */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <weft/strategy.h>
+#include <weft/step.h>
 
 #define LOCAL_SGD_MAX_SLOTS 8
 
@@ -46,14 +45,6 @@ typedef struct local_sgd {
 	float *slot_mem;      /* n_slots * numel floats, WEFT_MEM_OPTIM */
 	float *slots[LOCAL_SGD_MAX_SLOTS];
 } local_sgd;
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static weft_comm_device comm_device(const weft_strategy_env *env)
 {
@@ -184,26 +175,17 @@ static weft_status local_sgd_train_step(void *p, const weft_step_input *in,
 {
 	local_sgd *s = p;
 	const weft_strategy_env *env = s->env;
-	double loss_sum = 0.0, red[2];
-	int64_t rows = 0, t0 = now_ns(), t_comm = 0, t1;
+	weft_accumulate acc = weft_accumulate_env(g_host, env);
+	int64_t rows = weft_step_rows(in->micro, in->n_micro), t1;
+	double loss_sum, red[2];
+	weft_step_clock clock;
 	weft_status st;
 
-	st = g_host->params_zero_grad(env->params);
+	weft_step_clock_start(&clock);
+	/* this rank's mean loss: micro-batches weighted by their rows */
+	st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum);
 	if (st)
 		return st;
-	for (size_t i = 0; i < in->n_micro; i++)
-		rows += in->micro[i].rows;
-	for (size_t i = 0; i < in->n_micro; i++) {
-		const weft_micro_batch *b = &in->micro[i];
-		double loss = 0.0;
-
-		g_host->ctx_step_begin(env->ctx);
-		/* this rank's mean loss: micro-batches weighted by their rows */
-		st = env->forward_backward(env->trainer, b, (double)b->rows / (double)rows, &loss);
-		if (st)
-			return st;
-		loss_sum += loss * (double)b->rows;
-	}
 	st = local_step(s, &in->optim, &out->grad_norm);
 	if (st)
 		return st;
@@ -211,7 +193,7 @@ static weft_status local_sgd_train_step(void *p, const weft_step_input *in,
 	out->loss = loss_sum / (double)rows;
 	if (env->world_size == 1)
 		goto out_report;
-	t1 = now_ns();
+	t1 = weft_clock_ns();
 	if (s->since_avg >= s->k) {
 		st = all_reduce(s, s->params, s->numel, WEFT_COMM_F32, WEFT_COMM_AVG,
 				comm_device(env));
@@ -235,11 +217,10 @@ static weft_status local_sgd_train_step(void *p, const weft_step_input *in,
 	out->comm_bytes += (int64_t)sizeof(red);
 	out->comm_elements += 2;
 	out->comm_calls++;
-	t_comm = now_ns() - t1;
-	out->comm_ns = t_comm;
-	out->exposed_comm_ns = t_comm; /* blocking collectives: nothing overlaps */
+	out->comm_ns = weft_clock_ns() - t1;
+	out->exposed_comm_ns = out->comm_ns; /* blocking collectives: nothing overlaps */
 out_report:
-	out->compute_ns = now_ns() - t0 - t_comm;
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
 }
 

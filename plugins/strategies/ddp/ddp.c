@@ -26,9 +26,8 @@ typedef struct ddp_bucket {
 	int64_t begin, end;      /* flat element range [begin, end) */
 	size_t n_params, ready;  /* parameters in it / ready this step */
 	weft_comm_work *work;    /* in flight, not yet waited on */
-	int launched;
 	int done_seen;           /* finished (seen by test or wait) */
-	int64_t t_launch, t_done;
+	int64_t t_launch;
 } ddp_bucket;
 
 typedef struct ddp {
@@ -53,6 +52,9 @@ typedef struct ddp {
 
 	/* this step */
 	int64_t busy_ns, last_done_ns, bytes, elements, calls;
+	size_t n_micro;
+	ddp_bucket loss;         /* the loss all-reduce, launched after every bucket */
+	double red[2];           /* its buffer: loss sum, rows */
 } ddp;
 
 static const char *const hook_names[] = { "none", "bf16", "fp16", NULL };
@@ -212,7 +214,6 @@ static void note_done(ddp *s, ddp_bucket *b, int64_t now)
 	int64_t start = b->t_launch > s->last_done_ns ? b->t_launch : s->last_done_ns;
 
 	b->done_seen = 1;
-	b->t_done = now;
 	s->busy_ns += now > start ? now - start : 0;
 	s->last_done_ns = now;
 }
@@ -227,7 +228,7 @@ static void poll_done(ddp *s)
 			continue;
 		if (s->ops->test(b->work, &done) || !done)
 			return;
-		note_done(s, b, replicated_now_ns());
+		note_done(s, b, weft_clock_ns());
 	}
 }
 
@@ -244,25 +245,17 @@ static weft_status launch(ddp *s, ddp_bucket *b)
 	weft_status st;
 
 	if (s->comm_hook != HOOK_NONE) {
-		const float *g = s->rep.grads + b->begin;
-		uint16_t *h = s->half + b->begin;
-
-		if (s->comm_hook == HOOK_BF16)
-			for (int64_t i = 0; i < n; i++)
-				h[i] = ddp_to_bf16(g[i]);
-		else
-			for (int64_t i = 0; i < n; i++)
-				h[i] = ddp_to_f16(g[i]);
-		buf.data = h;
+		ddp_pack_half(s->rep.grads + b->begin, s->half + b->begin, n,
+			      s->comm_hook == HOOK_BF16);
+		buf.data = s->half + b->begin;
 	}
-	b->t_launch = replicated_now_ns();
+	b->t_launch = weft_clock_ns();
 	st = s->ops->all_reduce(s->comm, &buf, &buf, WEFT_COMM_AVG, &b->work);
 	if (st)
 		return g_host->error_wrap(st, "strategy 'ddp': launching the all-reduce of gradient "
 					  "bucket %zu (elements %lld..%lld)",
 					  (size_t)(b - s->buckets), (long long)b->begin,
 					  (long long)b->end);
-	b->launched = 1;
 	s->bytes += n * (int64_t)weft_comm_dtype_size(buf.dtype);
 	s->elements += n;
 	s->calls++;
@@ -384,7 +377,6 @@ static void reset_step(ddp *s)
 	for (size_t k = 0; k < s->n_buckets; k++) {
 		s->buckets[k].ready = 0;
 		s->buckets[k].work = NULL;
-		s->buckets[k].launched = 0;
 		s->buckets[k].done_seen = 0;
 	}
 	s->next_launch = 0;
@@ -429,6 +421,22 @@ static weft_status settle_unused(ddp *s)
 				 n_unused > 8 ? ", ..." : "");
 }
 
+/* Waits for collective b; the time spent waiting is exposed unless it was
+ * seen done before. */
+static weft_status wait_work(ddp *s, ddp_bucket *b, int64_t *exposed)
+{
+	int64_t t0 = weft_clock_ns(), t1;
+	weft_status w = s->ops->wait(b->work, -1);
+
+	b->work = NULL;
+	t1 = weft_clock_ns();
+	if (!b->done_seen) {
+		*exposed += t1 - t0;
+		note_done(s, b, t1);
+	}
+	return w;
+}
+
 /* Waits for every bucket in launch order; the time spent in the waits is
  * exposed communication (every bucket was launched before, so from the
  * first wait on the comm thread is busy until the last is done: exposed
@@ -441,117 +449,106 @@ static weft_status wait_all(ddp *s, int64_t *exposed)
 	*exposed = 0;
 	for (size_t k = 0; k < s->n_buckets; k++) {
 		ddp_bucket *b = &s->buckets[k];
-		int64_t t0 = replicated_now_ns(), t1;
 		weft_status w;
 
 		if (!b->work)
 			continue;
-		w = s->ops->wait(b->work, -1);
-		b->work = NULL;
-		t1 = replicated_now_ns();
-		if (!b->done_seen) { /* else it was over before: nothing exposed */
-			*exposed += t1 - t0;
-			note_done(s, b, t1);
-		}
+		w = wait_work(s, b, exposed);
 		if (w && !st)
 			st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of gradient bucket "
 						"%zu", k);
-		if (!w && s->comm_hook != HOOK_NONE) {
-			const uint16_t *h = s->half + b->begin;
-			float *g = s->rep.grads + b->begin;
-			int64_t n = b->end - b->begin;
-
-			if (s->comm_hook == HOOK_BF16)
-				for (int64_t i = 0; i < n; i++)
-					g[i] = ddp_from_bf16(h[i]);
-			else
-				for (int64_t i = 0; i < n; i++)
-					g[i] = ddp_from_f16(h[i]);
-		}
+		if (!w && s->comm_hook != HOOK_NONE)
+			ddp_unpack_half(s->half + b->begin, s->rep.grads + b->begin,
+					b->end - b->begin, s->comm_hook == HOOK_BF16);
 	}
 	return st;
+}
+
+/* One micro-batch: gradients are communicated during the last one's
+ * backward only (no_sync before it). */
+static weft_status ddp_micro(void *user, size_t i, const weft_micro_batch *b, double loss_scale,
+			     double *loss)
+{
+	ddp *s = user;
+
+	s->syncing = s->world > 1 && i + 1 == s->n_micro;
+	return s->env->forward_backward(s->env->trainer, b, loss_scale, loss);
+}
+
+/* Launches the sum of this rank's loss sum and rows over the ranks. */
+static weft_status reduce_loss(ddp *s, double loss_sum, int64_t rows)
+{
+	weft_comm_buf b = { .data = s->red, .count = 2, .dtype = WEFT_COMM_F64,
+			    .device = WEFT_COMM_DEVICE_CPU };
+	weft_status st;
+
+	s->red[0] = loss_sum;
+	s->red[1] = (double)rows;
+	s->loss = (ddp_bucket){ .t_launch = weft_clock_ns() };
+	st = s->ops->all_reduce(s->comm, &b, &b, WEFT_COMM_SUM, &s->loss.work);
+	if (st)
+		return g_host->error_wrap(st, "strategy 'ddp': all-reduce of the loss");
+	s->calls++;
+	return WEFT_OK;
+}
+
+/* Waits for every bucket, then for the loss, which the comm thread runs
+ * after them; *loss_sum and *rows become the global batch's. */
+static weft_status wait_step(ddp *s, double *loss_sum, int64_t *rows, int64_t *exposed)
+{
+	weft_status st = wait_all(s, exposed), w = wait_work(s, &s->loss, exposed);
+
+	if (w && !st)
+		st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of the loss");
+	if (st)
+		return st;
+	if (s->red[1] != (double)*rows * s->world)
+		return g_host->error_set(WEFT_ERR_INVALID_ARG,
+					 "strategy 'ddp': rank %d had %lld rows in this step "
+					 "but all ranks together had %.0f, not %d x %lld; ddp "
+					 "averages per-rank gradients, so every rank needs the "
+					 "same rows per step (use the distributed sampler, "
+					 "which pads or drops the uneven tail)",
+					 s->env->rank, (long long)*rows, s->red[1], s->world,
+					 (long long)*rows);
+	*loss_sum = s->red[0];
+	*rows = (int64_t)s->red[1];
+	return WEFT_OK;
 }
 
 static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
 {
 	ddp *s = p;
-	const weft_strategy_env *env = s->env;
-	double loss_sum = 0.0, red[2];
-	int64_t rows = 0, t0 = replicated_now_ns(), exposed = 0, t_wait0, t_loss = 0;
-	weft_comm_work *loss_work = NULL;
+	weft_accumulate acc = weft_accumulate_env(g_host, s->env);
+	int64_t rows = weft_step_rows(in->micro, in->n_micro), exposed = 0;
+	double loss_sum;
+	weft_step_clock clock;
 	weft_status st;
 
-	st = g_host->params_zero_grad(env->params);
-	if (st)
-		return st;
+	weft_step_clock_start(&clock);
 	reset_step(s);
-	for (size_t i = 0; i < in->n_micro; i++)
-		rows += in->micro[i].rows;
-	for (size_t i = 0; i < in->n_micro; i++) {
-		const weft_micro_batch *b = &in->micro[i];
-		double loss = 0.0;
-
-		g_host->ctx_step_begin(env->ctx);
-		s->syncing = s->world > 1 && i + 1 == in->n_micro;
-		st = env->forward_backward(env->trainer, b, (double)b->rows / (double)rows, &loss);
-		if (st)
-			goto out_drain;
-		loss_sum += loss * (double)b->rows;
-	}
-	if (s->world > 1) {
-		weft_comm_buf lb = {
-			.data = red, .count = 2, .dtype = WEFT_COMM_F64,
-			.device = WEFT_COMM_DEVICE_CPU,
-		};
-
-		st = g_host->autograd_flush(env->ctx);
+	acc.run = ddp_micro;
+	acc.user = s;
+	s->n_micro = in->n_micro;
+	st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum);
+	if (!st && s->world > 1) {
+		st = g_host->autograd_flush(s->env->ctx);
 		if (!st)
 			st = settle_unused(s);
-		if (st)
-			goto out_drain;
 		s->syncing = 0;
-		red[0] = loss_sum;
-		red[1] = (double)rows;
-		t_loss = replicated_now_ns();
-		st = s->ops->all_reduce(s->comm, &lb, &lb, WEFT_COMM_SUM, &loss_work);
-		if (st) {
-			st = g_host->error_wrap(st, "strategy 'ddp': all-reduce of the loss");
-			goto out_drain;
-		}
-		s->calls++;
-		out->metric_comm_bytes = (int64_t)sizeof(red);
-		st = wait_all(s, &exposed);
-		t_wait0 = replicated_now_ns();
-		{
-			weft_status w = s->ops->wait(loss_work, -1);
-
-			int64_t t_done = replicated_now_ns();
-
-			if (w && !st)
-				st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of the loss");
-			/* it ran after every bucket (FIFO) */
-			if (s->last_done_ns > t_loss)
-				t_loss = s->last_done_ns;
-			s->busy_ns += t_done - t_loss;
-			exposed += t_done - t_wait0;
-		}
-		if (st)
-			return st;
-		if (red[1] != (double)rows * s->world)
-			return g_host->error_set(WEFT_ERR_INVALID_ARG,
-						 "strategy 'ddp': rank %d had %lld rows in this step "
-						 "but all ranks together had %.0f, not %d x %lld; ddp "
-						 "averages per-rank gradients, so every rank needs the "
-						 "same rows per step (use the distributed sampler, "
-						 "which pads or drops the uneven tail)",
-						 env->rank, (long long)rows, red[1], s->world,
-						 (long long)rows);
-		loss_sum = red[0];
-		rows = (int64_t)red[1];
+		if (!st)
+			st = reduce_loss(s, loss_sum, rows);
+		if (!st)
+			st = wait_step(s, &loss_sum, &rows, &exposed);
+		out->metric_comm_bytes = (int64_t)sizeof(s->red);
 	}
-	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
-	if (st)
+	if (!st)
+		st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
+	if (st) {
+		s->syncing = 0;
+		drain(s);
 		return st;
+	}
 	out->skipped = s->rep.last_skipped;
 	out->loss = loss_sum / (double)rows;
 	out->comm_bytes = s->bytes + out->metric_comm_bytes;
@@ -559,13 +556,8 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 	out->comm_calls = s->calls;
 	out->comm_ns = s->busy_ns;
 	out->exposed_comm_ns = exposed;
-	out->compute_ns = replicated_now_ns() - t0 - exposed;
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
-
-out_drain:
-	s->syncing = 0;
-	drain(s);
-	return st;
 }
 
 static weft_status ddp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)

@@ -26,6 +26,9 @@ typedef struct dp_replica {
 	weft_params *params;
 	weft_ctx *ctx;
 	float *flat, *flat_grad;
+	weft_micro_batch *parts; /* this step's slices of the micro-batches */
+	weft_tensor *views;      /* their inputs and targets, 2 per micro-batch */
+	size_t cap_parts;
 	pthread_t thread;
 	int started;
 	/* results of the last task */
@@ -85,48 +88,71 @@ static void share(int64_t rows, int32_t n, int32_t d, int64_t *lo, int64_t *hi)
 	*hi = rows * (d + 1) / n;
 }
 
-static weft_status replica_forward(dp *s, dp_replica *r)
+/* Cuts this replica's rows out of every micro-batch of the step into
+ * r->parts (grown when a step has more micro-batches than any before). */
+static weft_status replica_slices(dp *s, dp_replica *r)
 {
-	const weft_strategy_env *env = s->env;
 	const weft_step_input *in = s->in;
-	weft_status st;
 
-	r->loss_sum = 0.0;
-	st = g_host->params_zero_grad(r->params);
-	if (st)
-		return st;
+	if (in->n_micro > r->cap_parts) {
+		free(r->parts);
+		free(r->views);
+		r->parts = calloc(in->n_micro, sizeof(*r->parts));
+		r->views = calloc(2 * in->n_micro, sizeof(*r->views));
+		r->cap_parts = r->parts && r->views ? in->n_micro : 0;
+		if (!r->cap_parts)
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'dp': out of memory "
+						 "for %zu micro-batches", in->n_micro);
+	}
 	for (size_t m = 0; m < in->n_micro; m++) {
 		const weft_micro_batch *b = &in->micro[m];
-		weft_tensor x, y;
-		weft_micro_batch part;
+		weft_tensor *x = &r->views[2 * m], *y = &r->views[2 * m + 1];
 		int64_t lo, hi;
-		double loss = 0.0;
 
-		/* every replica steps its context for every micro-batch, so
-		 * their step counters (the dropout keys) stay equal */
-		g_host->ctx_step_begin(r->ctx);
 		share(b->rows, s->n, r->index, &lo, &hi);
-		if (hi == lo)
-			continue;
-		slice_rows(b->data.inputs, lo, hi - lo, &x);
-		slice_rows(b->data.targets, lo, hi - lo, &y);
-		part = (weft_micro_batch){
-			.data = { .inputs = &x, .targets = &y },
+		slice_rows(b->data.inputs, lo, hi - lo, x);
+		slice_rows(b->data.targets, lo, hi - lo, y);
+		r->parts[m] = (weft_micro_batch){
+			.data = { .inputs = x, .targets = y },
 			.rows = hi - lo,
 			.row_offset = b->row_offset + lo,
 		};
-		if (r->index == 0)
-			st = env->forward_backward(env->trainer, &part,
-						   (double)part.rows / (double)s->rows, &loss);
-		else
-			st = env->replica_forward_backward(env->trainer, r->handle, &part,
-							   (double)part.rows / (double)s->rows,
-							   &loss);
-		if (st)
-			return st;
-		r->loss_sum += loss * (double)part.rows;
 	}
 	return WEFT_OK;
+}
+
+/* One replica's slice of a micro-batch; an empty slice runs nothing. */
+static weft_status replica_micro(void *user, size_t i, const weft_micro_batch *part,
+				 double loss_scale, double *loss)
+{
+	dp_replica *r = user;
+	const weft_strategy_env *env = r->s->env;
+
+	(void)i;
+	if (!part->rows)
+		return WEFT_OK;
+	if (r->index == 0)
+		return env->forward_backward(env->trainer, part, loss_scale, loss);
+	return env->replica_forward_backward(env->trainer, r->handle, part, loss_scale, loss);
+}
+
+/* Every replica steps its context for every micro-batch, even one whose
+ * slice is empty, so their step counters (the dropout keys) stay equal;
+ * each slice's loss is weighted by the whole step's rows. */
+static weft_status replica_forward(dp *s, dp_replica *r)
+{
+	weft_accumulate acc = weft_accumulate_env(g_host, s->env);
+	weft_status st;
+
+	r->loss_sum = 0.0;
+	st = replica_slices(s, r);
+	if (st)
+		return st;
+	acc.ctx = r->ctx;
+	acc.zero = r->params;
+	acc.run = replica_micro;
+	acc.user = r;
+	return weft_step_accumulate(&acc, r->parts, s->in->n_micro, s->rows, &r->loss_sum);
 }
 
 /* Slice d of the flat buffer: replica 0's gradient += every other's. */
@@ -316,30 +342,30 @@ static weft_status dp_train_step(void *p, const weft_step_input *in, weft_step_r
 {
 	dp *s = p;
 	double loss_sum = 0.0;
-	int64_t t0 = replicated_now_ns(), t1;
+	int64_t t1;
+	weft_step_clock clock;
 	weft_status st;
 
+	weft_step_clock_start(&clock);
 	s->in = in;
-	s->rows = 0;
-	for (size_t i = 0; i < in->n_micro; i++)
-		s->rows += in->micro[i].rows;
+	s->rows = weft_step_rows(in->micro, in->n_micro);
 	st = run_all(s, TASK_FORWARD);
 	if (st)
 		return st;
 	for (int32_t d = 0; d < s->n; d++)
 		loss_sum += s->r[d].loss_sum;
-	t1 = replicated_now_ns();
+	t1 = weft_clock_ns();
 	if (s->n > 1)
 		run_all(s, TASK_REDUCE);
-	out->comm_ns = replicated_now_ns() - t1;
+	out->comm_ns = weft_clock_ns() - t1;
 	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
 	out->skipped = s->rep.last_skipped;
-	t1 = replicated_now_ns();
+	t1 = weft_clock_ns();
 	if (s->n > 1)
 		run_all(s, TASK_BROADCAST);
-	out->comm_ns += replicated_now_ns() - t1;
+	out->comm_ns += weft_clock_ns() - t1;
 	out->exposed_comm_ns = out->comm_ns;
 	/* bytes moved between devices: every replica's gradients into device
 	 * 0, device 0's parameters out to every replica */
@@ -347,7 +373,7 @@ static weft_status dp_train_step(void *p, const weft_step_input *in, weft_step_r
 	out->comm_bytes = out->comm_elements * 4;
 	out->comm_calls = s->n > 1 ? 2 : 0;
 	out->loss = loss_sum / (double)s->rows;
-	out->compute_ns = replicated_now_ns() - t0 - out->comm_ns;
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
 }
 
@@ -386,6 +412,10 @@ static void dp_destroy(void *p)
 			pthread_join(s->r[d].thread, NULL);
 		if (s->r[d].handle)
 			s->env->replica_free(s->env->trainer, s->r[d].handle);
+	}
+	for (int32_t d = 0; s->r && d < s->n; d++) {
+		free(s->r[d].parts);
+		free(s->r[d].views);
 	}
 	if (s->sync_ready) {
 		pthread_cond_destroy(&s->done);

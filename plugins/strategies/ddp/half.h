@@ -84,4 +84,26 @@ static inline float ddp_from_f16(uint16_t h)
 	return (sign ? -1.0f : 1.0f) * (float)man * (1.0f / 16777216.0f);
 }
 
+/* h[i] = g[i] in bf16 (bf16 = 1) or f16, i < n. */
+static inline void ddp_pack_half(const float *g, uint16_t *h, int64_t n, int bf16)
+{
+	if (bf16)
+		for (int64_t i = 0; i < n; i++)
+			h[i] = ddp_to_bf16(g[i]);
+	else
+		for (int64_t i = 0; i < n; i++)
+			h[i] = ddp_to_f16(g[i]);
+}
+
+/* g[i] = h[i] from bf16 (bf16 = 1) or f16, i < n. */
+static inline void ddp_unpack_half(const uint16_t *h, float *g, int64_t n, int bf16)
+{
+	if (bf16)
+		for (int64_t i = 0; i < n; i++)
+			g[i] = ddp_from_bf16(h[i]);
+	else
+		for (int64_t i = 0; i < n; i++)
+			g[i] = ddp_from_f16(h[i]);
+}
+
 #endif

@@ -5,17 +5,8 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include "replicated.h"
-
-int64_t replicated_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 weft_status replicated_init(replicated *r, const weft_strategy_env *env)
 {

@@ -6,7 +6,7 @@
 #ifndef WEFT_STRATEGY_REPLICATED_H
 #define WEFT_STRATEGY_REPLICATED_H
 
-#include "weft/strategy.h"
+#include "weft/step.h"
 
 extern const weft_host *g_host;
 
@@ -74,8 +74,5 @@ weft_status replicated_dev_step(replicated *r, const weft_optim_step_info *in,
 
 /* replicated_state for device-resident state. */
 weft_status replicated_dev_state(replicated *r, weft_strategy_state *out);
-
-/* Nanoseconds on a monotonic clock. */
-int64_t replicated_now_ns(void);
 
 #endif

@@ -41,34 +41,21 @@ static weft_status single_setup(void *p)
 static weft_status single_train_step(void *p, const weft_step_input *in, weft_step_report *out)
 {
 	single *s = p;
-	const weft_strategy_env *env = s->env;
-	double loss_sum = 0.0;
-	int64_t rows = 0, t0 = replicated_now_ns();
+	weft_accumulate acc = weft_accumulate_env(g_host, s->env);
+	int64_t rows = weft_step_rows(in->micro, in->n_micro);
+	double loss_sum;
+	weft_step_clock clock;
 	weft_status st;
 
-	st = g_host->params_zero_grad(env->params);
-	if (st)
-		return st;
-	for (size_t i = 0; i < in->n_micro; i++)
-		rows += in->micro[i].rows;
-	for (size_t i = 0; i < in->n_micro; i++) {
-		const weft_micro_batch *b = &in->micro[i];
-		double loss = 0.0;
-
-		g_host->ctx_step_begin(env->ctx);
-		/* The global batch's mean loss is the row-weighted mean of the
-		 * micro-batches' means. */
-		st = env->forward_backward(env->trainer, b, (double)b->rows / (double)rows, &loss);
-		if (st)
-			return st;
-		loss_sum += loss * (double)b->rows;
-	}
-	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
+	weft_step_clock_start(&clock);
+	st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum);
+	if (!st)
+		st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
 	out->skipped = s->rep.last_skipped;
 	out->loss = loss_sum / (double)rows;
-	out->compute_ns = replicated_now_ns() - t0;
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
 }
 

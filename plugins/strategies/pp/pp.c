@@ -346,8 +346,8 @@ static weft_status plan(pp_strategy *s, int m)
 	return WEFT_OK;
 }
 
-/* The timeline's kind and track of a weft_pp_op or PP_EV_*. */
-static void event_kind(int kind, int32_t *ev_kind, int32_t *track)
+/* The timeline's kind (WEFT_EVENT_*) of a weft_pp_op or PP_EV_*. */
+static int32_t event_kind(int kind)
 {
 	static const int32_t of_op[] = {
 		[WEFT_PP_FORWARD] = WEFT_EVENT_FORWARD,     [WEFT_PP_BACKWARD] = WEFT_EVENT_BACKWARD,
@@ -356,29 +356,16 @@ static void event_kind(int kind, int32_t *ev_kind, int32_t *track)
 	};
 
 	if (kind == PP_EV_OPTIM)
-		*ev_kind = WEFT_EVENT_OPTIMIZER;
-	else if (kind == PP_EV_SYNC)
-		*ev_kind = WEFT_EVENT_SYNC;
-	else
-		*ev_kind = of_op[kind];
-	*track = *ev_kind == WEFT_EVENT_FORWARD || *ev_kind == WEFT_EVENT_BACKWARD ||
-		 *ev_kind == WEFT_EVENT_OPTIMIZER ? WEFT_TRACK_COMPUTE : WEFT_TRACK_COMM;
+		return WEFT_EVENT_OPTIMIZER;
+	if (kind == PP_EV_SYNC)
+		return WEFT_EVENT_SYNC;
+	return of_op[kind];
 }
 
-/* Records an interval that began at wall time t0 and process CPU time c0. */
-static void note(pp_strategy *s, int kind, int micro, int stage, int64_t t0, int64_t c0)
+/* Records the interval since `from` on the step's timeline. */
+static void note(pp_strategy *s, int kind, int micro, int stage, weft_step_mark from)
 {
-	weft_step_event *e;
-
-	if (s->n_ev >= s->cap_ev)
-		return;
-	e = &s->ev[s->n_ev++];
-	event_kind(kind, &e->kind, &e->track);
-	e->micro = micro;
-	e->stage = stage;
-	e->t0_ns = t0;
-	e->t1_ns = pp_now_ns();
-	e->cpu_ns = pp_cpu_ns() - c0;
+	weft_step_clock_note(&s->clock, from, event_kind(kind), micro, stage);
 }
 
 /* One action of the schedule. */
@@ -390,7 +377,8 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 	pp_inflight *f = &s->fl[(size_t)a->micro * (size_t)s->o.v + (size_t)a->chunk];
 	const weft_micro_batch *b = &in->micro[a->micro];
 	int64_t shape[3] = { b->rows, b->data.inputs->shape[1], s->n_embd };
-	int64_t n = s->counts[a->micro], t0 = pp_now_ns(), c0 = pp_cpu_ns();
+	int64_t n = s->counts[a->micro];
+	weft_step_mark from = weft_step_clock_mark();
 	double loss = 0.0;
 	weft_status st = WEFT_OK;
 
@@ -444,7 +432,7 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 	default:
 		st = g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': unknown action %d", a->op);
 	}
-	note(s, a->op, a->micro, a->stage, t0, c0);
+	note(s, a->op, a->micro, a->stage, from);
 	return st;
 }
 
@@ -454,7 +442,7 @@ static double bubble_of(const pp_strategy *s, int64_t from, int64_t to)
 {
 	int64_t busy = 0;
 
-	for (size_t i = 0; i < s->n_ev; i++)
+	for (size_t i = 0; i < s->clock.n_ev; i++)
 		if (s->ev[i].kind == WEFT_EVENT_FORWARD || s->ev[i].kind == WEFT_EVENT_BACKWARD)
 			busy += s->ev[i].t1_ns - s->ev[i].t0_ns;
 	return to > from ? 1.0 - (double)busy / (double)(to - from) : 0.0;
@@ -464,10 +452,12 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 {
 	pp_strategy *s = p;
 	int m = (int)in->n_micro;
-	int64_t rows = 0, t0 = pp_now_ns(), c0, bytes0, calls0, wait0, dp_bytes = 0, dp_calls = 0;
+	int64_t rows = 0, bytes0, calls0, wait0, dp_bytes = 0, dp_calls = 0;
 	double loss_sum = 0.0, red[2];
+	weft_step_mark from;
 	weft_status st;
 
+	weft_step_clock_start(&s->clock);
 	st = plan(s, m);
 	if (st)
 		return st;
@@ -498,8 +488,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	bytes0 = s->msgs.bytes;
 	calls0 = s->msgs.calls;
 	wait0 = s->msgs.wait_ns;
-	s->n_ev = 0;
-	s->step_t0 = t0;
+	weft_step_clock_events(&s->clock, s->ev, s->cap_ev);
 	for (size_t i = 0; i < s->n_actions && !st; i++)
 		st = act(s, &s->actions[i], in, rows, &loss_sum);
 	{
@@ -516,8 +505,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 		}
 	if (st)
 		return st;
-	t0 = pp_now_ns();
-	c0 = pp_cpu_ns();
+	from = weft_step_clock_mark();
 	st = pp_sync_wte(s);
 	if (!st)
 		st = pp_dp_grads(s, &dp_bytes, &dp_calls);
@@ -530,13 +518,12 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 		st = pp_dp_sum(s, red, 2, &dp_bytes, &dp_calls);
 	if (st)
 		return st;
-	note(s, PP_EV_SYNC, -1, -1, t0, c0);
+	note(s, PP_EV_SYNC, -1, -1, from);
 	/* every rank leaves the reduction together: the span from entering the
 	 * step to here is the pipeline's, on any rank, with no common clock */
-	out->bubble_fraction = bubble_of(s, s->step_t0, pp_now_ns());
+	out->bubble_fraction = bubble_of(s, s->clock.t0_ns, weft_clock_ns());
 	s->last_bubble = out->bubble_fraction;
-	t0 = pp_now_ns();
-	c0 = pp_cpu_ns();
+	from = weft_step_clock_mark();
 	st = pp_optim_step(s, &in->optim, &out->grad_norm);
 	out->skipped = s->skipped;
 	if (!st)
@@ -544,18 +531,14 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 	if (st)
 		return st;
 	pp_copy_params(s, 0);
-	note(s, PP_EV_OPTIM, -1, -1, t0, c0);
-	if (out->struct_size >= offsetof(weft_step_report, n_events) + sizeof(out->n_events)) {
-		out->events = s->ev;
-		out->n_events = s->n_ev;
-	}
+	note(s, PP_EV_OPTIM, -1, -1, from);
 	out->loss = red[1] > 0 ? red[0] / red[1] : 0.0;
 	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red) + dp_bytes;
 	out->metric_comm_bytes = (int64_t)sizeof(red) * (s->dp_comm ? 2 : 1);
 	out->comm_calls = s->msgs.calls - calls0 + dp_calls;
 	out->exposed_comm_ns = s->msgs.wait_ns - wait0;
 	out->comm_ns = out->exposed_comm_ns;
-	out->compute_ns = pp_now_ns() - s->step_t0 - out->exposed_comm_ns;
+	weft_step_clock_finish(&s->clock, out);
 	return WEFT_OK;
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "pipeline/schedule.h"
-#include "weft/strategy.h"
+#include "weft/step.h"
 
 extern const weft_host *g_host;
 
@@ -125,11 +125,11 @@ typedef struct pp_strategy {
 	struct pp_inflight *fl; /* [m * v] */
 	int cap_fl;
 	int64_t *counts;        /* [m]: floats of each micro-batch's messages */
-	weft_step_event *ev;
-	size_t n_ev, cap_ev;
+	weft_step_event *ev;    /* [cap_ev]: the step's timeline (clock) */
+	size_t cap_ev;
+	weft_step_clock clock;
 	int64_t peak_in_flight;
 	double last_bubble;
-	int64_t step_t0;
 
 	/* optimizer state of the owned pieces, as ranges for checkpoints */
 	int64_t *ranges;        /* [2 * n_ranges] */
@@ -167,10 +167,6 @@ weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, fl
 			 int64_t n);
 weft_status pp_msgs_finish(pp_msgs *ms);
 void pp_msgs_free(pp_msgs *ms);
-int64_t pp_now_ns(void);
-/* CPU time of the calling thread, ns (the process's would count the
- * comm and BLAS threads' spinning too). */
-int64_t pp_cpu_ns(void);
 
 /* pp_stage.c: chunks, their optimizer state and the tied embedding */
 weft_status pp_chunks_build(pp_strategy *s);

@@ -14,7 +14,6 @@
  * reports a point-to-point transfer done once it is posted, and waiting
  * for its completion mid-step could wait on a peer that waits on us. */
 #include <string.h>
-#include <time.h>
 
 #include "pp.h"
 
@@ -30,22 +29,6 @@ struct pp_chan {
 	pp_msg *exp;            /* in the sender's order */
 	int n, next_post;
 };
-
-int64_t pp_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t pp_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static weft_status get_buf(pp_msgs *ms, float **out)
 {
@@ -229,9 +212,9 @@ weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, fl
 		c->next_post++;
 		ms->calls++;
 	}
-	t0 = pp_now_ns();
+	t0 = weft_clock_ns();
 	st = ms->g->ops->wait(c->exp[j].work, -1);
-	ms->wait_ns += pp_now_ns() - t0;
+	ms->wait_ns += weft_clock_ns() - t0;
 	c->exp[j].work = NULL;
 	c->exp[j].taken = 1;
 	if (st) {
@@ -249,7 +232,7 @@ weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, fl
 weft_status pp_msgs_finish(pp_msgs *ms)
 {
 	weft_status st = WEFT_OK;
-	int64_t t0 = pp_now_ns();
+	int64_t t0 = weft_clock_ns();
 
 	for (int i = 0; i < ms->n_sends; i++) {
 		weft_status w = ms->g->ops->wait(ms->sends[i].work, -1);
@@ -262,7 +245,7 @@ weft_status pp_msgs_finish(pp_msgs *ms)
 		put_buf(ms, ms->sends[i].buf);
 	}
 	ms->n_sends = 0;
-	ms->wait_ns += pp_now_ns() - t0;
+	ms->wait_ns += weft_clock_ns() - t0;
 	for (int q = 0; ms->from && q < ms->g->size; q++) {
 		pp_chan *c = &ms->from[q];
 

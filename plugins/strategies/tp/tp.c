@@ -24,9 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "weft/strategy.h"
+#include "weft/step.h"
 #include "tp_zero.h"
 
 static const weft_host *g_host;
@@ -54,14 +53,6 @@ typedef struct tp_strategy {
 				     * flat coordinates: sorted [begin, end) pairs */
 	uint32_t n_ranges;
 } tp_strategy;
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static weft_comm_buf buf(void *data, int64_t n, weft_comm_dtype dt)
 {
@@ -567,27 +558,19 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	tp_strategy *s = p;
 	const weft_strategy_env *env = s->env;
 	weft_optim_step_info info = in->optim;
-	double loss_sum = 0.0, metric[2];
-	int64_t rows = 0, t0 = now_ns(), comm_ns = 0, bytes = 0, calls = 0, c0;
+	weft_accumulate acc = weft_accumulate_env(g_host, env);
+	int64_t rows = weft_step_rows(in->micro, in->n_micro);
+	double loss_sum, metric[2];
+	int64_t comm_ns = 0, bytes = 0, calls = 0, c0;
 	int64_t tc[6], te[6], tb[6];
+	weft_step_clock clock;
 	weft_status st;
 
+	weft_step_clock_start(&clock);
 	g_host->tp_stats(env->params, 1, tc, te, tb);
-	if ((st = g_host->params_zero_grad(env->params)))
+	if ((st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum)))
 		return st;
-	for (size_t i = 0; i < in->n_micro; i++)
-		rows += in->micro[i].rows;
-	for (size_t i = 0; i < in->n_micro; i++) {
-		const weft_micro_batch *b = &in->micro[i];
-		double loss = 0.0;
-
-		g_host->ctx_step_begin(env->ctx);
-		st = env->forward_backward(env->trainer, b, (double)b->rows / (double)rows, &loss);
-		if (st)
-			return st;
-		loss_sum += loss * (double)b->rows;
-	}
-	c0 = now_ns();
+	c0 = weft_clock_ns();
 	if ((st = sum_partial(s, &bytes, &calls)))
 		return st;
 	if (s->zero) {
@@ -627,13 +610,13 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 		info.grad_scale *= g_host->clip_coef(sumsq, env->gradient_clip_val,
 						     &out->grad_norm);
 	}
-	comm_ns += now_ns() - c0;
+	comm_ns += weft_clock_ns() - c0;
 	if (s->zero) {
 		st = out->skipped ? WEFT_OK : tp_dpz_step(&s->z, env, s->params, s->grads, &info);
-		c0 = now_ns();
+		c0 = weft_clock_ns();
 		if (!st)
 			st = tp_dpz_gather(&s->z, s->params, &bytes, &calls);
-		comm_ns += now_ns() - c0;
+		comm_ns += weft_clock_ns() - c0;
 	} else if (!out->skipped) {
 		st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
 					  s->slots, 0, s->numel, &info);
@@ -646,11 +629,11 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	if (s->dp_comm) {
 		weft_comm_buf b = buf(metric, 2, WEFT_COMM_F64);
 
-		c0 = now_ns();
+		c0 = weft_clock_ns();
 		st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_SUM, NULL);
 		if (st)
 			return g_host->error_wrap(st, "strategy tp: loss over dp");
-		comm_ns += now_ns() - c0;
+		comm_ns += weft_clock_ns() - c0;
 		out->metric_comm_bytes = 2 * (int64_t)sizeof(double);
 		bytes += out->metric_comm_bytes;
 		calls++;
@@ -666,7 +649,7 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 	out->comm_calls = calls;
 	out->comm_ns = comm_ns;
 	out->exposed_comm_ns = comm_ns;
-	out->compute_ns = now_ns() - t0 - comm_ns;
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
 }
 

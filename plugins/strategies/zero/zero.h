@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "weft/strategy.h"
+#include "weft/step.h"
 
 extern const weft_host *g_host;
 
@@ -144,7 +144,6 @@ void zero_pool_put(zpool *pool, float *buf, int64_t elems);
  * are all about reduce_bucket_size); else one class per size (stage 3's
  * gathered modules, whose sizes differ by orders of magnitude). */
 weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform);
-int64_t zero_now_ns(void);
 weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
 /* Points the unit's parameters (data) at buf, or NULL. */
 void zero_point_params(zero *z, const zunit *u, float *buf);

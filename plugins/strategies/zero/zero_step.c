@@ -78,9 +78,9 @@ static weft_status wait_through(zero *z, size_t upto)
 
 	while (z->q_head < z->q_tail && z->q_head <= upto) {
 		zwork *e = &z->q[z->q_head];
-		int64_t t0 = zero_now_ns();
+		int64_t t0 = weft_clock_ns();
 		weft_status w = z->ops->wait(e->work, -1);
-		int64_t t1 = zero_now_ns();
+		int64_t t1 = weft_clock_ns();
 
 		z->exposed_ns += t1 - t0;
 		e->work = NULL;
@@ -120,7 +120,7 @@ static void poll(zero *z)
 			return; /* broken: the next wait reports it */
 		e->work = NULL;
 		z->q_head++;
-		retire(z, e, zero_now_ns());
+		retire(z, e, weft_clock_ns());
 	}
 	if (z->q_head == z->q_tail)
 		z->q_head = z->q_tail = 0;
@@ -132,7 +132,7 @@ static weft_status launch_ag(zero *z, size_t k, int blocking)
 {
 	zunit *u = &z->units[k];
 	float *mine;
-	int64_t piece = u->mine_hi - u->mine_lo, t0 = zero_now_ns();
+	int64_t piece = u->mine_hi - u->mine_lo, t0 = weft_clock_ns();
 	weft_comm_buf send, recv;
 	weft_comm_work *w = NULL;
 	weft_status st;
@@ -165,7 +165,7 @@ static weft_status launch_ag(zero *z, size_t k, int blocking)
 					  "%lld..%lld)", z->label, k, (long long)u->lo,
 					  (long long)u->hi);
 	if (blocking) {
-		int64_t t1 = zero_now_ns();
+		int64_t t1 = weft_clock_ns();
 
 		z->exposed_ns += t1 - t0;
 		z->busy_ns += t1 - t0;
@@ -281,7 +281,7 @@ static weft_status grad_bucket(zero *z, size_t k)
 static weft_status launch_rs(zero *z, size_t k)
 {
 	zunit *u = &z->units[k];
-	int64_t t0 = zero_now_ns();
+	int64_t t0 = weft_clock_ns();
 	weft_comm_buf send, recv;
 	weft_comm_work *w = NULL;
 	weft_status st = grad_bucket(z, k);
@@ -295,7 +295,7 @@ static weft_status launch_rs(zero *z, size_t k)
 	if (z->world == 1) {
 		zwork e = { .kind = ZW_RS, .unit = k, .t_launch = t0 };
 
-		retire(z, &e, zero_now_ns());
+		retire(z, &e, weft_clock_ns());
 		return WEFT_OK;
 	}
 	send = zero_buf(z, u->gbuf, z->world * u->chunk);
@@ -455,7 +455,7 @@ weft_status zero_hooks_add(zero *z)
 static weft_status staged(zero *z, size_t k, int reduce)
 {
 	zunit *u = &z->units[k];
-	int64_t len = u->hi - u->lo, piece = u->mine_hi - u->mine_lo, t0 = zero_now_ns();
+	int64_t len = u->hi - u->lo, piece = u->mine_hi - u->mine_lo, t0 = weft_clock_ns();
 	float *mine = z->staging + (int64_t)z->rank * u->chunk;
 	weft_comm_buf all = zero_buf(z, z->staging, z->world * u->chunk);
 	weft_comm_buf one = zero_buf(z, mine, u->chunk);
@@ -481,7 +481,7 @@ static weft_status staged(zero *z, size_t k, int reduce)
 					  z->label, reduce ? "reduce-scatter" : "all-gather", k,
 					  (long long)u->lo, (long long)u->hi);
 	{
-		int64_t dt = zero_now_ns() - t0;
+		int64_t dt = weft_clock_ns() - t0;
 
 		z->busy_ns += dt;
 		z->exposed_ns += dt;
@@ -575,14 +575,16 @@ static void reset_step(zero *z)
 	z->gathers = 0;
 }
 
-/* One micro-batch's forward and backward; stages 2 and 3 reduce its
- * gradients into the shard before returning. */
-static weft_status micro(zero *z, const weft_micro_batch *b, double scale, double *loss)
+/* One micro-batch's forward and backward (weft_micro_fn); stages 2 and 3
+ * reduce its gradients into the shard before returning. */
+static weft_status micro(void *user, size_t i, const weft_micro_batch *b, double scale,
+			 double *loss)
 {
+	zero *z = user;
 	const weft_strategy_env *env = z->env;
 	weft_status st;
 
-	g_host->ctx_step_begin(env->ctx);
+	(void)i;
 	z->depth = 0;
 	z->reducing = z->stage >= 2;
 	z->next_rs = 0;
@@ -629,33 +631,29 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 {
 	zero *z = p;
 	const weft_strategy_env *env = z->env;
-	double loss_sum = 0.0, red[3] = { 0 }, clip = env->gradient_clip_val;
-	int64_t rows = 0, t0 = zero_now_ns();
+	weft_accumulate acc = weft_accumulate_env(g_host, env);
+	double loss_sum, red[3] = { 0 }, clip = env->gradient_clip_val;
+	int64_t rows = weft_step_rows(in->micro, in->n_micro);
 	weft_optim_step_info info = in->optim;
 	int n_red = clip > 0 ? 3 : 2;
+	weft_step_clock clock;
 	weft_status st;
 
 	if (z->gathered_whole)
 		return g_host->error_set(WEFT_ERR_INVALID_ARG, "strategy '%s': train_step between "
 					 "gather_params(1) and gather_params(0)", z->label);
+	weft_step_clock_start(&clock);
 	reset_step(z);
-	if (z->stage == 1) {
-		st = g_host->params_zero_grad(env->params);
-		if (st)
-			return st;
-	} else {
+	/* stage 1 accumulates into the model's gradients; 2 and 3 into the shard */
+	if (z->stage >= 2) {
+		acc.zero = NULL;
 		memset(z->gshard, 0, (size_t)z->shard_numel * sizeof(float));
 	}
-	for (size_t i = 0; i < in->n_micro; i++)
-		rows += in->micro[i].rows;
-	for (size_t i = 0; i < in->n_micro; i++) {
-		double loss = 0.0;
-
-		st = micro(z, &in->micro[i], (double)in->micro[i].rows / (double)rows, &loss);
-		if (st)
-			return st;
-		loss_sum += loss * (double)in->micro[i].rows;
-	}
+	acc.run = micro;
+	acc.user = z;
+	st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum);
+	if (st)
+		return st;
 	for (size_t k = 0; z->stage == 1 && k < z->n_units; k++) {
 		st = staged(z, k, 1);
 		if (st)
@@ -715,9 +713,9 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	out->comm_calls = z->calls;
 	out->comm_ns = z->busy_ns;
 	out->exposed_comm_ns = z->exposed_ns;
-	out->compute_ns = zero_now_ns() - t0 - z->exposed_ns;
 	if (out->struct_size >= offsetof(weft_step_report, working_set_bytes) + sizeof(int64_t))
 		out->working_set_bytes = working_set(z);
+	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;
 }
 

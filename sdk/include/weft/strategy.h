@@ -1,5 +1,19 @@
 /* weft/strategy.h - the parallel-strategy plugin ABI.
  *
+ * One step, as every built-in strategy writes train_step (the helpers are
+ * header-only, in weft/step.h):
+ *     weft_step_clock_start(&clk)                 the step's clock (a timeline:
+ *                                                 weft_step_clock_events)
+ *     rows = weft_step_rows(in->micro, in->n_micro)
+ *     weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum)
+ *         zero grads; each micro-batch: ctx_step_begin, forward_backward
+ *         with loss_scale rows_b / rows; loss_sum += loss * rows_b
+ *     gradients made global (all-reduce, reduce-scatter; hooks may start it)
+ *     loss_sum and rows summed over the ranks: out->loss = sum / rows
+ *     env->grads_check (16-mixed), clipping, the optimizer on this rank's part
+ *     parameters made current everywhere (all-gather, broadcast)
+ *     weft_step_clock_finish(&clk, out)           compute_ns, events
+ *
  * A strategy decides where parameters, gradients and optimizer state live
  * (replicated, sharded, split by tensor or by stage) and runs one optimizer
  * step's worth of micro-batches: forward, backward, the collectives, and the
