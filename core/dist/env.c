@@ -219,6 +219,22 @@ static weft_status detect_torchrun(weft_dist_env *env)
 	return read_secret(env, env_get("TORCHELASTIC_RUN_ID"));
 }
 
+/* The node's index under Open MPI, which exports none: with ranks placed
+ * by slot (mpirun's default: node n holds ranks n*L .. n*L+L-1, L ranks a
+ * node) it is rank / L; placed by node (--map-by node: round robin over
+ * N nodes) it is rank mod N. Mappings that are neither give -1 (unknown;
+ * only logged). */
+static int ompi_node_index(int rank, int world, int local, int local_size)
+{
+	int nodes = (world + local_size - 1) / local_size;
+
+	if (local == rank % local_size)
+		return rank / local_size;
+	if (nodes > 0 && local == rank / nodes)
+		return rank % nodes;
+	return -1;
+}
+
 static weft_status detect_ompi(weft_dist_env *env)
 {
 	weft_status st;
@@ -228,9 +244,12 @@ static weft_status detect_ompi(weft_dist_env *env)
 	    (st = env_int("OMPI_COMM_WORLD_SIZE", 1, INT_MAX, 0, 0, &env->world_size)) ||
 	    (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, INT_MAX, 0, 1, &env->local_rank)) ||
 	    (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, INT_MAX, env->world_size, 1,
-			  &env->local_world_size)) ||
-	    (st = env_int("OMPI_COMM_WORLD_NODE_RANK", 0, INT_MAX, 0, 1, &env->node_rank)))
+			  &env->local_world_size)))
 		return st;
+	/* OMPI_COMM_WORLD_NODE_RANK is the rank's index on its node, not the
+	 * node's index: that follows from the mapping (see ompi_node_index) */
+	env->node_rank = ompi_node_index(env->rank, env->world_size, env->local_rank,
+					 env->local_world_size);
 	/* a single-node mpirun needs no address: everyone is local */
 	st = master_from_env(env, env->local_world_size == env->world_size ? "127.0.0.1" : NULL,
 			     WEFT_DIST_DEFAULT_PORT);

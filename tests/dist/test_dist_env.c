@@ -98,6 +98,34 @@ static void test_ompi(void)
 	WT_CHECK(env.source == WEFT_DIST_OMPI);
 	WT_CHECK(env.rank == 3 && env.world_size == 4 && env.local_rank == 3);
 	WT_CHECK(!strcmp(env.store_host, "127.0.0.1") && env.store_port == 29500);
+	WT_CHECK(env.node_rank == 0);
+	/* OMPI_COMM_WORLD_NODE_RANK is the index on the node, not the node's:
+	 * rank 5 of 8 at 4 a node (placed by slot) is on node 1 ... */
+	setenv("MASTER_ADDR", "127.0.0.1", 1);
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+	setenv("OMPI_COMM_WORLD_NODE_RANK", "1", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.node_rank == 1 && env.local_rank == 1);
+	setenv("OMPI_COMM_WORLD_RANK", "6", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+	setenv("OMPI_COMM_WORLD_NODE_RANK", "2", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.node_rank == 1);
+	/* ... and placed by node (round robin over 2 nodes), rank 5 is local
+	 * rank 2 on node 1 */
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.node_rank == 1);
+	unsetenv("MASTER_ADDR");
+	unsetenv("OMPI_COMM_WORLD_NODE_RANK");
+	setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
 	/* spanning nodes, an address is needed */
 	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
 	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
