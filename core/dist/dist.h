@@ -49,6 +49,26 @@ typedef struct weft_dist_env {
 	int secret_from_env;            /* 0: derived from a job id (weak) */
 } weft_dist_env;
 
+/* Under Open MPI and Slurm without MASTER_PORT, the store's port comes
+ * from the job id, so that two jobs on one node do not meet. */
+#define WEFT_DIST_JOB_PORT_BASE 10000
+#define WEFT_DIST_JOB_PORT_SPAN 20000
+
+/* The store's port for a job id: BASE + id mod SPAN for a number, BASE +
+ * (a 64-bit FNV-1a hash of the text) mod SPAN otherwise;
+ * WEFT_DIST_DEFAULT_PORT for NULL or "". */
+int weft_dist_job_port(const char *job_id);
+
+/* How to start `nodes` x `per_node` ranks with the launcher `src` ("srun
+ * --nodes 2 --ntasks-per-node 4 ...", "mpirun -np 8 ...", "torchrun ...",
+ * "weft launch ..."), into buf, which is returned: advice in messages. */
+const char *weft_dist_start_hint(weft_dist_source src, int64_t per_node, int64_t nodes,
+				 char *buf, size_t len);
+
+/* Where env's store port comes from under its launcher and how to change
+ * it, into buf, which is returned (advice for a refused or silent store). */
+const char *weft_dist_port_hint(const struct weft_dist_env *env, char *buf, size_t len);
+
 /* "single process", "weft launch", "torchrun", "Open MPI", "Slurm". */
 const char *weft_dist_source_name(weft_dist_source src);
 

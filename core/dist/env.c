@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,74 @@ static weft_status read_secret(weft_dist_env *env, const char *job_id)
 	return WEFT_OK;
 }
 
+int weft_dist_job_port(const char *job_id)
+{
+	uint64_t h = 1469598103934665603ull;
+	char *end;
+	unsigned long long n;
+
+	if (!job_id || !*job_id)
+		return WEFT_DIST_DEFAULT_PORT;
+	errno = 0;
+	n = strtoull(job_id, &end, 10);
+	if (!errno && !*end)
+		return WEFT_DIST_JOB_PORT_BASE + (int)(n % WEFT_DIST_JOB_PORT_SPAN);
+	for (const char *p = job_id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return WEFT_DIST_JOB_PORT_BASE + (int)(h % WEFT_DIST_JOB_PORT_SPAN);
+}
+
+const char *weft_dist_start_hint(weft_dist_source src, int64_t per_node, int64_t nodes,
+				 char *buf, size_t len)
+{
+	switch (src) {
+	case WEFT_DIST_TORCHRUN:
+		snprintf(buf, len, "torchrun --nnodes %lld --nproc-per-node %lld ...",
+			 (long long)nodes, (long long)per_node);
+		break;
+	case WEFT_DIST_OMPI:
+		snprintf(buf, len, "mpirun -np %lld --map-by ppr:%lld:node ...",
+			 (long long)(nodes * per_node), (long long)per_node);
+		break;
+	case WEFT_DIST_SLURM:
+		snprintf(buf, len, "srun --nodes %lld --ntasks-per-node %lld ... (in sbatch: "
+			 "#SBATCH --nodes=%lld --ntasks-per-node=%lld)", (long long)nodes,
+			 (long long)per_node, (long long)nodes, (long long)per_node);
+		break;
+	default:
+		snprintf(buf, len, "weft launch --nnodes %lld --nproc-per-node %lld -- ...",
+			 (long long)nodes, (long long)per_node);
+		break;
+	}
+	return buf;
+}
+
+const char *weft_dist_port_hint(const weft_dist_env *env, char *buf, size_t len)
+{
+	switch (env->source) {
+	case WEFT_DIST_TORCHRUN:
+		snprintf(buf, len, "under torchrun weft's store is on MASTER_PORT + 1 (%d); "
+			 "give each job its own --master-port, or export WEFT_STORE_PORT",
+			 env->store_port);
+		break;
+	case WEFT_DIST_OMPI:
+	case WEFT_DIST_SLURM:
+		snprintf(buf, len, "under %s the store's port %d comes from MASTER_PORT, else "
+			 "from the job id (%d + id mod %d); if another job or program holds it, "
+			 "export a different MASTER_PORT in the job (before %s)",
+			 weft_dist_source_name(env->source), env->store_port,
+			 WEFT_DIST_JOB_PORT_BASE, WEFT_DIST_JOB_PORT_SPAN,
+			 env->source == WEFT_DIST_SLURM ? "srun" : "mpirun");
+		break;
+	default:
+		snprintf(buf, len, "weft launch serves the store on port %d; check that every "
+			 "node's launcher got the same --master-addr and --master-port",
+			 env->store_port);
+		break;
+	}
+	return buf;
+}
+
 /* Store address for launchers that are not ours: MASTER_ADDR, or `host`. */
 static weft_status master_from_env(weft_dist_env *env, const char *fallback_host, int port_def)
 {
@@ -235,6 +304,14 @@ static int ompi_node_index(int rank, int world, int local, int local_size)
 	return -1;
 }
 
+/* Open MPI's job id: ess_base_jobid (4.x), else the PMIx namespace (5.x). */
+static const char *ompi_job_id(void)
+{
+	const char *id = env_get("OMPI_MCA_ess_base_jobid");
+
+	return id ? id : env_get("PMIX_NAMESPACE");
+}
+
 static weft_status detect_ompi(weft_dist_env *env)
 {
 	weft_status st;
@@ -250,13 +327,14 @@ static weft_status detect_ompi(weft_dist_env *env)
 	 * node's index: that follows from the mapping (see ompi_node_index) */
 	env->node_rank = ompi_node_index(env->rank, env->world_size, env->local_rank,
 					 env->local_world_size);
-	/* a single-node mpirun needs no address: everyone is local */
+	/* a single-node mpirun needs no address: everyone is local; the port
+	 * is the job's own, so two jobs on one node do not meet */
 	st = master_from_env(env, env->local_world_size == env->world_size ? "127.0.0.1" : NULL,
-			     WEFT_DIST_DEFAULT_PORT);
+			     weft_dist_job_port(ompi_job_id()));
 	if (st)
 		return st;
 	env->store_served_by_rank0 = 1;
-	return read_secret(env, env_get("OMPI_MCA_ess_base_jobid"));
+	return read_secret(env, ompi_job_id());
 }
 
 /* Slurm's SLURM_TASKS_PER_NODE looks like "2(x3),1": the first count. */
@@ -287,11 +365,11 @@ static weft_status detect_slurm(weft_dist_env *env)
 	if (!nodelist)
 		nodelist = env_get("SLURM_NODELIST");
 	if (env_get("MASTER_ADDR")) {
-		st = master_from_env(env, NULL, WEFT_DIST_DEFAULT_PORT);
+		st = master_from_env(env, NULL, weft_dist_job_port(env_get("SLURM_JOB_ID")));
 	} else {
 		st = weft_dist_slurm_first_host(nodelist, first, sizeof(first));
 		if (!st)
-			st = master_from_env(env, first, WEFT_DIST_DEFAULT_PORT);
+			st = master_from_env(env, first, weft_dist_job_port(env_get("SLURM_JOB_ID")));
 	}
 	if (st)
 		return st;

@@ -209,8 +209,8 @@ weft_status weft_store_connect(const char *host, int port, const char *secret,
 out_refused:
 	close(fd);
 	return weft_error_set(WEFT_ERR_COMM, "store at %s:%d refused this process: its job "
-			      "secret differs (WEFT_STORE_SECRET must be the one the launcher "
-			      "made; start every rank with the same `weft launch`)", host, port);
+			      "secret differs (another job's store may hold this port, or "
+			      "WEFT_STORE_SECRET differs between the ranks)", host, port);
 }
 
 void weft_store_client_close(weft_store_client *c)

@@ -305,12 +305,18 @@ static weft_status setup_dist(weft_trainer *t)
 	t->world = t->denv.world_size;
 	t->data_rank = t->rank;
 	t->data_world = t->world;
-	if (t->world != want)
+	if (t->world != want) {
+		char how[256];
+
 		return weft_error_set(WEFT_ERR_CONFIG,
 				      "trainer.devices x trainer.num_nodes = %lld x %lld = %lld, but "
-				      "%s started %d ranks; make them agree",
+				      "%s started %d ranks; make them agree (start them with `%s`, "
+				      "or set trainer.devices: auto)",
 				      (long long)t->tc.devices, (long long)t->tc.num_nodes,
-				      (long long)want, weft_dist_source_name(t->denv.source), t->world);
+				      (long long)want, weft_dist_source_name(t->denv.source), t->world,
+				      weft_dist_start_hint(t->denv.source, t->tc.devices,
+							   t->tc.num_nodes, how, sizeof(how)));
+	}
 	if (t->world == 1)
 		return WEFT_OK;
 	weft_log_set_rank(t->rank);
@@ -322,8 +328,13 @@ static weft_status setup_dist(weft_trainer *t)
 	}
 	st = weft_store_connect(host, t->denv.store_port, t->denv.secret, t->tc.comm_timeout_ms,
 				&t->store);
-	if (st)
-		return st;
+	if (st) {
+		char hint[512], why[1024];
+
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		return weft_error_set(st, "rank %d: %s; %s", t->rank, why,
+				      weft_dist_port_hint(&t->denv, hint, sizeof(hint)));
+	}
 	st = weft_registry_find(t->reg, WEFT_PLUGIN_COMM, t->tc.comm_name,
 				(const void **)&t->comm_ops, &t->comm_file);
 	if (st)

@@ -13,6 +13,7 @@ static const char *const all_vars[] = {
 	"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST",
 	"SLURM_NODELIST", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
+	"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
 };
 
 static void clear_env(void)
@@ -164,6 +165,53 @@ static void test_slurm(void)
 	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "SLURM_JOB_NODELIST='['");
 }
 
+/* Two jobs on one node get different store ports from their job ids, and
+ * the advice names the launcher that started the job. */
+static void test_job_port(void)
+{
+	weft_dist_env env;
+	char hint[512];
+	int p1;
+
+	clear_env();
+	setenv("SLURM_PROCID", "0", 1);
+	setenv("SLURM_NTASKS", "2", 1);
+	setenv("SLURM_JOB_NODELIST", "node1", 1);
+	setenv("SLURM_JOB_ID", "123456", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.store_port == 10000 + 123456 % 20000);
+	setenv("SLURM_JOB_ID", "123457", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.store_port == 10000 + 123457 % 20000);
+	WT_STR_CONTAINS(weft_dist_port_hint(&env, hint, sizeof(hint)), "before srun");
+	WT_STR_CONTAINS(weft_dist_start_hint(env.source, 4, 2, hint, sizeof(hint)),
+			"srun --nodes 2 --ntasks-per-node 4");
+	setenv("MASTER_PORT", "23456", 1); /* an exported port wins */
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.store_port == 23456);
+
+	clear_env();
+	setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+	setenv("OMPI_MCA_ess_base_jobid", "3947036673", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.store_port == (int)(10000 + 3947036673ull % 20000));
+	WT_STR_CONTAINS(weft_dist_port_hint(&env, hint, sizeof(hint)), "before mpirun");
+	WT_STR_CONTAINS(weft_dist_start_hint(env.source, 4, 2, hint, sizeof(hint)), "mpirun -np 8");
+	/* Open MPI 5: the PMIx namespace, hashed into the same range */
+	unsetenv("OMPI_MCA_ess_base_jobid");
+	setenv("PMIX_NAMESPACE", "prterun-host-4242@1", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	p1 = env.store_port;
+	WT_CHECK(p1 >= 10000 && p1 < 30000);
+	setenv("PMIX_NAMESPACE", "prterun-host-4243@1", 1);
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.store_port >= 10000 && env.store_port < 30000 && env.store_port != p1);
+	WT_CHECK(weft_dist_job_port(NULL) == WEFT_DIST_DEFAULT_PORT);
+	WT_STR_CONTAINS(weft_dist_start_hint(WEFT_DIST_TORCHRUN, 2, 1, hint, sizeof(hint)),
+			"torchrun --nnodes 1 --nproc-per-node 2");
+}
+
 static void test_secret(void)
 {
 	char a[65], b[65];
@@ -181,6 +229,7 @@ int main(void)
 	test_torchrun();
 	test_ompi();
 	test_slurm();
+	test_job_port();
 	test_secret();
 	return wt_done("test_dist_env");
 }
