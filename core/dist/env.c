@@ -130,23 +130,40 @@ malformed:
 			      "to the first node's address instead", nodelist);
 }
 
-/* A weak secret shared by all ranks when no launcher of ours made one. */
-static void derive_secret(weft_dist_env *env, const char *job_id)
-{
-	snprintf(env->secret, sizeof(env->secret), "job:%s:uid%u:%s:%d", job_id ? job_id : "-",
-		 (unsigned)getuid(), env->store_host, env->store_port);
-	env->secret_from_env = 0;
-}
-
+/* Without WEFT_STORE_SECRET nothing public may stand for the secret: on
+ * one node rank 0 makes a random one and hands it over in a file only this
+ * user can read (named after the job, so that jobs do not share it); a
+ * store that other hosts must reach needs the secret exported. */
 static weft_status read_secret(weft_dist_env *env, const char *job_id)
 {
 	const char *s = env_get("WEFT_STORE_SECRET");
+	char dir[WEFT_DIST_PATH_MAX - 64], key[256];
+	uint64_t h = 1469598103934665603ull;
+	weft_status st;
 
 	if (s) {
 		env->secret_from_env = 1;
 		return copy_str(env->secret, sizeof(env->secret), s, "WEFT_STORE_SECRET");
 	}
-	derive_secret(env, job_id);
+	env->secret_from_env = 0;
+	if (env->world_size > env->local_world_size)
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "%s started %d ranks on several nodes but WEFT_STORE_SECRET "
+				      "is not set, so anyone who can reach the store at %s:%d could "
+				      "join the job: export WEFT_STORE_SECRET=$(openssl rand -hex "
+				      "32) in the job script before %s, so every rank inherits it",
+				      weft_dist_source_name(env->source), env->world_size,
+				      env->store_host, env->store_port,
+				      env->source == WEFT_DIST_SLURM ? "srun" :
+				      env->source == WEFT_DIST_OMPI ? "mpirun" : "torchrun");
+	if ((st = weft_dist_secret_dir(dir, sizeof(dir))))
+		return st;
+	snprintf(key, sizeof(key), "%s:%s:%d", weft_dist_source_name(env->source),
+		 job_id ? job_id : "-", env->store_port);
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(env->secret_file, sizeof(env->secret_file), "%s/store-%016llx.secret", dir,
+		 (unsigned long long)h);
 	return WEFT_OK;
 }
 
@@ -410,10 +427,9 @@ weft_status weft_dist_env_detect(weft_dist_env *out)
 			 env.rank, env.world_size, env.local_rank, env.local_world_size,
 			 env.node_rank, env.store_host, env.store_port,
 			 env.store_served_by_rank0 ? " served by rank 0" : "");
-		if (!env.secret_from_env && env.world_size > 1)
-			weft_log(WEFT_LOG_WARN, "WEFT_STORE_SECRET is not set, so the store only "
-				 "checks a token derived from the job id; export "
-				 "WEFT_STORE_SECRET=<random string> in the job for real protection");
+		if (env.secret_file[0])
+			weft_log(WEFT_LOG_DEBUG, "store secret: made by rank 0 in %s (mode 0600)",
+				 env.secret_file);
 	} else {
 		weft_log(WEFT_LOG_DEBUG, "no distributed environment found: single process");
 	}

@@ -213,6 +213,11 @@ out_refused:
 			      "WEFT_STORE_SECRET differs between the ranks)", host, port);
 }
 
+void weft_store_client_set_timeout(weft_store_client *c, int64_t timeout_ms)
+{
+	c->timeout_ms = timeout_ms;
+}
+
 void weft_store_client_close(weft_store_client *c)
 {
 	if (!c)

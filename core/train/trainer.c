@@ -298,7 +298,6 @@ static weft_status setup_dist(weft_trainer *t)
 {
 	int64_t want = one_process_strategy(t) ? 1 :
 		       t->tc.devices_auto ? t->denv.world_size : t->tc.devices * t->tc.num_nodes;
-	const char *host;
 	weft_status st;
 
 	t->rank = t->denv.rank;
@@ -320,14 +319,7 @@ static weft_status setup_dist(weft_trainer *t)
 	if (t->world == 1)
 		return WEFT_OK;
 	weft_log_set_rank(t->rank);
-	host = t->denv.store_host[0] ? t->denv.store_host : "127.0.0.1";
-	if (t->denv.store_served_by_rank0 && t->rank == 0) {
-		st = weft_store_server_start(NULL, t->denv.store_port, t->denv.secret, &t->store_srv);
-		if (st)
-			return st;
-	}
-	st = weft_store_connect(host, t->denv.store_port, t->denv.secret, t->tc.comm_timeout_ms,
-				&t->store);
+	st = weft_dist_store_join(&t->denv, t->tc.comm_timeout_ms, &t->store_srv, &t->store);
 	if (st) {
 		char hint[512], why[1024];
 
