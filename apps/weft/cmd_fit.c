@@ -21,7 +21,8 @@ static void usage(FILE *out, const char *cmd)
 			"[--KEY.PATH=VALUE ...]\n"
 			"\ntrains the model the config describes; --trainer.devices=2 and every\n"
 			"other key can be overridden on the command line (values are YAML).\n"
-			"--print-config prints the fully resolved config and exits.\n"
+			"--print-config checks the whole config as a run would (unknown keys,\n"
+			"values, data files) and prints it fully resolved, then exits.\n"
 			"--trace FILE writes every rank's step timeline (compute and comm\n"
 			"intervals, common clock) as one Chrome-trace JSON that Perfetto opens.\n");
 	else
@@ -101,6 +102,14 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 	if (st)
 		goto out_fail;
 	if (print_config) {
+		/* the config printed is one a run would accept: unknown keys,
+		 * wrong values and missing files are reported instead */
+		st = weft_trainer_check_config(cfg, &(weft_run_opts){ .mode = mode,
+								       .config_path = config,
+								       .ckpt_path = ckpt },
+					       0);
+		if (st)
+			goto out_fail;
 		st = weft_config_write(cfg, stdout);
 		rc = st ? weft_cli_fail() : 0;
 		goto out;

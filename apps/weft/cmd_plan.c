@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "plan/plan.h"
 #include "plugin/registry.h"
+#include "train/trainer.h"
 #include "weft/module.h"
 #include "weft/optim.h"
 #include "weft/weft.h"
@@ -178,6 +179,11 @@ int weft_cmd_plan(int argc, char **argv)
 	}
 	if (!st)
 		st = weft_plan_compute(weft_model_params(m), &o, &p);
+	/* the rest of the config as a run of that world would read it: an
+	 * unknown key ('stratgy') is an error here as it is in weft fit */
+	if (!st)
+		st = weft_trainer_check_config(cfg, &(weft_run_opts){ .config_path = config },
+					       o.world);
 	if (!st) {
 		print_plan(&o, &p, optim);
 		rc = 0;

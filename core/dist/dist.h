@@ -32,6 +32,7 @@ typedef enum weft_dist_source {
 
 #define WEFT_DIST_HOST_MAX 256
 #define WEFT_DIST_SECRET_MAX 128
+#define WEFT_DIST_PATH_MAX 512
 #define WEFT_DIST_DEFAULT_PORT 29500
 
 typedef struct weft_dist_env {
@@ -46,8 +47,32 @@ typedef struct weft_dist_env {
 	int store_port;
 	int store_served_by_rank0;      /* 1: rank 0 must serve the store */
 	char secret[WEFT_DIST_SECRET_MAX];
-	int secret_from_env;            /* 0: derived from a job id (weak) */
+	int secret_from_env;            /* 1: WEFT_STORE_SECRET */
+	/* without WEFT_STORE_SECRET on one node: rank 0 writes a random
+	 * secret here (mode 0600, in a directory only this user can enter)
+	 * and the others read it; weft_dist_store_join does both */
+	char secret_file[WEFT_DIST_PATH_MAX];
 } weft_dist_env;
+
+/* Under Open MPI and Slurm without MASTER_PORT, the store's port comes
+ * from the job id, so that two jobs on one node do not meet. */
+#define WEFT_DIST_JOB_PORT_BASE 10000
+#define WEFT_DIST_JOB_PORT_SPAN 20000
+
+/* The store's port for a job id: BASE + id mod SPAN for a number, BASE +
+ * (a 64-bit FNV-1a hash of the text) mod SPAN otherwise;
+ * WEFT_DIST_DEFAULT_PORT for NULL or "". */
+int weft_dist_job_port(const char *job_id);
+
+/* How to start `nodes` x `per_node` ranks with the launcher `src` ("srun
+ * --nodes 2 --ntasks-per-node 4 ...", "mpirun -np 8 ...", "torchrun ...",
+ * "weft launch ..."), into buf, which is returned: advice in messages. */
+const char *weft_dist_start_hint(weft_dist_source src, int64_t per_node, int64_t nodes,
+				 char *buf, size_t len);
+
+/* Where env's store port comes from under its launcher and how to change
+ * it, into buf, which is returned (advice for a refused or silent store). */
+const char *weft_dist_port_hint(const struct weft_dist_env *env, char *buf, size_t len);
 
 /* "single process", "weft launch", "torchrun", "Open MPI", "Slurm". */
 const char *weft_dist_source_name(weft_dist_source src);
@@ -63,6 +88,16 @@ weft_status weft_dist_slurm_first_host(const char *nodelist, char *out, size_t l
 
 /* A new random secret of 64 hex characters (getrandom) into out (len >= 65). */
 weft_status weft_dist_make_secret(char *out, size_t len);
+
+/* The private directory of this user's secret files, made if missing:
+ * $WEFT_SECRET_DIR, else $XDG_RUNTIME_DIR/weft, else /tmp/weft-<uid>.
+ * Errors: WEFT_ERR_CONFIG when it is not a directory of this user with
+ * mode 700 (as ssh refuses a key others could read), with what to do. */
+weft_status weft_dist_secret_dir(char *out, size_t len);
+
+/* How often a wait reports that it is still waiting: 30 s, or
+ * WEFT_WAIT_REPORT_MS (for tests). */
+int64_t weft_dist_report_interval_ms(void);
 
 /* ---- the rendezvous store --------------------------------------------- */
 
@@ -97,6 +132,21 @@ void weft_store_server_stop(weft_store_server *srv);
  * (advice: check WEFT_STORE_SECRET). */
 weft_status weft_store_connect(const char *host, int port, const char *secret,
 			       int64_t timeout_ms, weft_store_client **out);
+
+/* Joins the job's store as env says, all within timeout_ms: with
+ * env->secret_file, rank 0 writes a new random secret there and the
+ * others wait for it (reporting every weft_dist_report_interval_ms);
+ * rank 0 serves the store when env->store_served_by_rank0 (on the
+ * loopback only in secret-file mode); then connects. *srv is rank 0's
+ * server (else NULL; stop it after closing *out), *out the client (its
+ * default timeout: timeout_ms). Errors: as weft_store_connect and
+ * weft_store_server_start; WEFT_ERR_TIMEOUT when the secret never came. */
+weft_status weft_dist_store_join(weft_dist_env *env, int64_t timeout_ms, weft_store_server **srv,
+				 weft_store_client **out);
+
+/* Sets the default deadline of c's later calls made with a negative
+ * timeout. */
+void weft_store_client_set_timeout(weft_store_client *c, int64_t timeout_ms);
 
 /* Closes the connection and frees c. NULL is ignored. */
 void weft_store_client_close(weft_store_client *c);

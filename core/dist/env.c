@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,24 +130,109 @@ malformed:
 			      "to the first node's address instead", nodelist);
 }
 
-/* A weak secret shared by all ranks when no launcher of ours made one. */
-static void derive_secret(weft_dist_env *env, const char *job_id)
-{
-	snprintf(env->secret, sizeof(env->secret), "job:%s:uid%u:%s:%d", job_id ? job_id : "-",
-		 (unsigned)getuid(), env->store_host, env->store_port);
-	env->secret_from_env = 0;
-}
-
+/* Without WEFT_STORE_SECRET nothing public may stand for the secret: on
+ * one node rank 0 makes a random one and hands it over in a file only this
+ * user can read (named after the job, so that jobs do not share it); a
+ * store that other hosts must reach needs the secret exported. */
 static weft_status read_secret(weft_dist_env *env, const char *job_id)
 {
 	const char *s = env_get("WEFT_STORE_SECRET");
+	char dir[WEFT_DIST_PATH_MAX - 64], key[256];
+	uint64_t h = 1469598103934665603ull;
+	weft_status st;
 
 	if (s) {
 		env->secret_from_env = 1;
 		return copy_str(env->secret, sizeof(env->secret), s, "WEFT_STORE_SECRET");
 	}
-	derive_secret(env, job_id);
+	env->secret_from_env = 0;
+	if (env->world_size > env->local_world_size)
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "%s started %d ranks on several nodes but WEFT_STORE_SECRET "
+				      "is not set, so anyone who can reach the store at %s:%d could "
+				      "join the job: export WEFT_STORE_SECRET=$(openssl rand -hex "
+				      "32) in the job script before %s, so every rank inherits it",
+				      weft_dist_source_name(env->source), env->world_size,
+				      env->store_host, env->store_port,
+				      env->source == WEFT_DIST_SLURM ? "srun" :
+				      env->source == WEFT_DIST_OMPI ? "mpirun" : "torchrun");
+	if ((st = weft_dist_secret_dir(dir, sizeof(dir))))
+		return st;
+	snprintf(key, sizeof(key), "%s:%s:%d", weft_dist_source_name(env->source),
+		 job_id ? job_id : "-", env->store_port);
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(env->secret_file, sizeof(env->secret_file), "%s/store-%016llx.secret", dir,
+		 (unsigned long long)h);
 	return WEFT_OK;
+}
+
+int weft_dist_job_port(const char *job_id)
+{
+	uint64_t h = 1469598103934665603ull;
+	char *end;
+	unsigned long long n;
+
+	if (!job_id || !*job_id)
+		return WEFT_DIST_DEFAULT_PORT;
+	errno = 0;
+	n = strtoull(job_id, &end, 10);
+	if (!errno && !*end)
+		return WEFT_DIST_JOB_PORT_BASE + (int)(n % WEFT_DIST_JOB_PORT_SPAN);
+	for (const char *p = job_id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return WEFT_DIST_JOB_PORT_BASE + (int)(h % WEFT_DIST_JOB_PORT_SPAN);
+}
+
+const char *weft_dist_start_hint(weft_dist_source src, int64_t per_node, int64_t nodes,
+				 char *buf, size_t len)
+{
+	switch (src) {
+	case WEFT_DIST_TORCHRUN:
+		snprintf(buf, len, "torchrun --nnodes %lld --nproc-per-node %lld ...",
+			 (long long)nodes, (long long)per_node);
+		break;
+	case WEFT_DIST_OMPI:
+		snprintf(buf, len, "mpirun -np %lld --map-by ppr:%lld:node ...",
+			 (long long)(nodes * per_node), (long long)per_node);
+		break;
+	case WEFT_DIST_SLURM:
+		snprintf(buf, len, "srun --nodes %lld --ntasks-per-node %lld ... (in sbatch: "
+			 "#SBATCH --nodes=%lld --ntasks-per-node=%lld)", (long long)nodes,
+			 (long long)per_node, (long long)nodes, (long long)per_node);
+		break;
+	default:
+		snprintf(buf, len, "weft launch --nnodes %lld --nproc-per-node %lld -- ...",
+			 (long long)nodes, (long long)per_node);
+		break;
+	}
+	return buf;
+}
+
+const char *weft_dist_port_hint(const weft_dist_env *env, char *buf, size_t len)
+{
+	switch (env->source) {
+	case WEFT_DIST_TORCHRUN:
+		snprintf(buf, len, "under torchrun weft's store is on MASTER_PORT + 1 (%d); "
+			 "give each job its own --master-port, or export WEFT_STORE_PORT",
+			 env->store_port);
+		break;
+	case WEFT_DIST_OMPI:
+	case WEFT_DIST_SLURM:
+		snprintf(buf, len, "under %s the store's port %d comes from MASTER_PORT, else "
+			 "from the job id (%d + id mod %d); if another job or program holds it, "
+			 "export a different MASTER_PORT in the job (before %s)",
+			 weft_dist_source_name(env->source), env->store_port,
+			 WEFT_DIST_JOB_PORT_BASE, WEFT_DIST_JOB_PORT_SPAN,
+			 env->source == WEFT_DIST_SLURM ? "srun" : "mpirun");
+		break;
+	default:
+		snprintf(buf, len, "weft launch serves the store on port %d; check that every "
+			 "node's launcher got the same --master-addr and --master-port",
+			 env->store_port);
+		break;
+	}
+	return buf;
 }
 
 /* Store address for launchers that are not ours: MASTER_ADDR, or `host`. */
@@ -219,6 +305,30 @@ static weft_status detect_torchrun(weft_dist_env *env)
 	return read_secret(env, env_get("TORCHELASTIC_RUN_ID"));
 }
 
+/* The node's index under Open MPI, which exports none: with ranks placed
+ * by slot (mpirun's default: node n holds ranks n*L .. n*L+L-1, L ranks a
+ * node) it is rank / L; placed by node (--map-by node: round robin over
+ * N nodes) it is rank mod N. Mappings that are neither give -1 (unknown;
+ * only logged). */
+static int ompi_node_index(int rank, int world, int local, int local_size)
+{
+	int nodes = (world + local_size - 1) / local_size;
+
+	if (local == rank % local_size)
+		return rank / local_size;
+	if (nodes > 0 && local == rank / nodes)
+		return rank % nodes;
+	return -1;
+}
+
+/* Open MPI's job id: ess_base_jobid (4.x), else the PMIx namespace (5.x). */
+static const char *ompi_job_id(void)
+{
+	const char *id = env_get("OMPI_MCA_ess_base_jobid");
+
+	return id ? id : env_get("PMIX_NAMESPACE");
+}
+
 static weft_status detect_ompi(weft_dist_env *env)
 {
 	weft_status st;
@@ -228,16 +338,20 @@ static weft_status detect_ompi(weft_dist_env *env)
 	    (st = env_int("OMPI_COMM_WORLD_SIZE", 1, INT_MAX, 0, 0, &env->world_size)) ||
 	    (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, INT_MAX, 0, 1, &env->local_rank)) ||
 	    (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, INT_MAX, env->world_size, 1,
-			  &env->local_world_size)) ||
-	    (st = env_int("OMPI_COMM_WORLD_NODE_RANK", 0, INT_MAX, 0, 1, &env->node_rank)))
+			  &env->local_world_size)))
 		return st;
-	/* a single-node mpirun needs no address: everyone is local */
+	/* OMPI_COMM_WORLD_NODE_RANK is the rank's index on its node, not the
+	 * node's index: that follows from the mapping (see ompi_node_index) */
+	env->node_rank = ompi_node_index(env->rank, env->world_size, env->local_rank,
+					 env->local_world_size);
+	/* a single-node mpirun needs no address: everyone is local; the port
+	 * is the job's own, so two jobs on one node do not meet */
 	st = master_from_env(env, env->local_world_size == env->world_size ? "127.0.0.1" : NULL,
-			     WEFT_DIST_DEFAULT_PORT);
+			     weft_dist_job_port(ompi_job_id()));
 	if (st)
 		return st;
 	env->store_served_by_rank0 = 1;
-	return read_secret(env, env_get("OMPI_MCA_ess_base_jobid"));
+	return read_secret(env, ompi_job_id());
 }
 
 /* Slurm's SLURM_TASKS_PER_NODE looks like "2(x3),1": the first count. */
@@ -268,11 +382,11 @@ static weft_status detect_slurm(weft_dist_env *env)
 	if (!nodelist)
 		nodelist = env_get("SLURM_NODELIST");
 	if (env_get("MASTER_ADDR")) {
-		st = master_from_env(env, NULL, WEFT_DIST_DEFAULT_PORT);
+		st = master_from_env(env, NULL, weft_dist_job_port(env_get("SLURM_JOB_ID")));
 	} else {
 		st = weft_dist_slurm_first_host(nodelist, first, sizeof(first));
 		if (!st)
-			st = master_from_env(env, first, WEFT_DIST_DEFAULT_PORT);
+			st = master_from_env(env, first, weft_dist_job_port(env_get("SLURM_JOB_ID")));
 	}
 	if (st)
 		return st;
@@ -313,10 +427,9 @@ weft_status weft_dist_env_detect(weft_dist_env *out)
 			 env.rank, env.world_size, env.local_rank, env.local_world_size,
 			 env.node_rank, env.store_host, env.store_port,
 			 env.store_served_by_rank0 ? " served by rank 0" : "");
-		if (!env.secret_from_env && env.world_size > 1)
-			weft_log(WEFT_LOG_WARN, "WEFT_STORE_SECRET is not set, so the store only "
-				 "checks a token derived from the job id; export "
-				 "WEFT_STORE_SECRET=<random string> in the job for real protection");
+		if (env.secret_file[0])
+			weft_log(WEFT_LOG_DEBUG, "store secret: made by rank 0 in %s (mode 0600)",
+				 env.secret_file);
 	} else {
 		weft_log(WEFT_LOG_DEBUG, "no distributed environment found: single process");
 	}

@@ -1,6 +1,7 @@
 /* The rendezvous store's client: one blocking TCP connection, one request
  * at a time (a mutex makes it thread-safe). */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +16,7 @@
 
 #include "dist/dist.h"
 #include "dist/store_proto.h"
+#include "weft/log.h"
 
 /* The server answers TIMEOUT itself; the client gives it this much more
  * before it declares the connection dead. */
@@ -95,24 +97,62 @@ static int recv_all(int fd, void *p, size_t len, int64_t deadline)
 	return 0;
 }
 
-static int connect_once(const char *host, int port, int *err)
+/* connect() that gives up at deadline (a blocking one waits for the
+ * kernel's SYN retries, minutes, on an address that drops packets). */
+static int connect_by(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+{
+	int flags = fcntl(fd, F_GETFL), soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -1;
+	if (connect(fd, sa, len) != 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		int64_t left;
+		int rc;
+
+		if (errno != EINPROGRESS)
+			return -1;
+		do {
+			left = deadline - now_ms();
+			if (left < 1)
+				left = 1;
+			rc = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
+		} while (rc < 0 && errno == EINTR);
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+			return -1;
+		if (soerr) {
+			errno = soerr;
+			return -1;
+		}
+	}
+	return fcntl(fd, F_SETFL, flags);
+}
+
+/* One attempt; -1 with *err set, or -2 when the name does not resolve. */
+static int connect_once(const char *host, int port, int64_t deadline, int *err)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	char serv[16];
-	int fd = -1;
+	int fd = -1, rc;
 
 	snprintf(serv, sizeof(serv), "%d", port);
-	if (getaddrinfo(host, serv, &hints, &res)) {
+	rc = getaddrinfo(host, serv, &hints, &res);
+	if (rc) {
 		*err = EHOSTUNREACH;
-		return -1;
+		return rc == EAI_NONAME ? -2 : -1;
 	}
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd < 0)
 			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		if (connect_by(fd, ai->ai_addr, ai->ai_addrlen, deadline) == 0)
 			break;
 		*err = errno;
 		close(fd);
@@ -157,7 +197,8 @@ static void vt_release(void *ctx, void *value)
 weft_status weft_store_connect(const char *host, int port, const char *secret,
 			       int64_t timeout_ms, weft_store_client **out)
 {
-	int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t t0 = now_ms(), deadline = t0 + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t next_report = t0 + weft_dist_report_interval_ms();
 	size_t slen = secret ? strlen(secret) : 0;
 	weft_store_client *c;
 	uint8_t hello[STORE_MAGIC_LEN + 4], answer = 0;
@@ -167,9 +208,21 @@ weft_status weft_store_connect(const char *host, int port, const char *secret,
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "store: the job secret must be 1..%d "
 				      "bytes, got %zu", STORE_SECRET_MAX, slen);
 	for (;;) {
-		fd = connect_once(host, port, &err);
+		/* one attempt waits no longer than the next report is due */
+		fd = connect_once(host, port, deadline < next_report ? deadline : next_report,
+				  &err);
+		if (fd == -2)
+			return weft_error_set(WEFT_ERR_CONFIG, "store: the host name '%s' does not "
+					      "resolve; check MASTER_ADDR (or the node list it came "
+					      "from) on this node", host);
 		if (fd >= 0 || now_ms() >= deadline)
 			break;
+		if (now_ms() >= next_report) {
+			weft_log(WEFT_LOG_WARN, "waiting for the store at %s:%d (%s), %lld s of "
+				 "%lld s", host, port, strerror(err),
+				 (long long)(now_ms() - t0) / 1000, (long long)timeout_ms / 1000);
+			next_report += weft_dist_report_interval_ms();
+		}
 		sleep_ms(wait_ms);
 		if (wait_ms < 200)
 			wait_ms *= 2;
@@ -209,8 +262,13 @@ weft_status weft_store_connect(const char *host, int port, const char *secret,
 out_refused:
 	close(fd);
 	return weft_error_set(WEFT_ERR_COMM, "store at %s:%d refused this process: its job "
-			      "secret differs (WEFT_STORE_SECRET must be the one the launcher "
-			      "made; start every rank with the same `weft launch`)", host, port);
+			      "secret differs (another job's store may hold this port, or "
+			      "WEFT_STORE_SECRET differs between the ranks)", host, port);
+}
+
+void weft_store_client_set_timeout(weft_store_client *c, int64_t timeout_ms)
+{
+	c->timeout_ms = timeout_ms;
 }
 
 void weft_store_client_close(weft_store_client *c)

@@ -1,10 +1,13 @@
 /* The local launcher: start ranks, serve the store, watch, stop, restart. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +56,7 @@ static int is_ours(const char *entry)
 /* The environment of one rank: the launcher's, minus our variables, plus
  * ours. Returns a malloc'd array of malloc'd strings (free with free_env). */
 static char **rank_env(const weft_launch_opts *o, int local, const char *addr, int port,
-		       const char *secret, int restart)
+		       int child_port, const char *secret, int restart)
 {
 	size_t n = 0, k = 0;
 	char **env;
@@ -84,7 +87,7 @@ static char **rank_env(const weft_launch_opts *o, int local, const char *addr, i
 	snprintf(vals[12], 256, "%d", o->nproc_per_node);
 	snprintf(vals[13], 256, "%d", o->node_rank);
 	snprintf(vals[14], 256, "%s", addr);
-	snprintf(vals[15], 256, "%d", port);
+	snprintf(vals[15], 256, "%d", child_port); /* not the store's: the child's own */
 	snprintf(vals[16], 256, "%d", restart);
 	for (size_t i = 0; i < NOUR; i++) {
 		size_t len = strlen(our_vars[i]) + strlen(vals[i]) + 2;
@@ -140,12 +143,12 @@ static void signal_all(child *ch, int n, int sig)
 /* Starts one attempt's children. Returns the number started (all or, on a
  * failed fork, those before it, which the caller then stops). */
 static int start_children(const weft_launch_opts *o, child *ch, const char *addr, int port,
-			  const char *secret, int restart, weft_status *st)
+			  int child_port, const char *secret, int restart, weft_status *st)
 {
 	pid_t launcher = getpid();
 
 	for (int i = 0; i < o->nproc_per_node; i++) {
-		char **env = rank_env(o, i, addr, port, secret, restart);
+		char **env = rank_env(o, i, addr, port, child_port, secret, restart);
 		pid_t pid;
 
 		if (!env) {
@@ -238,6 +241,30 @@ static int watch(const weft_launch_opts *o, child *ch, int n, int64_t grace,
 	return failed;
 }
 
+/* A port nothing listens on now at addr (the kernel's choice). */
+static weft_status free_port(const char *addr, int *out)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd;
+
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		return weft_error_set(WEFT_ERR_COMM, "weft launch: no free port for MASTER_PORT "
+				      "on %s: %s; pass --master-port", addr, strerror(e));
+	}
+	*out = ntohs(a.sin_port);
+	close(fd);
+	return WEFT_OK;
+}
+
 static weft_status check_opts(const weft_launch_opts *o)
 {
 	if (o->nproc_per_node < 1 || o->nproc_per_node > WEFT_LAUNCH_MAX_LOCAL)
@@ -251,8 +278,9 @@ static weft_status check_opts(const weft_launch_opts *o)
 	if (o->max_restarts < 0)
 		return weft_error_set(WEFT_ERR_CONFIG, "--max-restarts %d must be 0 or more",
 				      o->max_restarts);
-	if (o->master_port < 0 || o->master_port > 65535)
-		return weft_error_set(WEFT_ERR_CONFIG, "--master-port %d is not a port (0..65535)",
+	if (o->master_port < 0 || o->master_port > 65534)
+		return weft_error_set(WEFT_ERR_CONFIG, "--master-port %d is not a port in 0..65534 "
+				      "(the children's MASTER_PORT is the one above it)",
 				      o->master_port);
 	if (!o->argv || !o->argv[0])
 		return weft_error_set(WEFT_ERR_CONFIG, "no command to launch: put it after '--', "
@@ -277,7 +305,7 @@ weft_status weft_launch_run(const weft_launch_opts *o, weft_launch_result *res)
 	const char *addr = o->master_addr ? o->master_addr : "127.0.0.1";
 	char secret[WEFT_DIST_SECRET_MAX];
 	int64_t grace = o->term_timeout_ms > 0 ? o->term_timeout_ms : 5000;
-	int port = o->master_port, forwarded = 0;
+	int port = o->master_port, child_port = 0, forwarded = 0;
 	child *ch;
 	weft_status st;
 
@@ -294,6 +322,16 @@ weft_status weft_launch_run(const weft_launch_opts *o, weft_launch_result *res)
 		if (st)
 			return weft_error_wrap(st, "weft launch");
 		port = weft_store_server_port(srv);
+	}
+	/* MASTER_PORT is the children's own (a program that serves its own
+	 * store there, as PyTorch's init does); weft's store keeps
+	 * WEFT_STORE_PORT. With several nodes every node must export the same
+	 * one: --master-port + 1; on one node, another free port. */
+	if (o->nnodes > 1 || o->master_port)
+		child_port = port + 1;
+	else if ((st = free_port(addr, &child_port))) {
+		weft_store_server_stop(srv);
+		return st;
 	}
 	ch = calloc((size_t)o->nproc_per_node, sizeof(*ch));
 	if (!ch) {
@@ -313,7 +351,7 @@ weft_status weft_launch_run(const weft_launch_opts *o, weft_launch_result *res)
 		weft_log(WEFT_LOG_INFO, "weft launch: starting %d rank(s) of %d on node %d (store "
 			 "%s:%d)%s", o->nproc_per_node, o->nproc_per_node * o->nnodes,
 			 o->node_rank, addr, port, attempt ? ", after a restart" : "");
-		n = start_children(o, ch, addr, port, secret, attempt, &st);
+		n = start_children(o, ch, addr, port, child_port, secret, attempt, &st);
 		if (st) {
 			signal_all(ch, n, SIGKILL);
 			watch(o, ch, n, grace, res, &forwarded);

@@ -59,7 +59,13 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 			return st;
 	}
 	if (tr) {
-		st = weft_cfg_int(tr, "devices", 1, &devices);
+		const weft_cfg *dn = weft_cfg_get(tr, "devices");
+
+		/* devices: auto is the launcher's world; alone, 1 (or --world-size) */
+		if (dn && weft_cfg_scalar(dn) && !strcmp(weft_cfg_scalar(dn), "auto"))
+			st = WEFT_OK;
+		else
+			st = weft_cfg_int(tr, "devices", 1, &devices);
 		if (!st)
 			st = weft_cfg_int(tr, "num_nodes", 1, &nodes);
 		if (!st)

@@ -268,6 +268,8 @@ static weft_status relaunch(weft_trainer *t, int *exit_code)
 				      "--nproc-per-node %lld -- ...`",
 				      (long long)t->tc.devices, (long long)t->tc.devices,
 				      (long long)t->tc.devices);
+	if (!exit_code)
+		return WEFT_OK; /* only the checks above */
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
 		return weft_error_set(WEFT_ERR_IO, "cannot find this program to relaunch it: %s",
@@ -291,33 +293,37 @@ static weft_status relaunch(weft_trainer *t, int *exit_code)
 
 static weft_status setup_dist(weft_trainer *t)
 {
-	int64_t want = one_process_strategy(t) ? 1 : t->tc.devices * t->tc.num_nodes;
-	const char *host;
+	int64_t want = one_process_strategy(t) ? 1 :
+		       t->tc.devices_auto ? t->denv.world_size : t->tc.devices * t->tc.num_nodes;
 	weft_status st;
 
 	t->rank = t->denv.rank;
 	t->world = t->denv.world_size;
 	t->data_rank = t->rank;
 	t->data_world = t->world;
-	if (t->world != want)
+	if (t->world != want) {
+		char how[256];
+
 		return weft_error_set(WEFT_ERR_CONFIG,
 				      "trainer.devices x trainer.num_nodes = %lld x %lld = %lld, but "
-				      "%s started %d ranks; make them agree",
+				      "%s started %d ranks; make them agree (start them with `%s`, "
+				      "or set trainer.devices: auto)",
 				      (long long)t->tc.devices, (long long)t->tc.num_nodes,
-				      (long long)want, weft_dist_source_name(t->denv.source), t->world);
+				      (long long)want, weft_dist_source_name(t->denv.source), t->world,
+				      weft_dist_start_hint(t->denv.source, t->tc.devices,
+							   t->tc.num_nodes, how, sizeof(how)));
+	}
 	if (t->world == 1)
 		return WEFT_OK;
 	weft_log_set_rank(t->rank);
-	host = t->denv.store_host[0] ? t->denv.store_host : "127.0.0.1";
-	if (t->denv.store_served_by_rank0 && t->rank == 0) {
-		st = weft_store_server_start(NULL, t->denv.store_port, t->denv.secret, &t->store_srv);
-		if (st)
-			return st;
+	st = weft_dist_store_join(&t->denv, t->tc.comm_timeout_ms, &t->store_srv, &t->store);
+	if (st) {
+		char hint[512], why[1024];
+
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		return weft_error_set(st, "rank %d: %s; %s", t->rank, why,
+				      weft_dist_port_hint(&t->denv, hint, sizeof(hint)));
 	}
-	st = weft_store_connect(host, t->denv.store_port, t->denv.secret, t->tc.comm_timeout_ms,
-				&t->store);
-	if (st)
-		return st;
 	st = weft_registry_find(t->reg, WEFT_PLUGIN_COMM, t->tc.comm_name,
 				(const void **)&t->comm_ops, &t->comm_file);
 	if (st)
@@ -648,7 +654,55 @@ static weft_status strategy_plan(weft_trainer *t, weft_model_options *mo)
 	return ops->plan(sec, t->rank, t->world, mo, &t->data_rank, &t->data_world);
 }
 
-static weft_status run(weft_trainer *t, int *exit_code)
+/* Reads every section the way a run of `world` ranks would, as rank 0,
+ * on the CPU (the model without gradients) and without a communicator,
+ * then the strict check: a config error is found once, before any rank
+ * starts. The strategy's and the comm backend's own options are read by
+ * them when the ranks start; those are checked then. */
+static weft_status check_config(weft_trainer *t, int64_t world)
+{
+	weft_model_options mo = { .device = WEFT_CPU, .no_grads = 1, .seed = t->tc.seed };
+	const weft_strategy_ops *ops;
+	weft_status st;
+
+	t->rank = 0;
+	t->world = (int)world;
+	t->data_rank = 0;
+	t->data_world = (int)world;
+	if (!t->reg) {
+		st = weft_registry_create(&t->reg);
+		if (!st)
+			st = weft_registry_configure_from_config(t->reg,
+								 weft_cfg_get(t->root, "plugins"),
+								 t->config_dir);
+		if (!st)
+			st = weft_registry_add_default_paths(t->reg);
+		if (st)
+			return st;
+	}
+	st = weft_registry_find(t->reg, WEFT_PLUGIN_STRATEGY, t->tc.strategy_name,
+				(const void **)&ops, NULL);
+	if (st)
+		return weft_error_wrap(st, "trainer.strategy");
+	if ((st = strategy_plan(t, &mo)))
+		return st;
+	if ((st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model)) ||
+	    (st = setup_optimizer(t)) || (st = setup_data(t)) ||
+	    (st = weft_lr_schedule_parse(weft_cfg_get(t->root, "lr_scheduler"), t->oc.lr,
+					 t->total_steps, &t->sched)) ||
+	    (st = weft_trainer_callbacks_create(t)))
+		return st;
+	weft_cfg_mark_used(t->tc.strategy);
+	weft_cfg_mark_used(t->tc.comm_options);
+	return weft_config_check_unused(t->cfg);
+}
+
+static int64_t config_world(const weft_trainer *t)
+{
+	return one_process_strategy(t) ? 1 : t->tc.devices * t->tc.num_nodes;
+}
+
+static weft_status run(weft_trainer *t)
 {
 	weft_model_options mo = { 0 };
 	weft_ctx_options co = { 0 };
@@ -667,9 +721,20 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	st = weft_dist_env_detect(&t->denv);
 	if (st)
 		return st;
+	if (t->denv.source != WEFT_DIST_SINGLE &&
+	    (st = weft_trainer_config_resolve_devices(&t->tc, t->denv.world_size,
+						      t->denv.local_world_size)))
+		return st;
 	if (t->tc.devices * t->tc.num_nodes > 1 && t->denv.source == WEFT_DIST_SINGLE &&
-	    !one_process_strategy(t))
-		return relaunch(t, exit_code);
+	    !one_process_strategy(t)) {
+		/* relaunch's own refusals first: they need no data loaded */
+		st = relaunch(t, NULL);
+		if (!st)
+			st = check_config(t, config_world(t));
+		if (!st)
+			t->relaunch = 1; /* weft_trainer_run relaunches after teardown */
+		return st;
+	}
 	weft_loss_scaler_init(&t->scaler, &t->tc.loss_scale);
 	/* local rank r on GPU r mod (visible GPUs); nccl refuses to share one */
 	if (t->tc.device.type == WEFT_DEVICE_CUDA &&
@@ -825,7 +890,30 @@ weft_status weft_trainer_run(weft_config *cfg, const weft_run_opts *opts, int *e
 	t->t_start = weft_trainer_now();
 	if (getenv("WEFT_FAULT_KILL_AT_STEP"))
 		t->fault_kill_step = strtoll(getenv("WEFT_FAULT_KILL_AT_STEP"), NULL, 10);
-	st = run(t, exit_code);
+	st = run(t);
+	teardown(t);
+	if (!st && t->relaunch)
+		st = relaunch(t, exit_code);
+	free(t);
+	return st;
+}
+
+weft_status weft_trainer_check_config(weft_config *cfg, const weft_run_opts *opts, int64_t world)
+{
+	weft_trainer *t = calloc(1, sizeof(*t));
+	char name[256];
+	weft_status st;
+
+	if (!t)
+		return weft_error_set(WEFT_ERR_NOMEM, "out of memory checking the config");
+	t->cfg = cfg;
+	t->root = weft_config_root(cfg);
+	t->opts = *opts;
+	stem_of(opts->config_path, name, sizeof(name));
+	config_dir_of(opts->config_path, t->config_dir, sizeof(t->config_dir));
+	st = weft_trainer_config_parse(t->root, name, &t->tc);
+	if (!st)
+		st = check_config(t, world > 0 ? world : config_world(t));
 	teardown(t);
 	free(t);
 	return st;

@@ -40,4 +40,13 @@ typedef struct weft_run_opts {
  * WEFT_OK; otherwise *exit_code is 0. */
 weft_status weft_trainer_run(weft_config *cfg, const weft_run_opts *opts, int *exit_code);
 
+/* Checks the whole config without running anything: reads every section
+ * as a run of `world` ranks would (0: the config's trainer.devices x
+ * trainer.num_nodes), building the model on the CPU and opening the data,
+ * then reports the first unknown key. The strategy's and the comm
+ * backend's own options are left to the ranks. Marks the config's keys as
+ * read. Errors: as weft_trainer_run's setup (WEFT_ERR_CONFIG at
+ * file:line:col, a missing dataset or plugin). */
+weft_status weft_trainer_check_config(weft_config *cfg, const weft_run_opts *opts, int64_t world);
+
 #endif /* WEFT_TRAIN_TRAINER_H */

@@ -162,8 +162,19 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	c->device = WEFT_CPU;
 	if (accel == 1)
 		c->device.type = WEFT_DEVICE_CUDA;
-	if ((st = weft_cfg_int(tr, "devices", 1, &c->devices)) ||
-	    (st = weft_cfg_int(tr, "num_nodes", 1, &c->num_nodes)))
+	/* devices: auto takes the world from the launcher that started the
+	 * ranks (weft_trainer_config_resolve_devices); alone it is 1 */
+	{
+		const weft_cfg *dev = weft_cfg_get(tr, "devices");
+
+		c->devices_auto = dev && weft_cfg_scalar(dev) &&
+				  !strcmp(weft_cfg_scalar(dev), "auto");
+	}
+	if (c->devices_auto)
+		c->devices = 1;
+	else if ((st = weft_cfg_int(tr, "devices", 1, &c->devices)))
+		return st;
+	if ((st = weft_cfg_int(tr, "num_nodes", 1, &c->num_nodes)))
 		return st;
 	if (c->devices < 1 || c->devices > 1024)
 		return weft_cfg_error(weft_cfg_get(tr, "devices"),
@@ -175,8 +186,10 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	c->strategy = weft_cfg_get(tr, "strategy");
 	if ((st = name_of(c->strategy, "strategy", &c->strategy_name)))
 		return st;
-	if (!c->strategy_name || !strcmp(c->strategy_name, "auto"))
+	if (!c->strategy_name || !strcmp(c->strategy_name, "auto")) {
+		c->strategy_auto = 1;
 		c->strategy_name = c->devices * c->num_nodes > 1 ? "ddp" : "single";
+	}
 	c->comm = weft_cfg_get(tr, "comm");
 	if ((st = name_of(c->comm, "comm backend", &c->comm_name)))
 		return st;
@@ -257,4 +270,27 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 		return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
 				      "must be >= 1 batch or a fraction > 0");
 	return parse_callbacks(tr, c);
+}
+
+weft_status weft_trainer_config_resolve_devices(weft_trainer_config *c, int world,
+						int local_world)
+{
+	int64_t nodes;
+
+	if (!c->devices_auto)
+		return WEFT_OK;
+	if (local_world < 1 || local_world > world)
+		local_world = world;
+	nodes = (world + local_world - 1) / local_world;
+	if (weft_cfg_get(c->section, "num_nodes") && c->num_nodes != nodes)
+		return weft_cfg_error(weft_cfg_get(c->section, "num_nodes"),
+				      "is %lld but the launcher started %d ranks, %d per node (%lld "
+				      "nodes); remove trainer.num_nodes with devices: auto, or make "
+				      "them agree", (long long)c->num_nodes, world, local_world,
+				      (long long)nodes);
+	c->devices = local_world;
+	c->num_nodes = nodes;
+	if (c->strategy_auto)
+		c->strategy_name = world > 1 ? "ddp" : "single";
+	return WEFT_OK;
 }

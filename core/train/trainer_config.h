@@ -46,6 +46,8 @@ typedef struct weft_trainer_config {
 	const char *accelerator;     /* "cpu" | "cuda" */
 	int64_t devices;             /* processes per node */
 	int64_t num_nodes;
+	int devices_auto;            /* devices: auto (the launcher's world) */
+	int strategy_auto;           /* strategy unset or auto: chosen by the world */
 	const weft_cfg *strategy;    /* the node: a string or a mapping; NULL: auto */
 	const char *strategy_name;   /* resolved: "single" | "ddp" | ... */
 	const weft_cfg *comm;        /* string or mapping; NULL: auto */
@@ -84,5 +86,13 @@ typedef struct weft_trainer_config {
  * choice (accelerator, precision, mode). */
 weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_name,
 				      weft_trainer_config *out);
+
+/* devices: auto under a launcher: devices becomes the launcher's ranks
+ * per node (local_world) and num_nodes world / local_world; an automatic
+ * strategy is chosen again for that world. Alone (world 1) it stays 1.
+ * Nothing happens without devices: auto. Errors: WEFT_ERR_CONFIG when an
+ * explicit trainer.num_nodes disagrees with the launcher's world. */
+weft_status weft_trainer_config_resolve_devices(weft_trainer_config *c, int world,
+						int local_world);
 
 #endif /* WEFT_TRAIN_TRAINER_CONFIG_H */

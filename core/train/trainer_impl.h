@@ -52,6 +52,7 @@ typedef struct weft_trainer {
 	weft_dist_env denv;
 	int rank, world;
 	weft_store_server *store_srv;
+	int relaunch;                   /* the config checked: re-run through the launcher */
 	weft_store_client *store;
 	weft_pg *pg;
 	char pg_name[64];

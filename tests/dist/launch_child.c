@@ -10,11 +10,17 @@
  *            checkpoint at the failure is exactly 5 however slowly the
  *            launcher reacts); a restarted attempt records where it
  *            resumed in DIR/resumed
+ *   bindport rank 0 listens on MASTER_ADDR:MASTER_PORT as PyTorch's init
+ *            does for its own store (exit 11 when that port is taken)
+ * MASTER_PORT must differ from WEFT_STORE_PORT (weft's store holds that).
  * Every mode writes its pid to DIR/pid.<rank>.<restart> first. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,13 +94,29 @@ int main(int argc, char **argv)
 	/* torchrun's variables mirror weft's */
 	if (rank < 0 || rank != env_int("RANK") || env_int("WORLD_SIZE") != env_int("WEFT_WORLD_SIZE") ||
 	    env_int("LOCAL_RANK") != env_int("WEFT_LOCAL_RANK") || !getenv("WEFT_STORE_SECRET") ||
-	    env_int("MASTER_PORT") != env_int("WEFT_STORE_PORT") || restart < 0)
+	    env_int("MASTER_PORT") < 1 || env_int("MASTER_PORT") == env_int("WEFT_STORE_PORT") ||
+	    restart < 0)
 		return 10;
 	snprintf(name, sizeof(name), "pid.%d.%d", rank, restart);
 	write_file(name, (long)getpid());
 
 	if (!strcmp(argv[1], "ok"))
 		return 0;
+	if (!strcmp(argv[1], "bindport")) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons((uint16_t)env_int("MASTER_PORT")) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (rank != 0)
+			return 0;
+		if (fd < 0 || !getenv("MASTER_ADDR") ||
+		    inet_pton(AF_INET, getenv("MASTER_ADDR"), &a.sin_addr) != 1)
+			return 12;
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1) != 0)
+			return 11;
+		close(fd);
+		return 0;
+	}
 	if (!strcmp(argv[1], "crash")) {
 		if (rank == 1) {
 			nap(100);

@@ -1,8 +1,14 @@
 /* The rendezvous store: set/get/add/wait, blocking and timeouts, many
  * clients at once, and a client with the wrong secret being refused. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dist/dist.h"
 #include "weft_test.h"
@@ -50,6 +56,70 @@ static void *adder(void *arg)
 	return NULL;
 }
 
+/* connect() honours its deadline where the peer never answers the SYN (a
+ * listener whose accept queue is full drops it, as a wrong address that
+ * drops packets does), and a wait reports its progress while it lasts. */
+static void test_connect_deadline(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fill[8], nfill = 0, saved, logfd, p;
+	weft_store_client *c = NULL;
+	char logpath[128], buf[4096] = "";
+	int64_t t0;
+	ssize_t n;
+
+	WT_REQUIRE(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	WT_REQUIRE(listen(lfd, 0) == 0 && getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
+	p = ntohs(a.sin_port);
+	/* fill the accept queue: later SYNs are dropped */
+	for (int i = 0; i < 8; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+		if (fd < 0)
+			break;
+		connect(fd, (struct sockaddr *)&a, sizeof(a));
+		fill[nfill++] = fd;
+	}
+	usleep(100000);
+	snprintf(logpath, sizeof(logpath), "/tmp/weft-test-store-log-%d", (int)getpid());
+	logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	WT_REQUIRE(logfd >= 0);
+	fflush(stderr);
+	saved = dup(2);
+	dup2(logfd, 2);
+	setenv("WEFT_WAIT_REPORT_MS", "400", 1);
+	t0 = now_ms();
+	WT_FAILS(weft_store_connect("127.0.0.1", p, SECRET, 1500, &c), WEFT_ERR_TIMEOUT,
+		 "nothing answered");
+	/* 1.5 s asked; 1 s of slack for a loaded machine (a blocking connect
+	 * waited for the kernel's SYN retries: over 60 s) */
+	WT_CHECK(now_ms() - t0 < 2500);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(logfd, 0, SEEK_SET);
+	n = read(logfd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(logfd);
+	unlink(logpath);
+	unsetenv("WEFT_WAIT_REPORT_MS");
+	{
+		const char *log = buf;
+
+		WT_STR_CONTAINS(log, "waiting for the store at 127.0.0.1:");
+		WT_STR_CONTAINS(log, "s of 1 s");
+	}
+	/* a name that does not resolve fails at once, not at the deadline */
+	t0 = now_ms();
+	WT_FAILS(weft_store_connect("no-such-host.invalid", p, SECRET, 20000, &c),
+		 WEFT_ERR_CONFIG, "does not resolve", "MASTER_ADDR");
+	WT_CHECK(now_ms() - t0 < 10000);
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(lfd);
+}
+
 int main(void)
 {
 	weft_store_server *srv;
@@ -60,6 +130,7 @@ int main(void)
 	int64_t r, t0;
 	int exists;
 
+	test_connect_deadline();
 	WT_OK(weft_store_server_start("127.0.0.1", 0, SECRET, &srv));
 	port = weft_store_server_port(srv);
 	WT_REQUIRE(port > 0);

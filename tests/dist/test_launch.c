@@ -103,6 +103,13 @@ int main(void)
 	WT_CHECK(res.exit_code == 0 && res.failed_rank == -1 && res.restarts == 0);
 	WT_CHECK(read_file("pid.2.0") > 0);
 
+	/* MASTER_PORT is free for the child's own store (PyTorch's init binds
+	 * it), not the port weft's store holds */
+	WT_OK(run("bindport", 2, 0, &res));
+	WT_CHECK(res.exit_code == 0);
+	if (res.exit_code)
+		fprintf(stderr, "bindport: %s\n", res.cause);
+
 	/* rank 1 is killed: the others are stopped, the cause names it */
 	t0 = now();
 	WT_OK(run("crash", 3, 0, &res));
