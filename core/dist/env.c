@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dist/dist.h"
@@ -66,6 +67,41 @@ static weft_status copy_str(char *dst, size_t len, const char *src, const char *
 				      what, src, len - 1);
 	memcpy(dst, src, n + 1);
 	return WEFT_OK;
+}
+
+/* dir must be a directory of ours that nobody else can enter or list. */
+static weft_status check_private_dir(const char *dir)
+{
+	struct stat sb;
+
+	if (lstat(dir, &sb) != 0)
+		return weft_error_set(WEFT_ERR_IO, "store secret: cannot read %s: %s", dir,
+				      strerror(errno));
+	if (!S_ISDIR(sb.st_mode) || sb.st_uid != getuid() || (sb.st_mode & 077))
+		return weft_error_set(WEFT_ERR_CONFIG,
+				      "store secret: %s is not a private directory of this user "
+				      "(owner uid %u, mode %03o; want uid %u, mode 700): another "
+				      "user may have made it; remove it, or export "
+				      "WEFT_STORE_SECRET=<random string> in the job",
+				      dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777),
+				      (unsigned)getuid());
+	return WEFT_OK;
+}
+
+weft_status weft_dist_secret_dir(char *out, size_t len)
+{
+	const char *base = getenv("WEFT_SECRET_DIR");
+
+	if (base && *base)
+		snprintf(out, len, "%s", base);
+	else if (getenv("XDG_RUNTIME_DIR") && *getenv("XDG_RUNTIME_DIR"))
+		snprintf(out, len, "%s/weft", getenv("XDG_RUNTIME_DIR"));
+	else
+		snprintf(out, len, "/tmp/weft-%u", (unsigned)getuid());
+	if (mkdir(out, 0700) != 0 && errno != EEXIST)
+		return weft_error_set(WEFT_ERR_IO, "store secret: cannot make %s: %s", out,
+				      strerror(errno));
+	return check_private_dir(out);
 }
 
 weft_status weft_dist_make_secret(char *out, size_t len)

@@ -27,49 +27,6 @@ static void nap_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-int64_t weft_dist_report_interval_ms(void)
-{
-	const char *v = getenv("WEFT_WAIT_REPORT_MS");
-	long long n = v ? atoll(v) : 0;
-
-	return n > 0 ? n : 30000;
-}
-
-/* dir must be a directory of ours that nobody else can enter or list. */
-static weft_status check_private_dir(const char *dir)
-{
-	struct stat sb;
-
-	if (lstat(dir, &sb) != 0)
-		return weft_error_set(WEFT_ERR_IO, "store secret: cannot read %s: %s", dir,
-				      strerror(errno));
-	if (!S_ISDIR(sb.st_mode) || sb.st_uid != getuid() || (sb.st_mode & 077))
-		return weft_error_set(WEFT_ERR_CONFIG,
-				      "store secret: %s is not a private directory of this user "
-				      "(owner uid %u, mode %03o; want uid %u, mode 700): another "
-				      "user may have made it; remove it, or export "
-				      "WEFT_STORE_SECRET=<random string> in the job",
-				      dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777),
-				      (unsigned)getuid());
-	return WEFT_OK;
-}
-
-weft_status weft_dist_secret_dir(char *out, size_t len)
-{
-	const char *base = getenv("WEFT_SECRET_DIR");
-
-	if (base && *base)
-		snprintf(out, len, "%s", base);
-	else if (getenv("XDG_RUNTIME_DIR") && *getenv("XDG_RUNTIME_DIR"))
-		snprintf(out, len, "%s/weft", getenv("XDG_RUNTIME_DIR"));
-	else
-		snprintf(out, len, "/tmp/weft-%u", (unsigned)getuid());
-	if (mkdir(out, 0700) != 0 && errno != EEXIST)
-		return weft_error_set(WEFT_ERR_IO, "store secret: cannot make %s: %s", out,
-				      strerror(errno));
-	return check_private_dir(out);
-}
-
 /* Rank 0: a new random secret, written with mode 0600 under its final
  * name by rename, so a reader never sees half of it. */
 static weft_status publish_secret(weft_dist_env *env)

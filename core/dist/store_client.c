@@ -41,6 +41,14 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t weft_dist_report_interval_ms(void)
+{
+	const char *v = getenv("WEFT_WAIT_REPORT_MS");
+	long long n = v ? atoll(v) : 0;
+
+	return n > 0 ? n : 30000;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
