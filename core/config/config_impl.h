@@ -22,6 +22,37 @@
 /* Most nodes that anchors/aliases and merge keys may copy in one parse:
  * bounds "billion laughs" documents to a few megabytes. */
 #define WEFT_CFG_MAX_COPIED 100000
+/* Largest config text (a file or a string) parsed: a parsed node costs
+ * about 30 times its text, so this bounds a config's memory to a few
+ * hundred megabytes; hand-written configs are kilobytes. */
+#define WEFT_CFG_MAX_BYTES (16 << 20)
+
+/* A hash index over a list of keys (a mapping's kids, the keys asked of
+ * it): open addressing, each slot 0 (empty) or a key's index + 1, kept at
+ * most half full; all zero (no slots) while the list is short. */
+struct cfg_index {
+	size_t *slots;
+	size_t n_slots; /* a power of two, or 0 */
+};
+
+/* The key at `i` of the list `owner` indexes. */
+typedef const char *(*cfg_key_at_fn)(const void *owner, size_t i);
+
+/* Lists up to this many keys are scanned; longer ones indexed. */
+#define CFG_INDEX_MIN 16
+
+/* Makes room for key number `n` (0-based; keys 0..n-1 are already in the
+ * list), building or growing the index from the list as needed.
+ * WEFT_ERR_NOMEM (message set) on failure, the index unchanged. */
+weft_status cfg_index_reserve(struct cfg_index *ix, size_t n, cfg_key_at_fn key_at,
+			      const void *owner);
+
+/* Records that key `i` of the list is `key`; needs room reserved. */
+void cfg_index_put(struct cfg_index *ix, const char *key, size_t i);
+
+/* The position + 1 of `key` in the list, or 0 (the index must be built). */
+size_t cfg_index_find(const struct cfg_index *ix, const char *key, cfg_key_at_fn key_at,
+		      const void *owner);
 
 struct weft_cfg {
 	weft_cfg_kind kind;
@@ -36,8 +67,10 @@ struct weft_cfg {
 	char *text; /* scalar text (NUL-free), NULL for other kinds */
 	struct weft_cfg **kids;
 	size_t n, cap;
+	struct cfg_index kid_index; /* a large mapping's kids by key */
 	char **asked; /* keys readers asked this mapping for */
 	size_t n_asked, cap_asked;
+	struct cfg_index asked_index;
 };
 
 struct weft_config {
@@ -58,11 +91,13 @@ weft_cfg *cfg_node_new(weft_cfg_kind kind, const char *file, uint32_t line, uint
 /* Frees a node, its key, its text and every node under it. */
 void cfg_node_free(weft_cfg *node);
 
-/* Appends `kid` to container `parent` (setting parent and index).
+/* Appends `kid` to container `parent` (setting parent and index); a
+ * mapping's kid must carry its key already, and keeps it. Amortised O(1).
  * WEFT_ERR_NOMEM on failure, kid untouched. */
 weft_status cfg_node_append(weft_cfg *parent, weft_cfg *kid);
 
-/* The entry of mapping `map` with `key`, or NULL. Marks nothing. */
+/* The entry of mapping `map` with `key`, or NULL. Marks nothing.
+ * O(1) on average (a hash index for large mappings). */
 weft_cfg *cfg_map_find(const weft_cfg *map, const char *key);
 
 /* A deep copy of `src` (positions kept, read-marks cleared), counting

@@ -39,14 +39,81 @@ void cfg_node_free(weft_cfg *node)
 	for (size_t i = 0; i < node->n_asked; i++)
 		free(node->asked[i]);
 	free(node->asked);
+	free(node->kid_index.slots);
+	free(node->asked_index.slots);
 	free(node->kids);
 	free(node->text);
 	free(node->key);
 	free(node);
 }
 
+/* FNV-1a of a key. */
+static size_t key_hash(const char *key)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *c = (const unsigned char *)key; *c; c++)
+		h = (h ^ *c) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 32));
+}
+
+static void slot_put(size_t *slots, size_t n_slots, const char *key, size_t i)
+{
+	size_t s = key_hash(key) & (n_slots - 1);
+
+	while (slots[s])
+		s = (s + 1) & (n_slots - 1);
+	slots[s] = i + 1;
+}
+
+weft_status cfg_index_reserve(struct cfg_index *ix, size_t n, cfg_key_at_fn key_at,
+			      const void *owner)
+{
+	size_t want = ix->n_slots ? ix->n_slots : 64;
+	size_t *slots;
+
+	while (2 * (n + 1) > want)
+		want *= 2;
+	if (want == ix->n_slots)
+		return WEFT_OK;
+	slots = calloc(want, sizeof(*slots));
+	if (!slots)
+		return weft_error_set(WEFT_ERR_NOMEM, "config: out of memory indexing a mapping");
+	for (size_t i = 0; i < n; i++)
+		slot_put(slots, want, key_at(owner, i), i);
+	free(ix->slots);
+	ix->slots = slots;
+	ix->n_slots = want;
+	return WEFT_OK;
+}
+
+void cfg_index_put(struct cfg_index *ix, const char *key, size_t i)
+{
+	slot_put(ix->slots, ix->n_slots, key, i);
+}
+
+size_t cfg_index_find(const struct cfg_index *ix, const char *key, cfg_key_at_fn key_at,
+		      const void *owner)
+{
+	size_t mask = ix->n_slots - 1;
+
+	for (size_t s = key_hash(key) & mask; ix->slots[s]; s = (s + 1) & mask)
+		if (strcmp(key_at(owner, ix->slots[s] - 1), key) == 0)
+			return ix->slots[s];
+	return 0;
+}
+
+static const char *kid_key(const void *map, size_t i)
+{
+	return ((const weft_cfg *)map)->kids[i]->key;
+}
+
 weft_status cfg_node_append(weft_cfg *parent, weft_cfg *kid)
 {
+	int indexed = parent->kind == WEFT_CFG_MAP && kid->key && parent->n + 1 >= CFG_INDEX_MIN;
+
+	if (indexed && cfg_index_reserve(&parent->kid_index, parent->n, kid_key, parent))
+		return WEFT_ERR_NOMEM;
 	if (parent->n == parent->cap) {
 		size_t cap = parent->cap ? parent->cap * 2 : 4;
 		weft_cfg **kids = realloc(parent->kids, cap * sizeof(*kids));
@@ -59,13 +126,21 @@ weft_status cfg_node_append(weft_cfg *parent, weft_cfg *kid)
 	kid->parent = parent;
 	kid->index = parent->n;
 	parent->kids[parent->n++] = kid;
+	if (indexed)
+		cfg_index_put(&parent->kid_index, kid->key, kid->index);
 	return WEFT_OK;
 }
 
 weft_cfg *cfg_map_find(const weft_cfg *map, const char *key)
 {
+	size_t at;
+
 	if (!map || map->kind != WEFT_CFG_MAP)
 		return NULL;
+	if (map->kid_index.slots) {
+		at = cfg_index_find(&map->kid_index, key, kid_key, map);
+		return at ? map->kids[at - 1] : NULL;
+	}
 	for (size_t i = 0; i < map->n; i++)
 		if (strcmp(map->kids[i]->key, key) == 0)
 			return map->kids[i];

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/file.h"
 #include "config/config_impl.h"
 
 struct frame {
@@ -461,6 +462,14 @@ out_free_parser:
 	return st;
 }
 
+static weft_status too_big(const char *name, long long bytes)
+{
+	return weft_error_set(WEFT_ERR_CONFIG, "config '%s' is %lld bytes; a config may be at "
+			      "most %d MiB (hand-written settings, not data): keep lists and "
+			      "tables in data files and give their paths", name, bytes,
+			      WEFT_CFG_MAX_BYTES >> 20);
+}
+
 weft_status weft_config_load_string(const char *name, const char *text, size_t len,
 				    weft_config **out)
 {
@@ -475,6 +484,8 @@ weft_status weft_config_load_string(const char *name, const char *text, size_t l
 	*out = NULL;
 	if (!name)
 		name = "<string>";
+	if (len > WEFT_CFG_MAX_BYTES)
+		return too_big(name, (long long)len);
 	cfg = calloc(1, sizeof(*cfg));
 	if (!cfg)
 		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", name);
@@ -503,47 +514,49 @@ out_free_cfg:
 
 weft_status weft_config_load_file(const char *path, weft_config **out)
 {
-	FILE *f;
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	int64_t size;
+	size_t len;
 	weft_status st;
+	FILE *f;
 
 	if (!path || !out)
 		return weft_error_set(WEFT_ERR_INVALID_ARG,
 				      "weft_config_load_file: path and out must not be NULL");
 	*out = NULL;
-	f = fopen(path, "rb");
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "cannot open config '%s': %s%s", path, strerror(errno),
-				      errno == ENOENT ? "; check the path given to --config" : "");
-	for (;;) {
-		size_t got;
+	st = weft_file_fopen_read(path, "config", &f, &size);
+	if (st == WEFT_ERR_NOT_FOUND) {
+		char why[1024];
 
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16384;
-			char *nbuf = realloc(buf, ncap);
-
-			if (!nbuf) {
-				st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading it", path);
-				goto out_free_buf;
-			}
-			buf = nbuf;
-			cap = ncap;
-		}
-		got = fread(buf + len, 1, cap - len, f);
-		len += got;
-		if (got == 0)
-			break;
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		return weft_error_set(st, "%s; check the path given to --config", why);
 	}
+	if (st)
+		return st;
+	if (size > WEFT_CFG_MAX_BYTES) {
+		st = too_big(path, (long long)size);
+		goto out_close;
+	}
+	buf = malloc((size_t)size + 1);
+	if (!buf) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading it", path);
+		goto out_close;
+	}
+	/* one byte more than the size: a file that grew past it is not cut */
+	len = fread(buf, 1, (size_t)size + 1, f);
 	if (ferror(f)) {
 		st = weft_error_set(WEFT_ERR_IO, "cannot read config '%s': %s", path,
 				    strerror(errno));
 		goto out_free_buf;
 	}
+	if (len > WEFT_CFG_MAX_BYTES) {
+		st = too_big(path, (long long)len);
+		goto out_free_buf;
+	}
 	st = weft_config_load_string(path, buf, len, out);
 out_free_buf:
 	free(buf);
+out_close:
 	fclose(f);
 	return st;
 }

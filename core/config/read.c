@@ -19,27 +19,45 @@
 #include "config/config_impl.h"
 #include "weft/log.h"
 
-/* Records that a reader asked `map` for `key` (a did-you-mean candidate). */
+static const char *asked_key(const void *map, size_t i)
+{
+	return ((const weft_cfg *)map)->asked[i];
+}
+
+/* Records that a reader asked `map` for `key` (a did-you-mean candidate).
+ * O(1) on average: a mapping asked for many keys indexes them. */
 static void note_asked(weft_cfg *map, const char *key)
 {
 	char *copy;
 
-	for (size_t i = 0; i < map->n_asked; i++)
-		if (strcmp(map->asked[i], key) == 0)
+	if (map->asked_index.slots) {
+		if (cfg_index_find(&map->asked_index, key, asked_key, map))
 			return;
+	} else {
+		for (size_t i = 0; i < map->n_asked; i++)
+			if (strcmp(map->asked[i], key) == 0)
+				return;
+	}
+	/* Out of memory only costs a suggestion. */
+	if (map->n_asked + 1 >= CFG_INDEX_MIN &&
+	    cfg_index_reserve(&map->asked_index, map->n_asked, asked_key, map) != WEFT_OK)
+		return;
 	if (map->n_asked == map->cap_asked) {
 		size_t cap = map->cap_asked ? map->cap_asked * 2 : 8;
 		char **asked = realloc(map->asked, cap * sizeof(*asked));
 
-		/* Out of memory only costs a suggestion. */
 		if (!asked)
 			return;
 		map->asked = asked;
 		map->cap_asked = cap;
 	}
 	copy = strdup(key);
-	if (copy)
-		map->asked[map->n_asked++] = copy;
+	if (!copy)
+		return;
+	map->asked[map->n_asked] = copy;
+	if (map->asked_index.slots)
+		cfg_index_put(&map->asked_index, copy, map->n_asked);
+	map->n_asked++;
 }
 
 /* WEFT_CONFIG_TRACE=FILE: every key a reader asks a mapping for is

@@ -349,6 +349,64 @@ weft_status weft_data_module_loader(weft_data_module *m, int val, weft_loader **
 	return weft_loader_create(src, (int)m->prefetch, out);
 }
 
+static weft_status check_tokens(const weft_tokens *t, int64_t limit, const char *limit_name)
+{
+	if (!t->data || t->vocab <= limit)
+		return WEFT_OK;
+	for (int64_t i = 0; i < t->n; i++) {
+		int64_t id = weft_tokens_at(t, i);
+
+		if (id >= limit)
+			return weft_error_set(WEFT_ERR_CONFIG, "%s '%s' holds token id %" PRId64
+					      " at position %" PRId64 " (of %" PRId64 "), but the "
+					      "model's vocabulary has %" PRId64 " ids (%s); its ids "
+					      "go up to %" PRId64 ": set %s to at least %" PRId64 " or "
+					      "tokenize with the model's vocabulary",
+					      t->elem_bytes == 1 ? "text" : "token file", t->source, id,
+					      i, t->n, limit, limit_name, t->vocab - 1, limit_name,
+					      t->vocab);
+	}
+	return WEFT_OK;
+}
+
+static weft_status check_labels(const weft_dataset *ds, int64_t limit, int64_t ignore_index,
+				const char *limit_name)
+{
+	if (!ds->y)
+		return WEFT_OK;
+	for (int64_t i = 0; i < ds->n; i++) {
+		int64_t y = ds->y[i];
+
+		if (y != ignore_index && (y < 0 || y >= limit))
+			return weft_error_set(WEFT_ERR_CONFIG, "labels '%s' hold class %" PRId64 " at "
+					      "entry %" PRId64 ", but the model has %" PRId64 " classes "
+					      "(%s, labels 0 to %" PRId64 "); set %s to at least %"
+					      PRId64 " or fix the labels",
+					      ds->labels_source[0] ? ds->labels_source : ds->source, y,
+					      ds->first + i, limit, limit_name, limit - 1, limit_name,
+					      ds->num_classes);
+	}
+	return WEFT_OK;
+}
+
+weft_status weft_data_module_check_ids(const weft_data_module *m, int64_t limit,
+				       int64_t ignore_index, const char *limit_name)
+{
+	weft_status st;
+
+	if (m->kind == WEFT_DATA_LM) {
+		/* the train and val views are slices of these */
+		st = check_tokens(&m->all_tokens, limit, limit_name);
+		if (!st)
+			st = check_tokens(&m->all_val_tokens, limit, limit_name);
+		return st;
+	}
+	st = check_labels(&m->train_ds, limit, ignore_index, limit_name);
+	if (!st)
+		st = check_labels(&m->val_ds, limit, ignore_index, limit_name);
+	return st;
+}
+
 void weft_data_module_free(weft_data_module *m)
 {
 	if (!m)

@@ -65,6 +65,17 @@ weft_status weft_data_module_from_config(const weft_cfg *data, const weft_data_e
  * validation data; those of weft_loader_create. */
 weft_status weft_data_module_loader(weft_data_module *m, int val, weft_loader **out);
 
+/* Checks once, at load, that every token id (LM) or class label
+ * (classification) is below `limit`, the model's vocabulary size or class
+ * count, instead of failing when a batch holding a bad one is drawn, maybe
+ * hours in. Labels equal to `ignore_index` pass. `limit_name` names the
+ * model key to raise ("model.vocab_size"). A pass over the labels; over the
+ * tokens only when the largest id (known from loading) is too large.
+ * Errors: WEFT_ERR_CONFIG naming the file, the offending value, its
+ * position, the limit and the fix. */
+weft_status weft_data_module_check_ids(const weft_data_module *m, int64_t limit,
+				       int64_t ignore_index, const char *limit_name);
+
 /* Frees everything; NULL is ignored. Loaders made from it must be
  * destroyed first. */
 void weft_data_module_free(weft_data_module *m);

@@ -28,6 +28,8 @@ typedef struct weft_dataset {
 	int32_t *y;                          /* n labels, or NULL (owned) */
 	int64_t num_classes;                 /* 1 + largest label; 0 without labels */
 	char source[512];                    /* the file(s), for messages */
+	char labels_source[512];             /* the labels' file, or "" */
+	int64_t first;                       /* the files' index of example 0 */
 } weft_dataset;
 
 /* Frees the arrays of a dataset and zeroes it; NULL is ignored. */
@@ -118,6 +120,7 @@ typedef struct weft_tokens {
 	int elem_bytes;         /* 1 (text bytes), 2 (uint16 .bin) or 4 (uint32 .bin) */
 	int64_t n;              /* tokens */
 	int64_t vocab;          /* 256 for text; 1 + the largest id for .bin */
+	int64_t max_at;         /* .bin: where the largest id first occurs */
 	char source[512];
 	/* ownership, internal: */
 	void *owned;            /* weft_mem_alloc block, or NULL */
@@ -146,10 +149,14 @@ weft_status weft_tokens_from_text(const char *const *paths, size_t n, weft_token
 /* Opens a token .bin file (memory-mapped, read-only): llm.c's format when
  * the first int32 is 20240520 (version 1, uint16 tokens) or 20240801
  * (version 7, uint32 tokens): a 256 x int32 header whose third entry is the
- * token count; otherwise nanoGPT's bare uint16 array.
- * Errors: WEFT_ERR_NOT_FOUND naming the path; WEFT_ERR_CORRUPT naming the
- * path and the mismatch (odd size for uint16, header count vs file size,
- * unknown llm.c version). */
+ * token count; otherwise nanoGPT's bare uint16 array. A first int32 that
+ * is no magic but near one (a byte away from one, or a date-like
+ * YYYYMMDD followed by a small version) is refused rather than read as
+ * tokens, header and all.
+ * Errors: WEFT_ERR_NOT_FOUND naming the path; WEFT_ERR_IO for a file that
+ * is not regular (a FIFO); WEFT_ERR_CORRUPT naming the path and the
+ * mismatch (odd size for uint16, header count vs file size, unknown llm.c
+ * version, a near-magic naming the number found and the magics). */
 weft_status weft_tokens_from_bin(const char *path, weft_tokens *out);
 
 /* Splits `all` into views: the first (1 - val_fraction) of the tokens for

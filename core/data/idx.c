@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "base/file.h"
 #include "data/dataset.h"
 #include "weft/memory.h"
 
@@ -31,6 +33,7 @@ weft_status weft_dataset_split_tail(weft_dataset *ds, int64_t count, weft_datase
 				      "validation (need 1 to n - 1)", ds->source, count, ds->n);
 	*tail = *ds;
 	tail->n = count;
+	tail->first = ds->first + keep;
 	tail->x = weft_mem_alloc(WEFT_MEM_OTHER, xb);
 	tail->y = ds->y ? weft_mem_alloc(WEFT_MEM_OTHER, (size_t)count * sizeof(int32_t)) : NULL;
 	if (!tail->x || (ds->y && !tail->y)) {
@@ -102,18 +105,21 @@ weft_status weft_idx_read(const char *path, weft_idx *out)
 						  [0x0D] = "float", [0x0E] = "double" };
 	uint8_t head[4], dimb[4 * WEFT_DATA_MAX_DIMS], extra;
 	weft_status st = WEFT_OK;
-	struct stat sb;
+	int64_t fsize;
+	int fd;
 	int64_t count = 1, got;
 	gzFile gz;
 
 	memset(out, 0, sizeof(*out));
-	if (stat(path, &sb) != 0)
-		return weft_error_set(WEFT_ERR_NOT_FOUND, "idx file '%s' not found: %s", path,
-				      strerror(errno));
-	gz = gzopen(path, "rb");
-	if (!gz)
-		return weft_error_set(WEFT_ERR_IO, "cannot open idx file '%s': %s", path,
-				      strerror(errno));
+	st = weft_file_open_read(path, "idx file", &fd, &fsize);
+	if (st)
+		return st;
+	gz = gzdopen(fd, "rb");
+	if (!gz) {
+		close(fd);
+		return weft_error_set(WEFT_ERR_NOMEM, "cannot open idx file '%s': out of memory",
+				      path);
+	}
 	gzbuffer(gz, 1 << 17);
 	if (gz_read_all(gz, head, 4) != 4) {
 		st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': truncated: shorter than the 4-byte idx "
@@ -153,8 +159,8 @@ weft_status weft_idx_read(const char *path, weft_idx *out)
 	}
 	/* A plain file's length is known up front: refuse a short one before
 	 * allocating for it. */
-	if (gzdirect(gz) && (int64_t)sb.st_size != 4 + 4 * out->ndim + count) {
-		int64_t have = (int64_t)sb.st_size - 4 - 4 * out->ndim;
+	if (gzdirect(gz) && fsize != 4 + 4 * out->ndim + count) {
+		int64_t have = fsize - 4 - 4 * out->ndim;
 
 		st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': %s: expected %" PRId64 " bytes of data "
 				    "after the header, found %" PRId64, path,
@@ -226,6 +232,8 @@ weft_status weft_dataset_from_idx(const char *images, const char *labels, weft_d
 		out->example_numel *= im.dims[i];
 	}
 	snprintf(out->source, sizeof(out->source), "%s", images);
+	if (labels)
+		snprintf(out->labels_source, sizeof(out->labels_source), "%s", labels);
 	out->x = weft_mem_alloc(WEFT_MEM_OTHER, (size_t)im.count * sizeof(float));
 	if (!out->x) {
 		st = weft_error_wrap(WEFT_ERR_NOMEM, "loading '%s'", images);

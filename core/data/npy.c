@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "data/dataset.h"
 #include "weft/memory.h"
 
@@ -115,10 +116,9 @@ weft_status weft_npy_read(const char *path, weft_npy *out)
 	FILE *f;
 
 	memset(out, 0, sizeof(*out));
-	f = fopen(path, "rb");
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "npy file '%s' cannot be opened: %s", path, strerror(errno));
+	st = weft_file_fopen_read(path, "npy file", &f, NULL);
+	if (st)
+		return st;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
 		st = weft_error_set(WEFT_ERR_IO, "cannot size '%s'", path);
 		goto out_close;
@@ -241,6 +241,8 @@ weft_status weft_dataset_from_npy(const char *x, const char *y, weft_dataset *ou
 		out->example_numel *= xa.shape[i];
 	}
 	snprintf(out->source, sizeof(out->source), "%s", x);
+	if (y)
+		snprintf(out->labels_source, sizeof(out->labels_source), "%s", y);
 	out->x = weft_mem_alloc(WEFT_MEM_OTHER, (size_t)xa.count * sizeof(float));
 	if (!out->x) {
 		st = weft_error_wrap(WEFT_ERR_NOMEM, "loading '%s'", x);

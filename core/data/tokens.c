@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "data/dataset.h"
 #include "weft/memory.h"
 
@@ -20,6 +21,30 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "weft's data readers a
 #define LLMC_MAGIC_GPT2 20240520
 #define LLMC_MAGIC_LLAMA3 20240801
 #define LLMC_HEADER_BYTES (256 * 4)
+
+/* Whether a first int32 that is no llm.c magic still looks like an llm.c
+ * header: one byte away from a magic (a damaged header), or a date-like
+ * magic (YYYYMMDD, years 2020 to 2039, as llm.c's are) followed by a
+ * small version number. Bare uint16 tokens hit either only when their
+ * first tokens are a near-exact pair, or when tokens 3 and 4 are a byte
+ * and a 0 after a date-like pair. */
+static int near_magic(int32_t m, int32_t version)
+{
+	static const int32_t magics[] = { LLMC_MAGIC_GPT2, LLMC_MAGIC_LLAMA3 };
+	int32_t year = m / 10000, month = m / 100 % 100, day = m % 100;
+
+	for (size_t i = 0; i < sizeof(magics) / sizeof(magics[0]); i++) {
+		uint32_t diff = (uint32_t)m ^ (uint32_t)magics[i];
+		int bytes = 0;
+
+		for (int b = 0; b < 4; b++)
+			bytes += (diff >> (8 * b) & 0xff) != 0;
+		if (bytes == 1)
+			return 1;
+	}
+	return year >= 2020 && year <= 2039 && month >= 1 && month <= 12 && day >= 1 &&
+	       day <= 31 && version >= 0 && version < 256;
+}
 
 void weft_tokens_free(weft_tokens *t)
 {
@@ -62,7 +87,6 @@ weft_status weft_tokens_from_text(const char *const *paths, size_t n, weft_token
 	weft_status st = WEFT_OK;
 	int first = 1;
 	int64_t total = 0, off = 0;
-	struct stat sb;
 	uint8_t *buf;
 
 	memset(out, 0, sizeof(*out));
@@ -77,13 +101,16 @@ weft_status weft_tokens_from_text(const char *const *paths, size_t n, weft_token
 		const char *p = g.gl_pathv[i];
 		size_t l = strlen(p);
 
+		int fd;
+		int64_t size;
+
 		if (l && p[l - 1] == '/')
 			continue; /* a directory matched by the pattern */
-		if (stat(p, &sb) != 0) {
-			st = missing(p);
+		st = weft_file_open_read(p, "text file", &fd, &size);
+		if (st)
 			goto out_glob;
-		}
-		total += (int64_t)sb.st_size;
+		close(fd);
+		total += size;
 	}
 	if (total == 0) {
 		st = weft_error_set(WEFT_ERR_INVALID_ARG, "text files '%s'%s hold no bytes to train "
@@ -102,10 +129,8 @@ weft_status weft_tokens_from_text(const char *const *paths, size_t n, weft_token
 
 		if (l && p[l - 1] == '/')
 			continue;
-		f = fopen(p, "rb");
-		if (!f) {
-			st = weft_error_set(WEFT_ERR_IO, "cannot open text file '%s': %s", p,
-					    strerror(errno));
+		st = weft_file_fopen_read(p, "text file", &f, NULL);
+		if (st) {
 			weft_mem_free(buf);
 			goto out_glob;
 		}
@@ -128,24 +153,33 @@ out_glob:
 weft_status weft_tokens_from_bin(const char *path, weft_tokens *out)
 {
 	weft_status st = WEFT_OK;
-	struct stat sb;
+	int64_t size;
 	int32_t head[3] = { 0 };
 	int64_t data_off = 0, count;
-	int fd;
+	int fd, have_head;
 	void *map;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "token file '%s' cannot be opened: %s", path, strerror(errno));
-	if (fstat(fd, &sb) != 0 || sb.st_size == 0) {
+	st = weft_file_open_read(path, "token file", &fd, &size);
+	if (st)
+		return st;
+	if (size == 0) {
 		st = weft_error_set(WEFT_ERR_CORRUPT, "token file '%s' is empty", path);
 		goto out_close;
 	}
 	out->elem_bytes = 2;
-	if (sb.st_size >= 12 && pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
-	    (head[0] == LLMC_MAGIC_GPT2 || head[0] == LLMC_MAGIC_LLAMA3)) {
+	have_head = size >= 12 && pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head);
+	if (have_head && head[0] != LLMC_MAGIC_GPT2 && head[0] != LLMC_MAGIC_LLAMA3 &&
+	    near_magic(head[0], head[1])) {
+		st = weft_error_set(WEFT_ERR_CORRUPT, "token file '%s' starts with %d, which is not "
+				    "an llm.c magic (expected %d for uint16 tokens or %d for uint32 "
+				    "tokens) but too close to one to be read as bare uint16 "
+				    "tokens: a damaged or newer llm.c header; write the file again "
+				    "with llm.c's magic, or as a bare uint16 array", path, head[0],
+				    LLMC_MAGIC_GPT2, LLMC_MAGIC_LLAMA3);
+		goto out_close;
+	}
+	if (have_head && (head[0] == LLMC_MAGIC_GPT2 || head[0] == LLMC_MAGIC_LLAMA3)) {
 		if (head[0] == LLMC_MAGIC_GPT2 && head[1] != 1) {
 			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': llm.c token file version %d is "
 					    "not supported (magic 20240520 goes with version 1)", path,
@@ -161,31 +195,31 @@ weft_status weft_tokens_from_bin(const char *path, weft_tokens *out)
 		out->elem_bytes = head[0] == LLMC_MAGIC_GPT2 ? 2 : 4;
 		data_off = LLMC_HEADER_BYTES;
 		count = head[2];
-		if (count <= 0 || (int64_t)sb.st_size != data_off + count * out->elem_bytes) {
+		if (count <= 0 || size != data_off + count * out->elem_bytes) {
 			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': the llm.c header announces %" PRId64
 					    " tokens (%" PRId64 " bytes after the 1024-byte header) "
 					    "but the file has %lld bytes: truncated or not a token file",
 					    path, count, count * out->elem_bytes,
-					    (long long)sb.st_size);
+					    (long long)size);
 			goto out_close;
 		}
 	} else {
-		if (sb.st_size % 2) {
+		if (size % 2) {
 			st = weft_error_set(WEFT_ERR_CORRUPT, "'%s': %lld bytes is not a whole number "
 					    "of uint16 tokens (nanoGPT .bin) and there is no llm.c "
-					    "header", path, (long long)sb.st_size);
+					    "header", path, (long long)size);
 			goto out_close;
 		}
-		count = (int64_t)sb.st_size / 2;
+		count = size / 2;
 	}
-	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED) {
 		st = weft_error_set(WEFT_ERR_IO, "cannot map token file '%s': %s", path,
 				    strerror(errno));
 		goto out_close;
 	}
 	out->map = map;
-	out->map_len = (size_t)sb.st_size;
+	out->map_len = (size_t)size;
 	weft_mem_account(WEFT_MEM_OTHER, (int64_t)out->map_len);
 	out->data = (const uint8_t *)map + data_off;
 	out->n = count;
@@ -193,8 +227,10 @@ weft_status weft_tokens_from_bin(const char *path, weft_tokens *out)
 	for (int64_t i = 0; i < count; i++) {
 		uint32_t t = weft_tokens_at(out, i);
 
-		if ((int64_t)t + 1 > out->vocab)
+		if ((int64_t)t + 1 > out->vocab) {
 			out->vocab = (int64_t)t + 1;
+			out->max_at = i;
+		}
 	}
 out_close:
 	close(fd);

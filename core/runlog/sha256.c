@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "runlog/sha256.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the first
@@ -142,10 +143,9 @@ weft_status weft_sha256_file(const char *path, uint8_t out[WEFT_SHA256_BYTES], i
 	FILE *f;
 	size_t n;
 
-	f = fopen(path, "rb");
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "cannot open '%s' to hash it: %s", path, strerror(errno));
+	st = weft_file_fopen_read(path, "file to hash", &f, NULL);
+	if (st)
+		return st;
 	buf = malloc(CHUNK);
 	if (!buf) {
 		st = weft_error_set(WEFT_ERR_NOMEM, "out of memory hashing '%s'", path);

@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "runlog/tb_events.h"
 
 /* ---- CRC-32C --------------------------------------------------------- */
@@ -381,11 +382,9 @@ weft_status weft_tb_read_file(const char *path, weft_tb_event_fn fn, void *ctx)
 	int stop = 0;
 	FILE *f;
 
-	f = fopen(path, "rb");
-	if (!f)
-		return weft_error_set(errno == ENOENT ? WEFT_ERR_NOT_FOUND : WEFT_ERR_IO,
-				      "cannot open TensorBoard file '%s': %s", path,
-				      strerror(errno));
+	st = weft_file_fopen_read(path, "TensorBoard file", &f, NULL);
+	if (st)
+		return st;
 	while (!stop) {
 		uint8_t head[12], tail[4];
 		long off = ftell(f);

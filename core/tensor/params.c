@@ -1,6 +1,8 @@
 /* Parameter sets: one flat buffer per dtype, each parameter a named view
  * into it, and a flat gradient buffer that mirrors it. */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "weft/tensor.h"
 #include "tensor/tensor_impl.h"
@@ -9,6 +11,10 @@ struct weft_params {
 	weft_device dev;
 	weft_tensor **items;
 	size_t count, cap;
+	/* the items by name: open addressing, each slot 0 (empty) or an
+	 * item's index + 1, at most half full */
+	size_t *slots;
+	size_t n_slots;
 	int finalized;
 	int with_grads;
 	int64_t numel[WEFT_DTYPE_COUNT];
@@ -56,14 +62,63 @@ void weft_params_free(weft_params *ps)
 	for (size_t i = 0; i < ps->count; i++)
 		weft_mem_free(ps->items[i]); /* the struct holds its grad and name */
 	weft_mem_free(ps->items);
+	weft_mem_free(ps->slots);
 	weft_mem_free(ps);
+}
+
+/* FNV-1a of a parameter name. */
+static size_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = (h ^ *c) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 32));
+}
+
+static void slot_put(size_t *slots, size_t n_slots, const char *name, size_t i)
+{
+	size_t s = name_hash(name) & (n_slots - 1);
+
+	while (slots[s])
+		s = (s + 1) & (n_slots - 1);
+	slots[s] = i + 1;
+}
+
+/* Room in the name index for one more item: grows it (rehashing every
+ * item) when it would pass half full. */
+static weft_status index_reserve(weft_params *ps)
+{
+	size_t want = ps->n_slots ? ps->n_slots : 128;
+	size_t *slots;
+
+	while (2 * (ps->count + 1) > want)
+		want *= 2;
+	if (want == ps->n_slots)
+		return WEFT_OK;
+	slots = weft_mem_calloc(WEFT_MEM_OTHER, want * sizeof(*slots));
+	if (!slots)
+		return WEFT_ERR_NOMEM;
+	for (size_t i = 0; i < ps->count; i++)
+		slot_put(slots, want, ps->items[i]->name, i);
+	weft_mem_free(ps->slots);
+	ps->slots = slots;
+	ps->n_slots = want;
+	return WEFT_OK;
 }
 
 weft_tensor *weft_params_find(const weft_params *ps, const char *name)
 {
-	for (size_t i = 0; name && i < ps->count; i++)
-		if (!strcmp(ps->items[i]->name, name))
-			return ps->items[i];
+	size_t mask = ps->n_slots - 1;
+
+	if (!name || !ps->n_slots)
+		return NULL;
+	for (size_t s = name_hash(name) & mask; ps->slots[s]; s = (s + 1) & mask) {
+		weft_tensor *t = ps->items[ps->slots[s] - 1];
+
+		if (!strcmp(t->name, name))
+			return t;
+	}
 	return NULL;
 }
 
@@ -86,6 +141,8 @@ weft_status weft_params_add(weft_params *ps, const char *name, weft_dtype dt, in
 	st = tensor_check_shape(name, dt, ndim, shape);
 	if (st)
 		return st;
+	if (index_reserve(ps))
+		return weft_error_wrap(WEFT_ERR_NOMEM, "adding parameter '%s'", name);
 	if (ps->count == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 64;
 		weft_tensor **items = weft_mem_alloc(WEFT_MEM_OTHER, cap * sizeof(*items));
@@ -111,6 +168,7 @@ weft_status weft_params_add(weft_params *ps, const char *name, weft_dtype dt, in
 	t->param_index = (int64_t)ps->count;
 	t->offset = (size_t)ps->numel[dt] * weft_dtype_size(dt);
 	ps->numel[dt] += weft_tensor_numel(t);
+	slot_put(ps->slots, ps->n_slots, t->name, ps->count);
 	ps->items[ps->count++] = t;
 	*out = t;
 	return WEFT_OK;
@@ -134,12 +192,61 @@ static weft_status alloc_flat(weft_params *ps, weft_tensor *flat, weft_dtype dt,
 	return weft_tensor_zero(flat);
 }
 
+/* Host memory a new allocation can take without swapping: the kernel's
+ * MemAvailable estimate; 0 when unknown. */
+static double available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = 0;
+	long pages, page;
+
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+				break;
+		fclose(f);
+		if (kb > 0)
+			return kb * 1024.0;
+	}
+	pages = sysconf(_SC_AVPHYS_PAGES);
+	page = sysconf(_SC_PAGESIZE);
+	return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+/* Refuses, before allocating, parameters (and gradients) that cannot fit
+ * in the host's available memory. */
+static weft_status check_fits(const weft_params *ps, int with_grads)
+{
+	double need = 0, numel = 0, avail;
+
+	if (ps->dev.type != WEFT_DEVICE_CPU)
+		return WEFT_OK;
+	for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++) {
+		numel += (double)ps->numel[dt];
+		need += (double)ps->numel[dt] * (double)weft_dtype_size((weft_dtype)dt) *
+			(with_grads ? 2 : 1);
+	}
+	avail = available_bytes();
+	if (avail <= 0 || need <= avail)
+		return WEFT_OK;
+	return weft_error_set(WEFT_ERR_NOMEM, "the model's %.4g parameters need %.1f GiB%s "
+			      "before any optimizer state or activations, but this machine has "
+			      "%.1f GiB of memory available; use a smaller model (fewer or "
+			      "narrower layers, a smaller vocabulary) or shard it across more "
+			      "processes (strategy zero_3)", numel, need / (1 << 30),
+			      with_grads ? " (weights and gradients)" : "", avail / (1 << 30));
+}
+
 weft_status weft_params_finalize(weft_params *ps, int with_grads)
 {
 	weft_status st;
 
 	if (ps->finalized)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_finalize: already finalized");
+	st = check_fits(ps, with_grads);
+	if (st)
+		return st;
 	for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++) {
 		if (!ps->numel[dt])
 			continue;

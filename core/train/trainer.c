@@ -383,12 +383,32 @@ static int64_t limit_batches(const weft_count_or_frac *lim, int64_t n)
 	return k < n ? k : n;
 }
 
+/* Token ids and labels out of the model's range are refused at load, not
+ * when the batch holding one is drawn. */
+static weft_status check_data_ids(weft_trainer *t)
+{
+	const weft_gpt_config *g = weft_model_gpt_config(t->model);
+	const weft_mlp_config *c = weft_model_mlp_config(t->model);
+	int64_t ignore = weft_model_ignore_index(t->model);
+
+	if (g && t->data->kind == WEFT_DATA_LM)
+		return weft_data_module_check_ids(t->data, g->vocab_size, ignore,
+						  "model.vocab_size");
+	if (c && t->data->kind == WEFT_DATA_CLASSIFICATION)
+		return weft_data_module_check_ids(t->data, c->out_features, ignore,
+						  "model.num_classes");
+	return WEFT_OK;
+}
+
 static weft_status setup_data(weft_trainer *t)
 {
 	weft_data_env de = { .world = t->data_world, .rank = t->data_rank, .seed = t->tc.seed };
 	weft_status st;
 
 	st = weft_data_module_from_config(weft_cfg_get(t->root, "data"), &de, &t->data);
+	if (st)
+		return st;
+	st = check_data_ids(t);
 	if (st)
 		return st;
 	st = weft_data_module_loader(t->data, 0, &t->train_loader);

@@ -36,13 +36,18 @@ typedef enum weft_cfg_kind {
 /* ---- documents ---------------------------------------------------- */
 
 /* Parses a YAML file into a new config; free with weft_config_free.
- * Errors: WEFT_ERR_NOT_FOUND / WEFT_ERR_IO naming the path;
- * WEFT_ERR_PARSE with "path:line:col: " and libyaml's reason. An empty
- * file gives an empty mapping. The root must be a mapping. */
+ * Linear in the size of the file (large mappings are hashed).
+ * Errors: WEFT_ERR_NOT_FOUND / WEFT_ERR_IO naming the path, WEFT_ERR_IO
+ * also for a path that is no regular file (a FIFO, /dev/zero, a
+ * directory: refused before reading, never blocking); WEFT_ERR_CONFIG for
+ * a file over 16 MiB; WEFT_ERR_PARSE with "path:line:col: " and libyaml's
+ * reason. An empty file gives an empty mapping. The root must be a
+ * mapping. */
 WEFT_API weft_status weft_config_load_file(const char *path, weft_config **out);
 
 /* As weft_config_load_file, from memory; `name` stands for the file name
- * in messages ("<string>" when NULL). `text` need not be NUL-terminated. */
+ * in messages ("<string>" when NULL). `text` need not be NUL-terminated;
+ * over 16 MiB it is refused (WEFT_ERR_CONFIG). */
 WEFT_API weft_status weft_config_load_string(const char *name, const char *text, size_t len,
 					     weft_config **out);
 
