@@ -27,6 +27,7 @@
 
 #include "weft/step.h"
 #include "tp_zero.h"
+#include "tp_plan.h"
 
 static const weft_host *g_host;
 
@@ -726,6 +727,15 @@ static void tp_destroy(void *p)
 	free(s);
 }
 
+void tp_mesh_of(const void *p, int32_t *size, int32_t *dp, int *zero)
+{
+	const tp_strategy *s = p;
+
+	*size = s->size;
+	*dp = s->dp;
+	*zero = s->zero;
+}
+
 static const weft_strategy_ops tp_ops = {
 	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "tp"),
 	.create = tp_create,
@@ -735,6 +745,7 @@ static const weft_strategy_ops tp_ops = {
 	.state = tp_state,
 	.destroy = tp_destroy,
 	.plan = tp_plan,
+	.memory_plan = tp_memory_plan,
 };
 
 static const weft_plugin_entry_item items[] = {
