@@ -727,13 +727,11 @@ static void tp_destroy(void *p)
 	free(s);
 }
 
-void tp_mesh_of(const void *p, int32_t *size, int32_t *dp, int *zero)
+static weft_status tp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out)
 {
 	const tp_strategy *s = p;
 
-	*size = s->size;
-	*dp = s->dp;
-	*zero = s->zero;
+	return tp_plan_compute(s->size, s->dp, s->zero, q, out);
 }
 
 static const weft_strategy_ops tp_ops = {

@@ -12,14 +12,12 @@
 
 #include "tp_plan.h"
 
-weft_status tp_memory_plan(void *s, const weft_plan_query *q, weft_plan_result *out)
+weft_status tp_plan_compute(int32_t size, int32_t dp, int zero, const weft_plan_query *q,
+			    weft_plan_result *out)
 {
-	int32_t size = 1, dp = 1;
-	int zero = 0;
 	int64_t local = 0, whole = 0, split = 0;
 	int64_t slots = (int64_t)q->n_slots;
 
-	tp_mesh_of(s, &size, &dp, &zero);
 	for (size_t i = 0; i < q->n_params; i++) {
 		const weft_plan_param *p = &q->params[i];
 

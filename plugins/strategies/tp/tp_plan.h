@@ -4,10 +4,9 @@
 
 #include "weft/strategy.h"
 
-/* The mesh create read (tp.c): tp size, dp replicas, dp_strategy zero_1. */
-void tp_mesh_of(const void *s, int32_t *size, int32_t *dp, int *zero);
-
-/* weft/strategy.h, memory_plan. */
-weft_status tp_memory_plan(void *s, const weft_plan_query *q, weft_plan_result *out);
+/* weft/strategy.h, memory_plan, for the mesh create read (tp.c passes it):
+ * tp size, dp replicas, dp_strategy zero_1. */
+weft_status tp_plan_compute(int32_t size, int32_t dp, int zero, const weft_plan_query *q,
+			    weft_plan_result *out);
 
 #endif

@@ -22,10 +22,9 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 		const weft_plan_param *t = i < q->n_params ? &q->params[i] : NULL;
 		int split = t ? zero_unit_starts(z, first, len, t->name, t->numel) : 1;
 
+		/* ZeRO shards the float32 master weights; setup refuses others */
 		if (t && t->dtype != WEFT_F32)
-			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': parameter "
-						 "'%s' is not float32; ZeRO shards float32 master "
-						 "weights only", z->label, t->name);
+			continue;
 		if (split && first) {
 			zunit u = { .lo = 0, .hi = len };
 
