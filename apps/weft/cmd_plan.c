@@ -58,46 +58,35 @@ static void row(const char *what, int64_t bytes)
 
 static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *optim)
 {
-	double psi = (double)p->numel, n = (double)o->world;
 	int64_t core = p->bytes[WEFT_MEM_PARAMS] + p->bytes[WEFT_MEM_GRADS] +
 		       p->bytes[WEFT_MEM_OPTIM];
 
 	printf("strategy %s", o->strategy);
-	if (o->kind == WEFT_PLAN_ZERO)
-		printf(" (ZeRO stage %d, %lld units, largest chunk %lld)", o->stage,
-		       (long long)p->n_units, (long long)p->max_chunk);
+	if (p->layout[0])
+		printf(" (%s)", p->layout);
 	printf(", world size %d, %lld micro-batch%s per step\n", (int)o->world,
 	       (long long)o->n_micro, o->n_micro == 1 ? "" : "es");
 	printf("model: %lld float32 parameters (Psi); optimizer %s: %zu state slot%s per element\n",
 	       (long long)p->numel, optim, o->n_slots, o->n_slots == 1 ? "" : "s");
-	printf("per rank (the largest shard):\n");
+	printf("per rank (the largest: rank %d):\n", (int)p->rank);
 	row("params", p->bytes[WEFT_MEM_PARAMS]);
 	row("grads", p->bytes[WEFT_MEM_GRADS]);
 	row("optim", p->bytes[WEFT_MEM_OPTIM]);
 	row("comm buffers", p->bytes[WEFT_MEM_COMM]);
 	row("params + grads + optim", core);
-	if (o->kind == WEFT_PLAN_ZERO && o->n_slots == 2) {
-		double f = o->stage == 1 ? 8 * psi + 8 * psi / n :
-			   o->stage == 2 ? 4 * psi + 12 * psi / n : 16 * psi / n;
-
-		printf("  %-28s %14.0f B  (ZeRO paper, fp32 Adam: %s)\n", "formula", f,
-		       o->stage == 1 ? "8Psi + 8Psi/N" : o->stage == 2 ? "4Psi + 12Psi/N" :
-		       "16Psi/N");
-	}
+	if (p->formula[0])
+		printf("  %-28s %14.0f B  (%s)\n", "formula", p->formula_bytes, p->formula);
 	if (p->working_grads || p->working_params) {
 		row("working set: grad buckets", p->working_grads);
-		if (o->stage == 3)
+		if (p->working_params)
 			row("working set: gathered params", p->working_params);
 		printf("  (the working set is an estimate: open buckets, prefetched and\n"
 		       "   persistent units; summary.json reports the measured peaks)\n");
 	}
 	printf("communication per step per rank: %lld elements moved (%lld bytes)",
 	       (long long)p->moved_elements, (long long)p->moved_elements * 4);
-	if (o->world > 1 && o->kind == WEFT_PLAN_ZERO)
-		printf("; ZeRO paper: %s = %.0f per micro-batch", o->stage == 3 ? "3Psi(N-1)/N" :
-		       "2Psi(N-1)/N", (o->stage == 3 ? 3 : 2) * psi * (n - 1) / n);
-	else if (o->world > 1 && strcmp(o->strategy, "dp") != 0)
-		printf("; ring all-reduce: 2Psi(N-1)/N = %.0f", 2 * psi * (n - 1) / n);
+	if (p->comm_formula[0])
+		printf("; %s", p->comm_formula);
 	printf("\n");
 }
 
@@ -175,7 +164,10 @@ int weft_cmd_plan(int argc, char **argv)
 
 		if (sec)
 			weft_cfg_str(sec, "name", "adamw", &optim);
-		st = weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), &mo, &m);
+		st = weft_plan_model_options(&o, &mo);
+		if (!st)
+			st = weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"),
+						    &mo, &m);
 	}
 	if (!st)
 		st = weft_plan_compute(weft_model_params(m), &o, &p);

@@ -1,58 +1,31 @@
-/* Memory and communication plans (plan.h). */
+/* Memory and communication plans (plan.h): the strategy's own answer. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan/plan.h"
+#include "plan/plan_env.h"
+#include "plugin/registry.h"
 #include "weft/status.h"
-
-/* The prefix of a parameter name up to its last dot: its module. */
-static int same_module(const char *a, const char *b)
-{
-	const char *da = strrchr(a, '.'), *db = strrchr(b, '.');
-	size_t la = da ? (size_t)(da - a) : 0, lb = db ? (size_t)(db - b) : 0;
-
-	return la == lb && !strncmp(a, b, la);
-}
-
-static const weft_cfg *opt_node(const weft_cfg *map, const weft_cfg *zo, const char *key)
-{
-	const weft_cfg *n = map ? weft_cfg_get(map, key) : NULL;
-
-	return n ? n : zo ? weft_cfg_get(zo, key) : NULL;
-}
-
-static weft_status opt_count(const weft_cfg *map, const weft_cfg *zo, const char *key,
-			     int64_t def, int64_t *out)
-{
-	const weft_cfg *n = opt_node(map, zo, key);
-	double v;
-
-	*out = def;
-	if (!n)
-		return WEFT_OK;
-	if (weft_cfg_as_float(n, &v) || v < 0 || v != (double)(int64_t)v)
-		return weft_cfg_error(n, "'%s' must be a whole number of elements", key);
-	*out = (int64_t)v;
-	return WEFT_OK;
-}
+#include "weft/strategy.h"
 
 weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft_plan_opts *o)
 {
 	const weft_cfg *tr = root ? weft_cfg_get(root, "trainer") : NULL;
 	const weft_cfg *sn = tr ? weft_cfg_get(tr, "strategy") : NULL;
-	const weft_cfg *map = NULL, *zo = NULL, *stage_n;
 	const char *name = "single";
-	int64_t devices = 1, nodes = 1, accum = 1, stage = 2;
+	int64_t devices = 1, nodes = 1, accum = 1;
 	weft_status st;
 
 	memset(o, 0, sizeof(*o));
 	if (sn && weft_cfg_kind_of(sn) == WEFT_CFG_MAP) {
-		map = sn;
-		zo = weft_cfg_get(map, "zero_optimization");
-		st = weft_cfg_str(map, "name", NULL, &name);
+		st = weft_cfg_str(sn, "name", NULL, &name);
 		if (!st && !name)
 			return weft_cfg_error(sn, "trainer.strategy needs a name: (ddp, zero_2, ...)");
 		if (st)
 			return st;
+		o->section = sn;
 	} else if (sn) {
 		st = weft_cfg_as_str(sn, &name);
 		if (st)
@@ -74,137 +47,183 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 			return st;
 	}
 	o->strategy = name;
+	o->node = sn;
 	o->world = world > 0 ? world : (int32_t)(devices * nodes);
 	o->n_micro = accum > 0 ? accum : 1;
-	if (!strcmp(name, "single") || !strcmp(name, "ddp") || !strcmp(name, "dp")) {
-		o->kind = WEFT_PLAN_REPLICATED;
-		return WEFT_OK;
+	return WEFT_OK;
+}
+
+/* The registry with the default search path and the strategy's vtable in
+ * it; free the registry when done with the vtable. A name no plugin gives
+ * is a config error at trainer.strategy listing the strategies found. */
+static weft_status find_strategy(const weft_plan_opts *o, weft_registry **reg,
+				 const weft_strategy_ops **ops, const char **file)
+{
+	const weft_registry_entry *e = NULL;
+	const void *vt = NULL;
+	char names[512] = "", why[1024];
+	size_t n = 0, used = 0;
+	weft_status st;
+
+	*reg = NULL;
+	*ops = NULL;
+	st = weft_registry_create(reg);
+	if (!st)
+		st = weft_registry_add_default_paths(*reg);
+	if (st)
+		return st;
+	st = weft_registry_find(*reg, WEFT_PLUGIN_STRATEGY, o->strategy, &vt, file);
+	if (st != WEFT_ERR_NOT_FOUND) {
+		*ops = vt;
+		return st;
 	}
-	if (strncmp(name, "zero", 4) != 0 ||
-	    (name[4] && !(name[4] == '_' && name[5] >= '1' && name[5] <= '3' && !name[6])))
-		return weft_cfg_error(sn, "weft plan knows strategies single, dp, ddp, zero, zero_1, "
-				      "zero_2 and zero_3, not '%s'", name);
-	o->kind = WEFT_PLAN_ZERO;
-	if (name[4])
-		stage = name[5] - '0';
-	stage_n = opt_node(map, zo, "stage");
-	if (stage_n && (weft_cfg_as_int(stage_n, &stage) || stage < 1 || stage > 3))
-		return weft_cfg_error(stage_n, "ZeRO stage must be 1, 2 or 3");
-	o->stage = (int)stage;
-	st = opt_count(map, zo, "reduce_bucket_size", 500000000, &o->reduce_bucket_size);
-	if (!st)
-		st = opt_count(map, zo, "allgather_bucket_size", 500000000, &o->allgather_bucket_size);
-	if (!st)
-		st = opt_count(map, zo, "stage3_prefetch_bucket_size", 50000000,
-			       &o->prefetch_bucket_size);
-	if (!st)
-		st = opt_count(map, zo, "stage3_param_persistence_threshold", 100000,
-			       &o->persistence_threshold);
+	snprintf(why, sizeof(why), "%s", weft_error_last());
+	if (!weft_registry_list(*reg, &e, &n))
+		for (size_t i = 0; i < n && used + 2 < sizeof(names); i++) {
+			int w;
+
+			if (e[i].kind != WEFT_PLUGIN_STRATEGY)
+				continue;
+			w = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
+				     e[i].name);
+			if (w > 0)
+				used += (size_t)w < sizeof(names) - used ? (size_t)w :
+									   sizeof(names) - used - 1;
+		}
+	return weft_cfg_error(o->node, "weft plan knows strategies %s (the strategy plugins it "
+			      "found), not '%s'; pick one, or put the plugin that provides it on "
+			      "WEFT_PLUGIN_PATH (%s)", used ? names : "(none)", o->strategy, why);
+}
+
+/* strategy dp drives trainer.devices devices from one process: the trainer
+ * gives it a world of 1 and n_devices (core/train, one_process_strategy),
+ * so the plan does too. */
+static int one_process(const char *name)
+{
+	return !strcmp(name, "dp");
+}
+
+weft_status weft_plan_model_options(const weft_plan_opts *o, weft_model_options *mo)
+{
+	const weft_strategy_ops *ops = NULL;
+	weft_registry *reg = NULL;
+	int32_t data_rank = 0, data_world = o->world;
+	weft_status st = find_strategy(o, &reg, &ops, NULL);
+
+	if (!st && WEFT_HAS_MEMBER(ops, weft_strategy_ops, plan) && ops->plan &&
+	    !one_process(o->strategy))
+		st = ops->plan(o->section, 0, o->world, mo, &data_rank, &data_world);
+	/* tp_plan points into the plugin, which is unloaded with the
+	 * registry: keep a copy (one plan per process) */
+	if (!st && mo->tp_plan) {
+		static char plan_copy[8192];
+
+		snprintf(plan_copy, sizeof(plan_copy), "%s", mo->tp_plan);
+		mo->tp_plan = plan_copy;
+	}
+	weft_registry_free(reg);
 	return st;
 }
 
-static void plan_replicated(const weft_plan_opts *o, weft_plan *p)
+static weft_status no_plan(const weft_plan_opts *o, const weft_strategy_ops *ops,
+			   const char *file)
 {
-	int64_t n = p->numel, w = o->world;
+	uint32_t v = ops->head.abi_version;
 
-	p->bytes[WEFT_MEM_PARAMS] = 4 * n;
-	p->bytes[WEFT_MEM_GRADS] = 4 * n;
-	p->bytes[WEFT_MEM_OPTIM] = 4 * (int64_t)o->n_slots * n;
-	if (w > 1 && strcmp(o->strategy, "dp") != 0) {
-		p->collective_elements = n;
-		p->moved_elements = 2 * n * (w - 1) / w;
-	}
+	if (!WEFT_HAS_MEMBER(ops, weft_strategy_ops, memory_plan))
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "weft plan: strategy '%s' (%s) gives "
+				      "no plan: it was built against weft plugin ABI %u.%u, and "
+				      "strategies give one through the memory_plan member since "
+				      "ABI 1.2; rebuild it against this weft's SDK with a "
+				      "memory_plan (weft/strategy.h)", o->strategy,
+				      file ? file : "?", WEFT_ABI_VERSION_MAJOR(v),
+				      WEFT_ABI_VERSION_MINOR(v));
+	return weft_error_set(WEFT_ERR_UNSUPPORTED, "weft plan: strategy '%s' (%s) gives no plan: "
+			      "its memory_plan member is NULL; its author can add one "
+			      "(weft/strategy.h)", o->strategy, file ? file : "?");
 }
 
-weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, weft_plan *p)
+static void copy_result(const weft_plan_result *r, weft_plan *p)
 {
-	size_t np = weft_params_count(ps);
-	int64_t w = o->world, cap, len = 0, chunk_sum = 0, persist_sum = 0;
-	int64_t persist_bytes = 0, units = 0;
-	const char *first = NULL;
+	p->rank = r->rank;
+	p->numel = r->numel;
+	memcpy(p->bytes, r->bytes, sizeof(p->bytes));
+	p->working_params = r->working_params;
+	p->working_grads = r->working_grads;
+	p->moved_elements = r->moved_elements;
+	p->collective_elements = r->collective_elements;
+	snprintf(p->layout, sizeof(p->layout), "%.*s", (int)sizeof(r->layout), r->layout);
+	snprintf(p->formula, sizeof(p->formula), "%.*s", (int)sizeof(r->formula), r->formula);
+	p->formula_bytes = r->formula_bytes;
+	snprintf(p->comm_formula, sizeof(p->comm_formula), "%.*s", (int)sizeof(r->comm_formula),
+		 r->comm_formula);
+}
 
-	memset(p, 0, sizeof(*p));
-	if (w < 1)
+weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, weft_plan *out)
+{
+	const weft_strategy_ops *ops = NULL;
+	weft_registry *reg = NULL;
+	const char *file = NULL;
+	weft_strategy_env env;
+	plan_comm comm;
+	weft_plan_query q = { .struct_size = sizeof(q) };
+	weft_plan_result r;
+	const weft_host *host = weft_host_services();
+	weft_plan_param *list = NULL;
+	size_t n;
+	void *s = NULL;
+	weft_status st;
+
+	memset(out, 0, sizeof(*out));
+	if (o->world < 1)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "plan: world size %d; it must be >= 1",
-				      (int)w);
-	p->numel = weft_params_numel(ps, WEFT_F32);
-	if (o->kind == WEFT_PLAN_REPLICATED) {
-		plan_replicated(o, p);
-		return WEFT_OK;
+				      (int)o->world);
+	st = find_strategy(o, &reg, &ops, &file);
+	if (st)
+		goto out;
+	if (!WEFT_HAS_MEMBER(ops, weft_strategy_ops, memory_plan) || !ops->memory_plan) {
+		st = no_plan(o, ops, file);
+		goto out;
 	}
-	if (o->stage < 1 || o->stage > 3)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "plan: ZeRO stage %d; it must be 1, 2 "
-				      "or 3", o->stage);
-	cap = o->reduce_bucket_size < o->allgather_bucket_size ? o->reduce_bucket_size :
-								   o->allgather_bucket_size;
-	/* units exactly as the zero plugin cuts them; a unit closes at i == np */
-	for (size_t i = 0; i <= np; i++) {
-		const weft_tensor *t = i < np ? weft_params_at(ps, i) : NULL;
-		int64_t n = t ? weft_tensor_numel(t) : 0;
-		int split;
+	plan_env_init(&env, &comm, one_process(o->strategy) ? 1 : o->world, (weft_params *)ps);
+	if (one_process(o->strategy))
+		env.n_devices = o->world;
+	st = ops->create(o->section, &env, &s);
+	if (st) {
+		st = weft_error_wrap(st, "weft plan: strategy '%s' for a world of %d", o->strategy,
+				     (int)o->world);
+		goto out;
+	}
+	n = weft_params_count(ps);
+	list = calloc(n ? n : 1, sizeof(*list));
+	if (!list) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "weft plan: a list of %zu parameters", n);
+		goto out_destroy;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const weft_tensor *t = weft_params_at(ps, i);
+		int partial = 0;
 
-		if (t && t->dtype != WEFT_F32)
-			continue;
-		if (!t)
-			split = 1;
-		else if (o->stage == 3)
-			split = !first || !same_module(first, t->name);
-		else
-			split = !first || len + n > cap;
-		if (split && first) {
-			int64_t c = (len + w - 1) / w;
-			int persist = o->stage == 3 && len < o->persistence_threshold;
-
-			units++;
-			chunk_sum += c;
-			if (c > p->max_chunk)
-				p->max_chunk = c;
-			/* rank 0's piece is always a whole chunk: the largest shard */
-			p->shard_numel += c < len ? c : len;
-			if (persist) {
-				persist_sum += c;
-				persist_bytes += 4 * w * c;
-			}
-		}
-		if (split && t) {
-			first = t->name;
-			len = 0;
-		}
-		len += n;
+		list[i] = (weft_plan_param){ .name = t->name ? t->name : "", .dtype = t->dtype,
+					     .numel = weft_tensor_numel(t) };
+		list[i].split = host->tp_param_split(ps, i, &partial, &list[i].full_numel);
 	}
-	p->n_units = units;
-	p->bytes[WEFT_MEM_OPTIM] = 4 * (int64_t)o->n_slots * p->shard_numel;
-	switch (o->stage) {
-	case 1:
-		p->bytes[WEFT_MEM_PARAMS] = 4 * p->numel;
-		p->bytes[WEFT_MEM_GRADS] = 4 * p->numel;
-		p->bytes[WEFT_MEM_COMM] = 4 * w * p->max_chunk;
-		p->collective_elements = 2 * w * chunk_sum;
-		break;
-	case 2:
-		p->bytes[WEFT_MEM_PARAMS] = 4 * p->numel;
-		p->bytes[WEFT_MEM_GRADS] = 4 * p->shard_numel;
-		p->bytes[WEFT_MEM_COMM] = 4 * w * p->max_chunk;
-		/* open buckets plus one in flight; a tied embedding keeps one
-		 * more open through the whole backward */
-		p->working_grads = 3 * 4 * w * p->max_chunk;
-		p->collective_elements = (o->n_micro + 1) * w * chunk_sum;
-		break;
-	default:
-		p->bytes[WEFT_MEM_PARAMS] = 4 * p->shard_numel;
-		p->bytes[WEFT_MEM_GRADS] = 4 * p->shard_numel;
-		p->working_grads = 3 * 4 * w * p->max_chunk;
-		/* the unit in use, the prefetched ones, one being released */
-		p->working_params = 4 * w * p->max_chunk *
-				    (2 + (p->max_chunk ? o->prefetch_bucket_size / (w * p->max_chunk) : 0));
-		/* never more than the whole (padded) model */
-		if (p->working_params > 4 * w * (chunk_sum - persist_sum))
-			p->working_params = 4 * w * (chunk_sum - persist_sum);
-		p->working_params += persist_bytes;
-		p->collective_elements = o->n_micro * 3 * w * (chunk_sum - persist_sum) +
-					 (o->n_micro + 1) * w * persist_sum;
-		break;
-	}
-	p->moved_elements = p->collective_elements * (w - 1) / w;
-	return WEFT_OK;
+	q.n_params = n;
+	q.params = list;
+	q.world_size = o->world;
+	q.n_slots = o->n_slots;
+	q.n_micro = o->n_micro > 0 ? o->n_micro : 1;
+	memset(&r, 0, sizeof(r));
+	r.struct_size = sizeof(r);
+	st = ops->memory_plan(s, &q, &r);
+	if (st)
+		st = weft_error_wrap(st, "weft plan: strategy '%s'", o->strategy);
+	else
+		copy_result(&r, out);
+out_destroy:
+	ops->destroy(s);
+	free(list);
+out:
+	weft_registry_free(reg);
+	return st;
 }

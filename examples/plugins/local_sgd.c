@@ -25,6 +25,7 @@
  * `pkg-config --cflags weft`); it links nothing of weft: every service
  * comes from the host table given to weft_plugin_entry. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (weft/step.h) under -std=c11 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,35 @@ static void local_sgd_destroy(void *p)
 	free(s);
 }
 
+#if WEFT_ABI_MAJOR > 1 || WEFT_ABI_MINOR >= 2
+/* weft plan's question (memory_plan, since ABI 1.2): every rank holds the
+ * whole model, its gradients and its own optimizer state; every k steps
+ * one all-reduce of the parameters, 2 Psi (N-1)/N elements sent per rank,
+ * counted here per step as its average over the k steps. */
+static weft_status local_sgd_memory_plan(void *p, const weft_plan_query *q,
+					 weft_plan_result *out)
+{
+	const local_sgd *s = p;
+	int64_t n = 0, w = q->world_size;
+
+	for (size_t i = 0; i < q->n_params; i++)
+		if (q->params[i].dtype == WEFT_F32)
+			n += q->params[i].numel;
+	out->rank = 0;
+	out->numel = n;
+	out->bytes[WEFT_MEM_PARAMS] = 4 * n;
+	out->bytes[WEFT_MEM_GRADS] = 4 * n;
+	out->bytes[WEFT_MEM_OPTIM] = 4 * (int64_t)q->n_slots * n;
+	if (w > 1) {
+		out->collective_elements = n / s->k;
+		out->moved_elements = 2 * n * (w - 1) / w / s->k;
+	}
+	snprintf(out->layout, sizeof(out->layout), "local SGD, parameters averaged every %lld "
+		 "steps", (long long)s->k);
+	return WEFT_OK;
+}
+#endif
+
 static const weft_strategy_ops local_sgd_ops = {
 	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "local_sgd"),
 	.create = local_sgd_create,
@@ -282,6 +312,9 @@ static const weft_strategy_ops local_sgd_ops = {
 	.eval_step = local_sgd_eval_step,
 	.state = local_sgd_state,
 	.destroy = local_sgd_destroy,
+#if WEFT_ABI_MAJOR > 1 || WEFT_ABI_MINOR >= 2
+	.memory_plan = local_sgd_memory_plan,
+#endif
 };
 
 static const weft_plugin_entry_item items[] = {

@@ -19,6 +19,7 @@
 
 #include "half.h"
 #include "replicated.h"
+#include "replicated_plan.h"
 
 enum { HOOK_NONE = 0, HOOK_BF16 = 1, HOOK_FP16 = 2 };
 
@@ -620,4 +621,5 @@ const weft_strategy_ops weft_strategy_ddp = {
 	.eval_step = ddp_eval_step,
 	.state = ddp_state,
 	.destroy = ddp_destroy,
+	.memory_plan = ddp_memory_plan,
 };

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "replicated.h"
+#include "replicated_plan.h"
 
 enum { TASK_NONE = 0, TASK_FORWARD, TASK_REDUCE, TASK_BROADCAST, TASK_EXIT };
 
@@ -435,4 +436,5 @@ const weft_strategy_ops weft_strategy_dp = {
 	.eval_step = dp_eval_step,
 	.state = dp_state,
 	.destroy = dp_destroy,
+	.memory_plan = dp_memory_plan,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "replicated.h"
+#include "replicated_plan.h"
 
 typedef struct single {
 	replicated rep;
@@ -92,4 +93,5 @@ const weft_strategy_ops weft_strategy_single = {
 	.eval_step = single_eval_step,
 	.state = single_state,
 	.destroy = single_destroy,
+	.memory_plan = single_memory_plan,
 };

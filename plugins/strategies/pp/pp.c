@@ -649,6 +649,7 @@ const weft_strategy_ops weft_strategy_pp = {
 	.destroy = pp_destroy,
 	.gather_params = pp_gather_params,
 	.plan = pp_plan,
+	.memory_plan = pp_memory_plan,
 };
 
 const weft_strategy_ops weft_strategy_hybrid = {
@@ -661,4 +662,5 @@ const weft_strategy_ops weft_strategy_hybrid = {
 	.destroy = pp_destroy,
 	.gather_params = pp_gather_params,
 	.plan = hybrid_plan,
+	.memory_plan = pp_memory_plan,
 };

@@ -187,6 +187,10 @@ weft_status pp_tp_sum(pp_strategy *s, double *v, int n);
  * without tp). Errors: WEFT_ERR_NOMEM. */
 weft_status pp_tp_ranges(pp_strategy *s);
 
+/* pp_plan.c: weft plan's question for pp and hybrid (weft/strategy.h,
+ * memory_plan), from the options and mesh create read. */
+weft_status pp_memory_plan(void *s, const weft_plan_query *q, weft_plan_result *out);
+
 /* pp_dp.c: the dp replicas of a hybrid mesh. pp_dp_shard: the range of a
  * piece this rank steps. pp_dp_setup: buffers (after the chunks). The
  * rest are collectives over the dp group, no-ops without one: grads

@@ -27,6 +27,7 @@
 
 #include "weft/step.h"
 #include "tp_zero.h"
+#include "tp_plan.h"
 
 static const weft_host *g_host;
 
@@ -726,6 +727,13 @@ static void tp_destroy(void *p)
 	free(s);
 }
 
+static weft_status tp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out)
+{
+	const tp_strategy *s = p;
+
+	return tp_plan_compute(s->size, s->dp, s->zero, q, out);
+}
+
 static const weft_strategy_ops tp_ops = {
 	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "tp"),
 	.create = tp_create,
@@ -735,6 +743,7 @@ static const weft_strategy_ops tp_ops = {
 	.state = tp_state,
 	.destroy = tp_destroy,
 	.plan = tp_plan,
+	.memory_plan = tp_memory_plan,
 };
 
 static const weft_plugin_entry_item items[] = {

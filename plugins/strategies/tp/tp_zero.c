@@ -139,6 +139,8 @@ void tp_dpz_state(const tp_dpz *z, weft_strategy_state *out)
 
 void tp_dpz_free(tp_dpz *z)
 {
+	if (!z->host) /* never set up: destroy right after create */
+		return;
 	z->host->mem_free(z->slot_mem);
 	z->host->mem_free(z->ranges);
 	memset(z, 0, sizeof(*z));

@@ -34,6 +34,7 @@ static weft_status create_3(const weft_cfg *section, const weft_strategy_env *en
 		.state = zero_state,                                          \
 		.destroy = zero_destroy,                                      \
 		.gather_params = zero_gather_params,                          \
+		.memory_plan = zero_memory_plan,                              \
 	}
 
 ZERO_OPS(zero_any, "zero", create_any);

@@ -150,6 +150,20 @@ void zero_point_params(zero *z, const zunit *u, float *buf);
 /* Points the unit's parameters' gradients at buf, or NULL. */
 void zero_point_grads(zero *z, const zunit *u, float *buf);
 
+/* ---- zero_units.c: the unit rule, for setup and for the plan ---- */
+/* The largest unit of stages 1 and 2, in elements. */
+int64_t zero_unit_cap(const zero *z);
+/* Whether parameter `name` of n elements starts a new unit after the open
+ * unit whose first parameter is `first` (NULL: none yet) and which holds
+ * len elements. */
+int zero_unit_starts(const zero *z, const char *first, int64_t len, const char *name, int64_t n);
+/* Sets u's chunk, rank's piece [mine_lo, mine_hi) and persist from its
+ * [lo, hi) and z's world, stage and persistence threshold. */
+void zero_unit_split(const zero *z, zunit *u, int32_t rank);
+
+/* ---- zero_plan.c: weft plan's question (weft/strategy.h) ---- */
+weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out);
+
 /* ---- zero_step.c: hooks, collectives, train and eval ---- */
 weft_status zero_hooks_add(zero *z);
 weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out);

@@ -279,27 +279,9 @@ static void pool_fini(zpool *pool)
 
 /* ---- units ------------------------------------------------------------ */
 
-/* Length of the dotted prefix of a parameter name (up to the last dot):
- * the module that owns it. */
-static size_t prefix_len(const char *name)
-{
-	const char *dot = name ? strrchr(name, '.') : NULL;
-
-	return dot ? (size_t)(dot - name) : 0;
-}
-
-static int same_module(const char *a, const char *b)
-{
-	size_t la = prefix_len(a);
-
-	return la == prefix_len(b) && !strncmp(a, b, la);
-}
-
 static weft_status build_units(zero *z)
 {
 	const weft_params *ps = z->env->params;
-	int64_t cap = z->reduce_bucket_size < z->allgather_bucket_size ? z->reduce_bucket_size :
-									 z->allgather_bucket_size;
 	int64_t expect = 0, packed = 0;
 	zunit *u = NULL;
 
@@ -329,10 +311,8 @@ static weft_status build_units(zero *z)
 						 p->name);
 		z->param_off[i] = off;
 		expect = off + n;
-		if (z->stage == 3)
-			split = !u || !same_module(g_host->params_at(ps, u->p_first)->name, p->name);
-		else
-			split = !u || (u->hi - u->lo) + n > cap;
+		split = zero_unit_starts(z, u ? g_host->params_at(ps, u->p_first)->name : NULL,
+					 u ? u->hi - u->lo : 0, p->name, n);
 		if (split) {
 			u = &z->units[z->n_units++];
 			u->lo = u->hi = off;
@@ -348,20 +328,12 @@ static weft_status build_units(zero *z)
 					 (long long)z->numel);
 	for (size_t k = 0; k < z->n_units; k++) {
 		zunit *v = &z->units[k];
-		int64_t len = v->hi - v->lo;
 
-		v->chunk = (len + z->world - 1) / z->world;
-		v->mine_lo = v->lo + z->rank * v->chunk;
-		v->mine_hi = v->mine_lo + v->chunk;
-		if (v->mine_lo > v->hi)
-			v->mine_lo = v->hi;
-		if (v->mine_hi > v->hi)
-			v->mine_hi = v->hi;
+		zero_unit_split(z, v, z->rank);
 		v->packed = packed;
 		packed += v->mine_hi - v->mine_lo;
 		if (v->chunk > z->max_chunk)
 			z->max_chunk = v->chunk;
-		v->persist = z->stage == 3 && len < z->persistence_threshold;
 		if (v->mine_hi > v->mine_lo) {
 			z->ranges[2 * z->n_ranges] = v->mine_lo;
 			z->ranges[2 * z->n_ranges + 1] = v->mine_hi;

@@ -279,6 +279,62 @@ typedef struct weft_strategy_env {
 				   size_t n, int *skip);
 } weft_strategy_env;
 
+/* ---- since ABI 1.2: what `weft plan` asks a strategy (memory_plan) ---- */
+
+/* One parameter of the model as rank 0 would hold it, in flat order. */
+typedef struct weft_plan_param {
+	const char *name;       /* "transformer.h.0.attn.c_attn.weight" */
+	int32_t dtype;          /* weft_dtype */
+	int32_t split;          /* tensor parallel: 0 whole on every rank, 1 rows,
+				 * 2 columns, 3 rows of packed q|k|v (as
+				 * host->tp_param_split) */
+	int64_t numel;          /* elements this rank holds */
+	int64_t full_numel;     /* elements when whole (numel unless split) */
+} weft_plan_param;
+
+/* The question: the model and what the strategy cannot read from its
+ * options. Borrowed for the call. */
+typedef struct weft_plan_query {
+	uint32_t struct_size;
+	int32_t world_size;     /* ranks to plan for (also env->world_size; strategy
+				 * dp: the devices it drives) */
+	size_t n_slots;         /* the optimizer's state slots per element (F32) */
+	int64_t n_micro;        /* micro-batches per optimizer step (>= 1) */
+	size_t n_params;
+	const weft_plan_param *params; /* env->params as a list, flat order */
+} weft_plan_query;
+
+/* The answer, per rank (the one holding the most; other ranks hold at most
+ * as much). The caller zero-fills it and sets struct_size. */
+typedef struct weft_plan_result {
+	uint32_t struct_size;
+	int32_t rank;           /* the rank the bytes are for */
+	int64_t numel;          /* F32 parameter elements of the whole model (Psi) */
+	int64_t bytes[WEFT_MEM_NUM_CATEGORIES]; /* resident bytes per category
+						  * (weft/memory.h), without the
+						  * working set */
+	int64_t working_params; /* transient gathered parameters at the peak (an
+				 * estimate; 0 when none) */
+	int64_t working_grads;  /* transient gradient buckets at the peak (an estimate) */
+	int64_t collective_elements; /* per optimizer step: the sum of each
+				      * collective's whole element count (what
+				      * weft_step_report.comm_elements counts,
+				      * metric reductions and activations
+				      * excluded) */
+	int64_t moved_elements; /* per optimizer step: elements this rank sends
+				 * (ring algorithms: an all-reduce of c 2c(N-1)/N,
+				 * a reduce-scatter or all-gather of N chunks of c
+				 * (N-1)c); pipeline activations excluded */
+	char layout[160];       /* (optional) one line on the layout, "ZeRO stage
+				 * 3, 12 units, largest chunk 4096"; "" for none */
+	char formula[64];       /* (optional) a published formula for params +
+				 * grads + optim ("ZeRO paper, fp32 Adam: 16Psi/N"),
+				 * its value in formula_bytes; "" for none */
+	double formula_bytes;
+	char comm_formula[96];  /* (optional) the same for the communication,
+				 * written out ("ring all-reduce: 2Psi(N-1)/N = 42") */
+} weft_plan_result;
+
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
  * `trainer.strategy` selects ("ddp"; a mapping's `name:`). */
 typedef struct weft_strategy_ops {
@@ -346,6 +402,28 @@ typedef struct weft_strategy_ops {
 	 * the whole model, data over every rank. */
 	weft_status (*plan)(const weft_cfg *section, int32_t rank, int32_t world_size,
 			    weft_model_options *mo, int32_t *data_rank, int32_t *data_world);
+
+	/* ---- since ABI 1.2: the memory plan (`weft plan`) ---- */
+
+	/* (optional) What each rank will hold and move, before anything runs.
+	 * Called on a strategy fresh from create(section, env) with a planning
+	 * env, without setup(): env->world_size is the world to plan for,
+	 * env->rank 0, env->device the CPU, env->params the model as the
+	 * trainer would build it for rank 0 (after this vtable's `plan`
+	 * member; its gradients may be absent, its values are not read; q
+	 * lists its parameters), env->comm_ops / world a communicator
+	 * that fails every call with WEFT_ERR_UNSUPPORTED, the stage and
+	 * replica callbacks likewise, env->ctx and env->optim NULL. Must not
+	 * communicate or allocate anything in proportion to the model beyond
+	 * its own bookkeeping. Fills *out (zeroed by the caller, struct_size
+	 * set) for q's world: bytes per memory category on the rank that
+	 * holds the most (out->rank), the transient working set apart, and
+	 * the elements of one optimizer step's collectives. Does not block.
+	 * Errors: WEFT_ERR_UNSUPPORTED (a model it cannot plan for, saying
+	 * why), WEFT_ERR_NOMEM. NULL or absent member (a strategy built
+	 * against ABI 1.0 or 1.1): `weft plan` says the strategy gives no plan. */
+	weft_status (*memory_plan)(void *s, const weft_plan_query *q,
+				   weft_plan_result *out);
 } weft_strategy_ops;
 
 /* struct_size of weft_strategy_ops at ABI 1.0: the loader refuses a

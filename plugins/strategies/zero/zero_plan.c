@@ -1,0 +1,102 @@
+/* ZeRO's memory plan (weft/strategy.h, memory_plan): the units cut by the
+ * rule setup cuts them with (zero_units.c), from the options create read.
+ * Rank 0 holds the most: every unit gives it a whole chunk (or the whole
+ * unit when shorter). Exact: the resident shards and the collectives' element
+ * counts; an estimate, kept apart: the transient buckets and gathered
+ * weights. */
+#include <stdio.h>
+
+#include "zero.h"
+
+weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out)
+{
+	const zero *z = p;
+	int64_t w = z->world, numel = 0, len = 0, chunk_sum = 0, persist_sum = 0;
+	int64_t persist_bytes = 0, units = 0, shard = 0, max_chunk = 0;
+	int64_t slots = (int64_t)q->n_slots, micro = q->n_micro;
+	const char *first = NULL;
+	double psi, n = (double)w;
+
+	/* a unit closes at i == n_params */
+	for (size_t i = 0; i <= q->n_params; i++) {
+		const weft_plan_param *t = i < q->n_params ? &q->params[i] : NULL;
+		int split = t ? zero_unit_starts(z, first, len, t->name, t->numel) : 1;
+
+		/* ZeRO shards the float32 master weights; setup refuses others */
+		if (t && t->dtype != WEFT_F32)
+			continue;
+		if (split && first) {
+			zunit u = { .lo = 0, .hi = len };
+
+			zero_unit_split(z, &u, 0);
+			units++;
+			chunk_sum += u.chunk;
+			if (u.chunk > max_chunk)
+				max_chunk = u.chunk;
+			shard += u.mine_hi - u.mine_lo;
+			if (u.persist) {
+				persist_sum += u.chunk;
+				persist_bytes += 4 * w * u.chunk;
+			}
+		}
+		if (!t)
+			break;
+		if (split) {
+			first = t->name;
+			len = 0;
+		}
+		len += t->numel;
+		numel += t->numel;
+	}
+	out->rank = 0;
+	out->numel = numel;
+	out->bytes[WEFT_MEM_OPTIM] = 4 * slots * shard;
+	switch (z->stage) {
+	case 1:
+		out->bytes[WEFT_MEM_PARAMS] = 4 * numel;
+		out->bytes[WEFT_MEM_GRADS] = 4 * numel;
+		out->bytes[WEFT_MEM_COMM] = 4 * w * max_chunk;
+		out->collective_elements = 2 * w * chunk_sum;
+		break;
+	case 2:
+		out->bytes[WEFT_MEM_PARAMS] = 4 * numel;
+		out->bytes[WEFT_MEM_GRADS] = 4 * shard;
+		out->bytes[WEFT_MEM_COMM] = 4 * w * max_chunk;
+		/* open buckets plus one in flight; a tied embedding keeps one
+		 * more open through the whole backward */
+		out->working_grads = 3 * 4 * w * max_chunk;
+		out->collective_elements = (micro + 1) * w * chunk_sum;
+		break;
+	default:
+		out->bytes[WEFT_MEM_PARAMS] = 4 * shard;
+		out->bytes[WEFT_MEM_GRADS] = 4 * shard;
+		out->working_grads = 3 * 4 * w * max_chunk;
+		/* the unit in use, the prefetched ones, one being released */
+		out->working_params = 4 * w * max_chunk *
+				      (2 + (max_chunk ? z->prefetch_bucket_size / (w * max_chunk) : 0));
+		/* never more than the whole (padded) model */
+		if (out->working_params > 4 * w * (chunk_sum - persist_sum))
+			out->working_params = 4 * w * (chunk_sum - persist_sum);
+		out->working_params += persist_bytes;
+		out->collective_elements = micro * 3 * w * (chunk_sum - persist_sum) +
+					   (micro + 1) * w * persist_sum;
+		break;
+	}
+	out->moved_elements = out->collective_elements * (w - 1) / w;
+	snprintf(out->layout, sizeof(out->layout), "ZeRO stage %d, %lld units, largest chunk %lld",
+		 z->stage, (long long)units, (long long)max_chunk);
+	psi = (double)numel;
+	if (slots == 2) {
+		snprintf(out->formula, sizeof(out->formula), "ZeRO paper, fp32 Adam: %s",
+			 z->stage == 1 ? "8Psi + 8Psi/N" : z->stage == 2 ? "4Psi + 12Psi/N" :
+			 "16Psi/N");
+		out->formula_bytes = z->stage == 1 ? 8 * psi + 8 * psi / n :
+				     z->stage == 2 ? 4 * psi + 12 * psi / n : 16 * psi / n;
+	}
+	if (w > 1)
+		snprintf(out->comm_formula, sizeof(out->comm_formula),
+			 "ZeRO paper: %s = %.0f per micro-batch",
+			 z->stage == 3 ? "3Psi(N-1)/N" : "2Psi(N-1)/N",
+			 (z->stage == 3 ? 3 : 2) * psi * (n - 1) / n);
+	return WEFT_OK;
+}
