@@ -14,7 +14,7 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 {
 	const weft_cfg *tr = root ? weft_cfg_get(root, "trainer") : NULL;
 	const weft_cfg *sn = tr ? weft_cfg_get(tr, "strategy") : NULL;
-	const char *name = "single";
+	const char *name = NULL;
 	int64_t devices = 1, nodes = 1, accum = 1;
 	weft_status st;
 
@@ -46,9 +46,10 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 		if (st)
 			return st;
 	}
-	o->strategy = name;
 	o->node = sn;
 	o->world = world > 0 ? world : (int32_t)(devices * nodes);
+	/* no trainer.strategy: the trainer's default for the world */
+	o->strategy = name ? name : o->world > 1 ? "ddp" : "single";
 	o->n_micro = accum > 0 ? accum : 1;
 	return WEFT_OK;
 }

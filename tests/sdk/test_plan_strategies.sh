@@ -18,10 +18,13 @@ fail=0
 check() { # what, command output, expected substring
 	case "$2" in *"$3"*) ;; *) echo "FAIL: $1: expected '$3' in:"; echo "$2"; fail=1 ;; esac
 }
-cat > "$T/c.yaml" <<'Y'
+# a small text corpus: weft plan checks the whole config, data included
+i=0
+while [ $i -lt 400 ]; do echo "line $i of the plan test's corpus"; i=$((i + 1)); done > "$T/text.txt"
+cat > "$T/c.yaml" <<Y
 trainer: {accelerator: cpu, devices: 2, strategy: ddp}
 model: {class: gpt, n_layer: 2, n_head: 2, n_embd: 16, vocab_size: 256, block_size: 16, bias: true}
-data: {class: text, paths: [/dev/null], block_size: 16, batch_size: 2}
+data: {class: text, paths: [$T/text.txt], block_size: 16, batch_size: 2}
 optimizer: {name: adamw, lr: 1.0e-3}
 Y
 out=$("$W" plan --config "$T/c.yaml" --world-size 2 --trainer.strategy='{name: tp, size: 2}' 2>&1)
