@@ -12,11 +12,14 @@ static void launch_usage(FILE *out)
 	fprintf(out,
 		"usage: weft launch --nproc-per-node N [--nnodes M --node-rank R\n"
 		"                   --master-addr A --master-port P] [--max-restarts K]\n"
+		"                   [--join-timeout S]\n"
 		"                   -- COMMAND [ARGS...]\n\n"
 		"Starts N copies of COMMAND with torchrun's variables (RANK, WORLD_SIZE,\n"
 		"LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and weft's, serves\n"
 		"the rendezvous store on node 0, stops every rank when one fails and names\n"
-		"it, restarts the group up to K times, and forwards SIGINT/SIGTERM.\n");
+		"it, restarts the group up to K times, and forwards SIGINT/SIGTERM.\n"
+		"With several nodes, the launchers wait up to S seconds (1800) for each\n"
+		"other and for the store, and refuse a --node-rank given twice.\n");
 }
 
 /* "--flag V" or "--flag=V" (underscores accepted as torchrun does). */
@@ -88,6 +91,12 @@ int weft_cmd_launch(int argc, char **argv)
 		} else if (flag_value(argc, argv, &i, "--max-restarts", &v)) {
 			if (parse_int("--max-restarts", v, &o.max_restarts))
 				return weft_cli_fail();
+		} else if (flag_value(argc, argv, &i, "--join-timeout", &v)) {
+			int sec;
+
+			if (parse_int("--join-timeout", v, &sec))
+				return weft_cli_fail();
+			o.join_timeout_ms = (int64_t)sec * 1000;
 		} else if (flag_value(argc, argv, &i, "--master-addr", &v)) {
 			o.master_addr = v;
 		} else if (argv[i][0] == '-') {

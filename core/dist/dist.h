@@ -139,7 +139,8 @@ weft_status weft_store_connect(const char *host, int port, const char *secret,
  * rank 0 serves the store when env->store_served_by_rank0 (on the
  * loopback only in secret-file mode); then connects. *srv is rank 0's
  * server (else NULL; stop it after closing *out), *out the client (its
- * default timeout: timeout_ms). Errors: as weft_store_connect and
+ * default timeout: timeout_ms). With more than one rank it also starts
+ * this process's heartbeat (dist/heartbeat.h), stopped at exit. Errors: as weft_store_connect and
  * weft_store_server_start; WEFT_ERR_TIMEOUT when the secret never came. */
 weft_status weft_dist_store_join(weft_dist_env *env, int64_t timeout_ms, weft_store_server **srv,
 				 weft_store_client **out);
@@ -150,6 +151,11 @@ void weft_store_client_set_timeout(weft_store_client *c, int64_t timeout_ms);
 
 /* Closes the connection and frees c. NULL is ignored. */
 void weft_store_client_close(weft_store_client *c);
+
+/* Shuts c's connection down, from any thread, so that a call blocked on it
+ * (a parked get) returns WEFT_ERR_COMM at once; every later call fails.
+ * Free c with weft_store_client_close as usual. Never blocks. */
+void weft_store_client_shutdown(weft_store_client *c);
 
 /* The calls below are thread-safe (one request at a time per client) and
  * block up to timeout_ms (< 0: the client's default). Errors:

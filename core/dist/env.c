@@ -430,6 +430,29 @@ static weft_status detect_slurm(weft_dist_env *env)
 	return read_secret(env, env_get("SLURM_JOB_ID"));
 }
 
+/* A Slurm batch script (or salloc shell) that runs weft itself instead of
+ * through srun: the allocation has several nodes, or Slurm's variables
+ * say several tasks, but no job step started this process, so the other
+ * ranks will never come. */
+static weft_status check_not_batch_step(void)
+{
+	const char *nodes = env_get("SLURM_JOB_NUM_NODES") ? env_get("SLURM_JOB_NUM_NODES") :
+			    env_get("SLURM_NNODES");
+	const char *tasks = env_get("SLURM_NTASKS");
+	long n = nodes ? atol(nodes) : 1, t = tasks ? atol(tasks) : 1;
+
+	if (!env_get("SLURM_JOB_ID") || env_get("SLURM_STEP_ID") || env_get("SLURM_STEPID"))
+		return WEFT_OK;
+	if (n > 1 || (env_get("SLURM_PROCID") && t > 1))
+		return weft_error_set(WEFT_ERR_CONFIG, "Slurm job %s has %ld node(s) and %ld "
+				      "task(s), but this process was not started by srun (no "
+				      "SLURM_STEP_ID): run it in the batch script as `srun weft fit "
+				      "...` (e.g. srun --nodes %ld --ntasks-per-node D weft fit "
+				      "--config cfg.yaml), or the other ranks never come",
+				      env_get("SLURM_JOB_ID"), n, t, n);
+	return WEFT_OK;
+}
+
 weft_status weft_dist_env_detect(weft_dist_env *out)
 {
 	weft_dist_env env = { .world_size = 1, .local_world_size = 1 };
@@ -441,6 +464,8 @@ weft_status weft_dist_env_detect(weft_dist_env *out)
 		st = detect_torchrun(&env);
 	else if (env_get("OMPI_COMM_WORLD_RANK"))
 		st = detect_ompi(&env);
+	else if ((st = check_not_batch_step()))
+		return st;
 	else if (env_get("SLURM_PROCID") && env_get("SLURM_NTASKS"))
 		st = detect_slurm(&env);
 	if (st)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dist/dist.h"
+#include "dist/heartbeat.h"
 #include "weft/log.h"
 
 static int64_t now_ms(void)
@@ -141,5 +142,13 @@ weft_status weft_dist_store_join(weft_dist_env *env, int64_t timeout_ms, weft_st
 	}
 	/* the store's own timeouts are the job's, not what was left of it */
 	weft_store_client_set_timeout(*out, timeout_ms);
+	/* a rank that stops making progress is named within seconds */
+	if ((st = weft_heartbeat_start(env, host, timeout_ms))) {
+		weft_store_client_close(*out);
+		*out = NULL;
+		weft_store_server_stop(*srv);
+		*srv = NULL;
+		return st;
+	}
 	return WEFT_OK;
 }

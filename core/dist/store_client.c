@@ -289,6 +289,12 @@ void weft_store_client_close(weft_store_client *c)
 	free(c);
 }
 
+void weft_store_client_shutdown(weft_store_client *c)
+{
+	if (c)
+		shutdown(c->fd, SHUT_RDWR);
+}
+
 const weft_store *weft_store_client_vtable(weft_store_client *c)
 {
 	return &c->vt;

@@ -7,7 +7,10 @@
  * rendezvous store on node 0, and watches the children:
  *   - when one fails (non-zero exit or a signal) it stops the others
  *     (SIGTERM, then SIGKILL after term_timeout_ms) and reports the root
- *     cause: "rank 1 (pid 4242) killed by signal 9 (Killed)";
+ *     cause: "rank 1 (pid 4242) killed by signal 9 (Killed)"; the cause is
+ *     the job's first one, claimed in the store, so a rank the heartbeat
+ *     declared stuck, or one that died on another node, is named rather
+ *     than the healthy rank that gave up waiting for it;
  *   - with restarts left it starts the whole group again, with
  *     WEFT_RESTART_COUNT one higher (a trainer with `resume: auto` then
  *     continues from its last checkpoint);
@@ -37,6 +40,8 @@ typedef struct weft_launch_opts {
 	int master_port;         /* 0: a free port (one node only) */
 	int max_restarts;        /* >= 0 */
 	int64_t term_timeout_ms; /* SIGTERM -> SIGKILL grace; <= 0: 5000 */
+	int64_t join_timeout_ms; /* how long nodes gather and the store is
+				  * waited for; <= 0: 1800 s */
 	char *const *argv;       /* the command, NULL-terminated; argv[0] searched in PATH */
 } weft_launch_opts;
 

@@ -15,7 +15,8 @@ static const char *const all_vars[] = {
 	"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", "SLURM_PROCID",
 	"SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST",
 	"SLURM_NODELIST", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
-	"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "WEFT_STORE_PORT",
+	"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "WEFT_STORE_PORT", "SLURM_STEP_ID",
+	"SLURM_STEPID", "SLURM_JOB_NUM_NODES", "SLURM_NNODES",
 };
 
 static void clear_env(void)
@@ -150,6 +151,20 @@ static void test_slurm(void)
 	setenv("SLURM_TASKS_PER_NODE", "4(x2)", 1);
 	setenv("SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1", 1);
 	setenv("SLURM_JOB_ID", "777", 1);
+	/* the batch script itself, not a step of srun: the other ranks would
+	 * never come; said at once, with the srun line */
+	setenv("SLURM_JOB_NUM_NODES", "2", 1);
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "not started by srun",
+		 "srun --nodes 2");
+	unsetenv("SLURM_JOB_NUM_NODES");
+	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "8 task(s)", "srun weft fit");
+	/* one node and no SLURM_PROCID (an salloc shell): a plain single
+	 * process (devices > 1 then starts its own launcher) */
+	unsetenv("SLURM_PROCID");
+	WT_OK(weft_dist_env_detect(&env));
+	WT_CHECK(env.source == WEFT_DIST_SINGLE);
+	setenv("SLURM_PROCID", "5", 1);
+	setenv("SLURM_STEP_ID", "0", 1); /* srun sets it */
 	/* several nodes and no secret: refused, with what to export where */
 	WT_FAILS(weft_dist_env_detect(&env), WEFT_ERR_CONFIG, "WEFT_STORE_SECRET is not set",
 		 "before srun");
@@ -186,6 +201,7 @@ static void test_job_port(void)
 	setenv("SLURM_NTASKS", "2", 1);
 	setenv("SLURM_JOB_NODELIST", "node1", 1);
 	setenv("SLURM_JOB_ID", "123456", 1);
+	setenv("SLURM_STEP_ID", "0", 1);
 	WT_OK(weft_dist_env_detect(&env));
 	WT_CHECK(env.store_port == 10000 + 123456 % 20000);
 	setenv("SLURM_JOB_ID", "123457", 1);
