@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "launch/launch.h"
@@ -19,35 +18,6 @@
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 #include "weft/ops.h"
-
-double weft_trainer_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- collectives the trainer itself needs ------------------------------ */
-
-weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len)
-{
-	weft_comm_buf b = { .data = buf, .count = (int64_t)len, .dtype = WEFT_COMM_I32 };
-
-	if (!t->pg)
-		return WEFT_OK;
-	/* Bytes travel as i32 words: pad the length up. */
-	if (len % 4)
-		return weft_error_set(WEFT_ERR_INTERNAL, "broadcast of %zu bytes is not whole words",
-				      len);
-	b.count = (int64_t)(len / 4);
-	return weft_pg_broadcast(t->pg, &b, 0, NULL);
-}
-
-weft_status weft_trainer_barrier(weft_trainer *t)
-{
-	return t->pg ? weft_pg_barrier(t->pg, NULL) : WEFT_OK;
-}
 
 /* ---- callbacks the strategy drives ------------------------------------ */
 
@@ -162,12 +132,6 @@ static void tr_replica_free(void *p, void *replica)
 	free(r);
 }
 
-/* strategy dp: one process drives trainer.devices devices itself */
-static int one_process_strategy(const weft_trainer *t)
-{
-	return strcmp(t->tc.strategy_name, "dp") == 0;
-}
-
 /* The CPU kernels' threads: trainer.threads is per process; the CPU
  * devices of strategy dp are threads of this process, each driving its
  * replica's kernels, so each gets an equal share (at least one). With one
@@ -179,7 +143,8 @@ static int64_t kernel_threads(const weft_trainer *t)
 	int64_t n = weft_cpu_threads_resolve(t->tc.threads, t->denv.local_world_size > 0 ?
 								    t->denv.local_world_size : 1);
 
-	if (one_process_strategy(t) && t->tc.device.type == WEFT_DEVICE_CPU && t->tc.devices > 1)
+	if (weft_trainer_one_process_strategy(t) && t->tc.device.type == WEFT_DEVICE_CPU &&
+	    t->tc.devices > 1)
 		n = n / t->tc.devices;
 	return n < 1 ? 1 : n;
 }
@@ -294,7 +259,7 @@ static weft_status relaunch(weft_trainer *t, int *exit_code)
 
 static weft_status setup_dist(weft_trainer *t)
 {
-	int64_t want = one_process_strategy(t) ? 1 : t->tc.devices * t->tc.num_nodes;
+	int64_t want = weft_trainer_one_process_strategy(t) ? 1 : t->tc.devices * t->tc.num_nodes;
 	const char *host;
 	weft_status st;
 
@@ -462,7 +427,7 @@ static weft_status setup_strategy(weft_trainer *t)
 		.replica_create = tr_replica_create,
 		.replica_forward_backward = tr_replica_forward_backward,
 		.replica_free = tr_replica_free,
-		.n_devices = one_process_strategy(t) ? (int32_t)t->tc.devices : 1,
+		.n_devices = weft_trainer_one_process_strategy(t) ? (int32_t)t->tc.devices : 1,
 		.stage_create = tr_stage_create,
 		.stage_forward = tr_stage_forward,
 		.stage_free = tr_stage_free,
@@ -671,7 +636,7 @@ static weft_status run(weft_trainer *t, int *exit_code)
 	if (st)
 		return st;
 	if (t->tc.devices * t->tc.num_nodes > 1 && t->denv.source == WEFT_DIST_SINGLE &&
-	    !one_process_strategy(t))
+	    !weft_trainer_one_process_strategy(t))
 		return relaunch(t, exit_code);
 	weft_loss_scaler_init(&t->scaler, &t->tc.loss_scale);
 	/* local rank r on GPU r mod (visible GPUs); nccl refuses to share one */

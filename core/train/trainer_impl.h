@@ -1,5 +1,6 @@
 /* train/trainer_impl.h - the trainer's state, shared by trainer.c (setup),
- * loop.c (the fit loop and validation) and checkpoint.c. */
+ * loop.c (the fit loop and validation) and checkpoint.c, and the helpers
+ * below them all (trainer_common.h). */
 #ifndef WEFT_TRAIN_TRAINER_IMPL_H
 #define WEFT_TRAIN_TRAINER_IMPL_H
 
@@ -18,15 +19,11 @@
 #include "train/optim_config.h"
 #include "train/precision.h"
 #include "train/trainer.h"
+#include "train/trainer_common.h"
 #include "train/trainer_config.h"
 #include "weft/module.h"
 #include "weft/strategy.h"
 #include "weft/trainer.h"
-
-#define WEFT_TRAINER_PATH 1024
-#define WEFT_TRAINER_MAX_MICRO 256
-#define WEFT_TOPK_MAX 64
-#define WEFT_MAX_CALLBACKS 16
 
 /* A callback plugin in use. */
 typedef struct weft_callback {
@@ -41,7 +38,7 @@ typedef struct weft_saved_ckpt {
 	double score;
 } weft_saved_ckpt;
 
-typedef struct weft_trainer {
+struct weft_trainer {
 	weft_config *cfg;
 	const weft_cfg *root;
 	weft_run_opts opts;
@@ -140,12 +137,7 @@ typedef struct weft_trainer {
 	weft_loss_scaler scaler;
 	int64_t step_grad_checks;
 	int step_overflow;
-} weft_trainer;
-
-/* trainer.c */
-double weft_trainer_now(void);
-weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len);
-weft_status weft_trainer_barrier(weft_trainer *t);
+};
 
 /* trainer_trace.c: the step timeline (--trace) and the pipeline bubble.
  * trace_start: every rank, before the first step (collective: aligns the
@@ -169,11 +161,10 @@ weft_status weft_trainer_write_summary(weft_trainer *t);
 
 /* callbacks.c: creates the callback plugins named under trainer.callbacks
  * (every key but the built-in model_checkpoint and early_stopping), and
- * calls one hook on all of them; hook is offsetof(weft_callback_ops, X). */
+ * calls one hook on all of them; hook is WEFT_CALLBACK_HOOK(X). */
 weft_status weft_trainer_callbacks_create(weft_trainer *t);
 weft_status weft_trainer_callbacks_call(weft_trainer *t, size_t hook, const char *checkpoint);
 void weft_trainer_callbacks_free(weft_trainer *t);
-#define WEFT_CALLBACK_HOOK(member) offsetof(weft_callback_ops, member)
 
 /* trainer_precision.c: mixed precision. print_precision: rank 0's banner
  * lines (the autocast dtype, the loss scaler). grads_check: the
