@@ -1,7 +1,8 @@
 /* train/trainer_common.h - what every file of the trainer uses: the sizes
  * of its paths and tables, the callback hook offsets, the clock and the
- * two collectives over the world group. It sits below trainer.c, loop.c
- * and checkpoint.c and calls none of them. The state itself is in trainer_impl.h. */
+ * two collectives over the world group. It sits below trainer.c,
+ * trainer_setup.c, trainer_env.c, loop.c and checkpoint.c and calls none of
+ * them. The state itself is in trainer_impl.h. */
 #ifndef WEFT_TRAIN_TRAINER_COMMON_H
 #define WEFT_TRAIN_TRAINER_COMMON_H
 

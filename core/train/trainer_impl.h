@@ -1,6 +1,7 @@
-/* train/trainer_impl.h - the trainer's state, shared by trainer.c (setup),
- * loop.c (the fit loop and validation) and checkpoint.c, and the helpers
- * below them all (trainer_common.h). */
+/* train/trainer_impl.h - the trainer's state, shared by its files: the
+ * entry (trainer.c) over its setup (trainer_setup.c) and step environment
+ * (trainer_env.c), the fit loop and validation (loop.c), checkpoints
+ * (checkpoint.c), and the helpers below them all (trainer_common.h). */
 #ifndef WEFT_TRAIN_TRAINER_IMPL_H
 #define WEFT_TRAIN_TRAINER_IMPL_H
 
@@ -44,6 +45,9 @@ struct weft_trainer {
 	weft_run_opts opts;
 	weft_trainer_config tc;
 	char config_dir[WEFT_TRAINER_PATH];
+	/* the config file's stem: trainer.name when that is absent (tc.name
+	 * then points here, so it lives as long as the trainer) */
+	char default_name[256];
 
 	/* the job */
 	weft_dist_env denv;
@@ -138,6 +142,25 @@ struct weft_trainer {
 	int64_t step_grad_checks;
 	int step_overflow;
 };
+
+/* trainer_setup.c. setup: every step of a run before the first
+ * (the trainer: section, the job, plugins, model, optimizer, data, schedule,
+ * strategy, callbacks, the config checks, the strategy's setup); when the
+ * process re-executed itself through the launcher instead, sets
+ * *relaunched and *exit_code (the launcher's) and returns WEFT_OK.
+ * setup_output: fit only, after a resume's checkpoint loaded: the run
+ * directory, config.yaml, metrics.csv, the TensorBoard writer (rank 0;
+ * collective: every rank learns the directory). print_start: rank 0's
+ * banner and model summary. teardown: frees what setup made, also after
+ * a failed setup. */
+weft_status weft_trainer_setup(weft_trainer *t, int *exit_code, int *relaunched);
+weft_status weft_trainer_setup_output(weft_trainer *t);
+void weft_trainer_print_start(weft_trainer *t);
+void weft_trainer_teardown(weft_trainer *t);
+
+/* trainer_env.c: fills t->env (the trainer's callbacks the strategy
+ * drives) and creates the strategy trainer.strategy names. */
+weft_status weft_trainer_setup_strategy(weft_trainer *t);
 
 /* trainer_trace.c: the step timeline (--trace) and the pipeline bubble.
  * trace_start: every rank, before the first step (collective: aligns the
