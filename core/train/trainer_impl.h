@@ -119,15 +119,16 @@ struct weft_trainer {
 	 * (WEFT_RESTART_COUNT 0), as a crashed node would. */
 	int64_t fault_kill_step;
 
-	/* appended (tp): the rank and number of ranks the data is split over
-	 * (the strategy's plan: the dp coordinate and size under tensor
-	 * parallelism; else rank and world) */
+	/* the data split, from the strategy's plan: this rank's index among
+	 * the ranks the data is divided over, and their number (the dp
+	 * coordinate and size under tensor parallelism; else rank and world) */
 	int32_t data_rank, data_world;
 
-	/* appended (pp): the options the model was built with (stages are
-	 * built with the same), and the micro-batches of the step in flight
-	 * (a stage's dropout key is the micro-batch's index in them) */
+	/* the options the model was built with; pipeline stages are built
+	 * with the same */
 	weft_model_options model_opts;
+	/* the micro-batches of the step in flight (a stage's dropout key is a
+	 * micro-batch's index in them); NULL outside the strategy's train_step */
 	const weft_micro_batch *step_micro;
 	size_t step_n_micro;
 	/* the step timeline (--trace), and the measured pipeline bubble: its
@@ -136,9 +137,11 @@ struct weft_trainer {
 	double bubble_sum, bubble_first;
 	int64_t bubble_steps;
 
-	/* appended (precision): 16-mixed's loss scaler (saved in checkpoints),
-	 * and what the strategy's grads_check found in the step in flight */
+	/* 16-mixed's loss scaler (saved in checkpoints); its scale is 1 under
+	 * the other precisions */
 	weft_loss_scaler scaler;
+	/* the strategy's grads_check calls in the step in flight, and whether
+	 * the last found an overflow (the step is skipped) */
 	int64_t step_grad_checks;
 	int step_overflow;
 };
