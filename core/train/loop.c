@@ -224,7 +224,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		*epoch_done = 1;
 		return WEFT_OK;
 	}
-	/* 16-mixed: the loss is scaled (trainer.c), the gradients divided back
+	/* 16-mixed: the loss is scaled (trainer_env.c), the gradients divided back
 	 * as they are read; the optimizer counts only the steps it took, as
 	 * torch's does when GradScaler skips one */
 	in.optim = (weft_optim_step_info){

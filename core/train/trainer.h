@@ -25,8 +25,8 @@ typedef struct weft_run_opts {
 	const char *config_path;  /* for the run name and relative paths */
 	const char *ckpt_path;    /* validate/test: the checkpoint directory */
 	char *const *argv;        /* this process's argv, to re-execute through the launcher */
-	/* appended (pp): fit only; every rank records its step timeline and
-	 * rank 0 writes all of them to this Chrome-trace file at the end
+	/* fit only (--trace): every rank records its step timeline and rank 0
+	 * writes all of them to this Chrome-trace file at the end
 	 * (core/pipeline/timeline.h); NULL: none */
 	const char *trace_path;
 } weft_run_opts;

@@ -73,10 +73,8 @@ typedef struct weft_trainer_config {
 	weft_checkpoint_config ckpt;
 	weft_early_stop_config early;
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
-	/* appended (precision): the matrix products' input dtype (F32: off)
-	 * and 16-mixed's loss scaling (train/precision.h) */
-	weft_dtype autocast;
-	weft_loss_scale_config loss_scale;
+	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
+	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`

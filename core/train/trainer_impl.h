@@ -1,5 +1,7 @@
-/* train/trainer_impl.h - the trainer's state, shared by trainer.c (setup),
- * loop.c (the fit loop and validation) and checkpoint.c. */
+/* train/trainer_impl.h - the trainer's state, shared by its files: the
+ * entry (trainer.c) over its setup (trainer_setup.c) and step environment
+ * (trainer_env.c), the fit loop and validation (loop.c), checkpoints
+ * (checkpoint.c), and the helpers below them all (trainer_common.h). */
 #ifndef WEFT_TRAIN_TRAINER_IMPL_H
 #define WEFT_TRAIN_TRAINER_IMPL_H
 
@@ -18,15 +20,11 @@
 #include "train/optim_config.h"
 #include "train/precision.h"
 #include "train/trainer.h"
+#include "train/trainer_common.h"
 #include "train/trainer_config.h"
 #include "weft/module.h"
 #include "weft/strategy.h"
 #include "weft/trainer.h"
-
-#define WEFT_TRAINER_PATH 1024
-#define WEFT_TRAINER_MAX_MICRO 256
-#define WEFT_TOPK_MAX 64
-#define WEFT_MAX_CALLBACKS 16
 
 /* A callback plugin in use. */
 typedef struct weft_callback {
@@ -41,12 +39,15 @@ typedef struct weft_saved_ckpt {
 	double score;
 } weft_saved_ckpt;
 
-typedef struct weft_trainer {
+struct weft_trainer {
 	weft_config *cfg;
 	const weft_cfg *root;
 	weft_run_opts opts;
 	weft_trainer_config tc;
 	char config_dir[WEFT_TRAINER_PATH];
+	/* the config file's stem: trainer.name when that is absent (tc.name
+	 * then points here, so it lives as long as the trainer) */
+	char default_name[256];
 
 	/* the job */
 	weft_dist_env denv;
@@ -119,15 +120,16 @@ typedef struct weft_trainer {
 	 * (WEFT_RESTART_COUNT 0), as a crashed node would. */
 	int64_t fault_kill_step;
 
-	/* appended (tp): the rank and number of ranks the data is split over
-	 * (the strategy's plan: the dp coordinate and size under tensor
-	 * parallelism; else rank and world) */
+	/* the data split, from the strategy's plan: this rank's index among
+	 * the ranks the data is divided over, and their number (the dp
+	 * coordinate and size under tensor parallelism; else rank and world) */
 	int32_t data_rank, data_world;
 
-	/* appended (pp): the options the model was built with (stages are
-	 * built with the same), and the micro-batches of the step in flight
-	 * (a stage's dropout key is the micro-batch's index in them) */
+	/* the options the model was built with; pipeline stages are built
+	 * with the same */
 	weft_model_options model_opts;
+	/* the micro-batches of the step in flight (a stage's dropout key is a
+	 * micro-batch's index in them); NULL outside the strategy's train_step */
 	const weft_micro_batch *step_micro;
 	size_t step_n_micro;
 	/* the step timeline (--trace), and the measured pipeline bubble: its
@@ -136,17 +138,36 @@ typedef struct weft_trainer {
 	double bubble_sum, bubble_first;
 	int64_t bubble_steps;
 
-	/* appended (precision): 16-mixed's loss scaler (saved in checkpoints),
-	 * and what the strategy's grads_check found in the step in flight */
+	/* 16-mixed's loss scaler (saved in checkpoints); its scale is 1 under
+	 * the other precisions */
 	weft_loss_scaler scaler;
+	/* the strategy's grads_check calls in the step in flight, and whether
+	 * the last found an overflow (the step is skipped) */
 	int64_t step_grad_checks;
 	int step_overflow;
-} weft_trainer;
+};
 
-/* trainer.c */
-double weft_trainer_now(void);
-weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len);
-weft_status weft_trainer_barrier(weft_trainer *t);
+/* trainer_setup.c. setup: every step of a run before the first
+ * (the trainer: section, the job, plugins, model, optimizer, data, schedule,
+ * strategy, callbacks, the config checks, the strategy's setup); when the
+ * process must re-execute itself through the launcher instead, checks the
+ * whole config once, sets t->relaunch and returns WEFT_OK. relaunch: runs
+ * the job through the launcher (after teardown) and sets *exit_code to
+ * the launcher's; with exit_code NULL only its refusals are checked.
+ * setup_output: fit only, after a resume's checkpoint loaded: the run
+ * directory, config.yaml, metrics.csv, the TensorBoard writer (rank 0;
+ * collective: every rank learns the directory). print_start: rank 0's
+ * banner and model summary. teardown: frees what setup made, also after
+ * a failed setup. */
+weft_status weft_trainer_setup(weft_trainer *t);
+weft_status weft_trainer_relaunch(weft_trainer *t, int *exit_code);
+weft_status weft_trainer_setup_output(weft_trainer *t);
+void weft_trainer_print_start(weft_trainer *t);
+void weft_trainer_teardown(weft_trainer *t);
+
+/* trainer_env.c: fills t->env (the trainer's callbacks the strategy
+ * drives) and creates the strategy trainer.strategy names. */
+weft_status weft_trainer_setup_strategy(weft_trainer *t);
 
 /* trainer_trace.c: the step timeline (--trace) and the pipeline bubble.
  * trace_start: every rank, before the first step (collective: aligns the
@@ -170,11 +191,10 @@ weft_status weft_trainer_write_summary(weft_trainer *t);
 
 /* callbacks.c: creates the callback plugins named under trainer.callbacks
  * (every key but the built-in model_checkpoint and early_stopping), and
- * calls one hook on all of them; hook is offsetof(weft_callback_ops, X). */
+ * calls one hook on all of them; hook is WEFT_CALLBACK_HOOK(X). */
 weft_status weft_trainer_callbacks_create(weft_trainer *t);
 weft_status weft_trainer_callbacks_call(weft_trainer *t, size_t hook, const char *checkpoint);
 void weft_trainer_callbacks_free(weft_trainer *t);
-#define WEFT_CALLBACK_HOOK(member) offsetof(weft_callback_ops, member)
 
 /* trainer_precision.c: mixed precision. print_precision: rank 0's banner
  * lines (the autocast dtype, the loss scaler). grads_check: the
