@@ -1,5 +1,5 @@
-/* Opening one plugin file and checking what it describes against this
- * weft's ABI (weft/plugin.h). */
+/* Opening one plugin file or kernel library and checking what it
+ * describes against this weft's ABI (weft/plugin.h, weft/device.h). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "plugin/registry.h"
 
 #include "weft/comm.h"
+#include "weft/device.h"
 #include "weft/optim.h"
 #include "weft/strategy.h"
 #include "weft/trainer.h"
@@ -171,4 +172,46 @@ weft_status weft_plugin_open(const char *path, void **handle, const weft_plugin_
 out_close:
 	dlclose(h);
 	return st;
+}
+
+weft_status weft_kernels_open(const char *path, const weft_kernel_table **table)
+{
+	weft_kernels_entry_fn entry;
+	const weft_kernel_table *t;
+	char said[1024];
+	const char *why;
+	void *h;
+
+	*table = NULL;
+	dlerror();
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		why = dlerror();
+		return weft_error_set(WEFT_ERR_PLUGIN, "%s", why ? why : path);
+	}
+	entry = (weft_kernels_entry_fn)(uintptr_t)dlsym(h, WEFT_KERNELS_ENTRY_SYMBOL);
+	if (!entry) {
+		dlclose(h);
+		return weft_error_set(WEFT_ERR_PLUGIN, "%s lacks %s", path, WEFT_KERNELS_ENTRY_SYMBOL);
+	}
+	weft_error_clear();
+	t = entry(weft_host_services());
+	if (!t) {
+		/* copied: the message below is written over the last error */
+		snprintf(said, sizeof(said), "%s", weft_error_last());
+		dlclose(h);
+		return weft_error_set(WEFT_ERR_PLUGIN, "%s: %s", path,
+				      said[0] ? said : "its entry refused (it gave no reason)");
+	}
+	if (WEFT_ABI_VERSION_MAJOR(t->head.abi_version) != WEFT_ABI_MAJOR ||
+	    t->head.struct_size < offsetof(weft_kernel_table, set_threads)) {
+		dlclose(h);
+		return weft_error_set(WEFT_ERR_ABI,
+				      "%s: its kernel table is ABI %u.x (%u bytes), weft is ABI %d.x; "
+				      "rebuild the kernels against this weft",
+				      path, WEFT_ABI_VERSION_MAJOR(t->head.abi_version),
+				      t->head.struct_size, WEFT_ABI_MAJOR);
+	}
+	*table = t; /* the library stays loaded for the life of the process */
+	return WEFT_OK;
 }

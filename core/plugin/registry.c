@@ -101,8 +101,8 @@ static int ends_with_so(const char *name)
 }
 
 /* Kernel libraries (weft_kernels_cuda.so) share the plugin directory but
- * are kernel tables, loaded by core/tensor when their device is used: a
- * directory scan leaves them alone. */
+ * are kernel tables, loaded by kernels.c when their device is first used:
+ * a directory scan leaves them alone. */
 static int is_kernel_library(const char *name)
 {
 	return !strncmp(name, "weft_kernels_", 13);

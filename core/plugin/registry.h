@@ -9,8 +9,10 @@
  *
  * Search order: explicit files first, then the directories in the order
  * they were added. add_default_paths appends WEFT_PLUGIN_PATH
- * (colon-separated), the build tree's plugin directory and the install
- * directory, so directories from the config (added before it) come first.
+ * (colon-separated), then weft/plugins beside libweft, else the build
+ * tree's plugin directory and the install directory, so directories from
+ * the config (added before it) come first. Kernel libraries are looked for
+ * on that default path too (plugin/hooks_impl.h), never scanned here.
  * Within a directory files are read in name order.
  *
  * Precedence works like PATH: the first file with a given file name wins,

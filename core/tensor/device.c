@@ -1,7 +1,7 @@
 /* Devices: names, the per-device kernel tables (the CPU one built in, the
- * CUDA one loaded on first use), device memory, CPU thread settings. */
+ * others loaded on first use through the loader the plugin layer sets),
+ * device memory, CPU thread settings. */
 #include <ctype.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "weft/device.h"
 #include "cpu/kernels_cpu.h"
+#include "tensor/kernel_loader.h"
 
 weft_status weft_device_parse(const char *text, weft_device *out)
 {
@@ -73,57 +74,15 @@ weft_status weft_kernels_register(weft_device_type type, const weft_kernel_table
 	return WEFT_OK;
 }
 
-/* Tries dir/weft_kernels_cuda.so; returns the table or NULL with reason. */
-static const weft_kernel_table *load_cuda_from(const char *dir, char *why, size_t whylen)
+/* Set by the layer above (core/plugin/kernels.c) when it is linked in:
+ * core/tensor finds no files itself (tensor/kernel_loader.h). */
+static weft_kernels_loader_fn kernels_loader;
+
+void weft_kernels_set_loader(weft_kernels_loader_fn fn)
 {
-	char path[4096];
-	void *h;
-	weft_kernels_entry_fn entry;
-	const weft_kernel_table *t;
-
-	snprintf(path, sizeof(path), "%s/weft_kernels_cuda.so", dir);
-	if (access(path, F_OK) != 0)
-		return NULL;
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(why, whylen, "%s", dlerror());
-		return NULL;
-	}
-	entry = (weft_kernels_entry_fn)(uintptr_t)dlsym(h, WEFT_KERNELS_ENTRY_SYMBOL);
-	if (!entry) {
-		snprintf(why, whylen, "%s lacks %s", path, WEFT_KERNELS_ENTRY_SYMBOL);
-		dlclose(h);
-		return NULL;
-	}
-	t = entry(weft_host_services());
-	if (!t) {
-		snprintf(why, whylen, "%s: %s", path, weft_error_last());
-		dlclose(h);
-		return NULL;
-	}
-	return t; /* the library stays loaded for the life of the process */
-}
-
-static const weft_kernel_table *load_cuda(char *why, size_t whylen)
-{
-	const char *env = getenv("WEFT_PLUGIN_PATH");
-	const weft_kernel_table *t = NULL;
-
-	snprintf(why, whylen, "weft_kernels_cuda.so was not found (this build has no CUDA "
-		 "kernels, or WEFT_PLUGIN_PATH does not name their directory)");
-	if (env && *env) {
-		char *copy = strdup(env), *save = NULL;
-
-		for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && !t;
-		     d = strtok_r(NULL, ":", &save))
-			t = load_cuda_from(d, why, whylen);
-		free(copy);
-	}
-	if (!t)
-		t = load_cuda_from(WEFT_BUILD_PLUGIN_DIR, why, whylen);
-	if (!t)
-		t = load_cuda_from(WEFT_INSTALL_PLUGIN_DIR, why, whylen);
-	return t;
+	pthread_mutex_lock(&registry_lock);
+	kernels_loader = fn;
+	pthread_mutex_unlock(&registry_lock);
 }
 
 weft_status weft_kernels_get(weft_device dev, const weft_kernel_table **out)
@@ -141,13 +100,12 @@ weft_status weft_kernels_get(weft_device dev, const weft_kernel_table **out)
 	t = registry[dev.type];
 	if (!t && dev.type == WEFT_DEVICE_CPU)
 		t = registry[dev.type] = weft_kernels_cpu_table();
-	if (!t && dev.type == WEFT_DEVICE_CUDA) {
-		t = load_cuda(why, sizeof(why));
-		if (t && WEFT_ABI_VERSION_MAJOR(t->head.abi_version) != WEFT_ABI_MAJOR) {
-			snprintf(why, sizeof(why), "its kernel table is ABI %u.x, weft is ABI %d.x",
-				 WEFT_ABI_VERSION_MAJOR(t->head.abi_version), WEFT_ABI_MAJOR);
-			t = NULL;
-		}
+	if (!t && dev.type != WEFT_DEVICE_CPU) {
+		if (kernels_loader)
+			t = kernels_loader(dev.type, why, sizeof(why));
+		else
+			snprintf(why, sizeof(why), "this program cannot load kernel libraries (it "
+				 "links core/tensor without core/plugin; link libweft)");
 		registry[dev.type] = t;
 	}
 	pthread_mutex_unlock(&registry_lock);

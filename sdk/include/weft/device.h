@@ -434,8 +434,8 @@ WEFT_API weft_status weft_kernels_register(weft_device_type type, const weft_ker
 
 /* The kernels for `dev`'s type in *out. The CPU table is built in. For
  * CUDA, the first call loads weft_kernels_cuda.so from the plugin search
- * path (WEFT_PLUGIN_PATH, the build and install plugin directories) and
- * calls its entry symbol. Thread-safe.
+ * path (WEFT_PLUGIN_PATH, then weft/plugins beside libweft, else the build
+ * and install plugin directories) and calls its entry symbol. Thread-safe.
  * Errors: WEFT_ERR_UNSUPPORTED naming the device when no table can be
  * found (for example a build without CUDA), with the loader's reason. */
 WEFT_API weft_status weft_kernels_get(weft_device dev, const weft_kernel_table **out);

@@ -1,9 +1,10 @@
-/* The host services table every plugin receives (weft/plugin.h). */
+/* The host services table every plugin and kernel library receives
+ * (weft/plugin.h): the facade of the core below it (host/host.h). */
+#include "host/host.h"
 #include "weft/plugin.h"
 #include "weft/autograd.h"
 #include "weft/tensor.h"
 #include "train/clip.h"
-#include "plugin/registry.h"
 #include "tp/tp.h"
 #include "nn/nn_impl.h"
 #include "weft/ops.h"
@@ -45,21 +46,32 @@ static weft_status host_ctx_add_hook(weft_ctx *ctx, int kind, weft_hook_fn fn, v
 	return weft_ctx_add_hook(ctx, (weft_hook_kind)kind, fn, user, handle);
 }
 
-/* host->find_plugin: a lookup in the active registry (ABI 1.1). */
+/* Set by core/plugin (plugin/hooks.c): the registry lives above this file. */
+static weft_host_finder_fn plugin_finder;
+
+void weft_host_set_plugin_finder(weft_host_finder_fn fn)
+{
+	plugin_finder = fn;
+}
+
+weft_status weft_host_no_registry(const char *name)
+{
+	return weft_error_set(WEFT_ERR_UNSUPPORTED,
+			      "find_plugin('%s'): no plugin registry is active in this "
+			      "process; plugins can find each other only when weft loaded "
+			      "them (weft fit, or a weft_registry in a test)",
+			      name);
+}
+
+/* host->find_plugin (ABI 1.1). */
 static weft_status host_find_plugin(weft_plugin_kind kind, const char *name, const void **vtable)
 {
-	weft_registry *reg = weft_registry_active();
-
 	if (!name || !vtable)
 		return weft_error_set(WEFT_ERR_INVALID_ARG,
 				      "find_plugin: name and vtable must not be NULL");
-	if (!reg)
-		return weft_error_set(WEFT_ERR_UNSUPPORTED,
-				      "find_plugin('%s'): no plugin registry is active in this "
-				      "process; plugins can find each other only when weft loaded "
-				      "them (weft fit, or a weft_registry in a test)",
-				      name);
-	return weft_registry_find(reg, kind, name, vtable, NULL);
+	if (!plugin_finder)
+		return weft_host_no_registry(name);
+	return plugin_finder(kind, name, vtable);
 }
 
 static const weft_host host = {
