@@ -7,7 +7,7 @@
 #include "pipeline/schedule.h"
 #include "weft/step.h"
 
-extern const weft_host *g_host;
+extern const weft_host *g_host; /* host.c */
 
 #define PP_MAX_CHUNKS 16
 #define PP_MAX_PIECES 4

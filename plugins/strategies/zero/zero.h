@@ -20,7 +20,7 @@
 
 #include "weft/step.h"
 
-extern const weft_host *g_host;
+extern const weft_host *g_host; /* host.c */
 
 #define ZERO_MAX_SLOTS 8
 #define ZERO_MAX_DEPTH 64
