@@ -34,8 +34,15 @@ typedef struct cuda_ctx {
 	size_t rows_bytes;
 } cuda_ctx;
 
+/* ---- cuda_common.c: shared by every file, below them all ---- */
+
 /* The host services from the entry call; set once before any table use. */
 extern const weft_host *cuda_host;
+
+/* The status for a CUDA error: WEFT_ERR_NOMEM for allocation failures,
+ * WEFT_ERR_UNSUPPORTED when the device, driver or this build's GPU code
+ * cannot run here, else WEFT_ERR_INTERNAL. */
+weft_status cuda_status_for(cudaError_t err);
 
 /* Sets the last error for a failed CUDA call made by `kernel` and returns
  * the matching status (WEFT_ERR_NOMEM for allocation failures,

@@ -2,12 +2,15 @@
  * exposing weft_comm_ops; between ranks of one host its collectives go
  * through shared memory (gloo_shm.cc; backend option `shm`). Every entry
  * point catches every exception and turns it into a weft_status with a
- * message; nothing is thrown into C.
+ * message; nothing is thrown into C. This file is the top of the plugin:
+ * init (the rendezvous through the store), the argument checks, the
+ * vtable and the entry symbol (gloo_impl.h lists the files below it).
  *
  * Each communicator owns one comm thread that runs its collectives in
- * issue order (FIFO). Issuers get a work handle and wait on it with a
- * deadline. The first failure breaks the communicator: queued and later
- * collectives fail fast, so no rank waits on a peer that already gave up.
+ * issue order (FIFO; gloo_thread.cc). Issuers get a work handle and wait on
+ * it with a deadline. The first failure breaks the communicator: queued
+ * and later collectives fail fast, so no rank waits on a peer that already
+ * gave up.
  */
 #include <chrono>
 #include <cstdarg>
@@ -23,64 +26,9 @@
 
 namespace weft_gloo {
 
-const weft_host *host;
-
-const char *op_name(Op op)
-{
-	switch (op) {
-	case Op::all_reduce: return "all_reduce";
-	case Op::reduce_scatter: return "reduce_scatter";
-	case Op::all_gather: return "all_gather";
-	case Op::broadcast: return "broadcast";
-	case Op::send: return "send";
-	case Op::recv: return "recv";
-	case Op::all_to_all: return "all_to_all";
-	case Op::barrier: return "barrier";
-	}
-	return "?";
-}
-
-Scratch::~Scratch()
-{
-	if (ptr_)
-		host->mem_free(ptr_);
-}
-
-void *Scratch::get(size_t bytes)
-{
-	if (bytes <= size_)
-		return ptr_;
-	void *p = host->mem_alloc(WEFT_MEM_COMM, bytes);
-	if (!p)
-		throw std::bad_alloc();
-	if (ptr_)
-		host->mem_free(ptr_);
-	ptr_ = p;
-	size_ = bytes;
-	return ptr_;
-}
-
 namespace {
 
 using ms = std::chrono::milliseconds;
-
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	return buf;
-}
-
-/* A store failure carried through Gloo's rendezvous as an exception. */
-struct StoreError : std::runtime_error {
-	weft_status st;
-	StoreError(weft_status s, const std::string &m) : std::runtime_error(m), st(s) {}
-};
 
 /* Gloo's rendezvous store interface over weft's store vtable, with every
  * key under "<comm name>/". */
@@ -187,117 +135,6 @@ std::shared_ptr<gloo::transport::Device> device_for(const char *bind_host)
 	return dev;
 }
 
-std::string who(const weft_comm *c)
-{
-	return format("comm '%s' rank %d/%d", c->name.c_str(), c->rank, c->size);
-}
-
-std::string describe(const weft_comm_work *w)
-{
-	if (w->op == Op::send || w->op == Op::recv)
-		return format("%s %s rank %d (%s x %lld)", op_name(w->op),
-			      w->op == Op::send ? "to" : "from", w->root,
-			      weft_comm_dtype_name(w->recv.dtype), (long long)w->recv.count);
-	if (w->op == Op::barrier)
-		return format("barrier #%llu", (unsigned long long)w->seq);
-	if (w->op == Op::all_reduce || w->op == Op::reduce_scatter)
-		return format("%s #%llu (%s x %lld, %s)", op_name(w->op),
-			      (unsigned long long)w->seq, weft_comm_dtype_name(w->recv.dtype),
-			      (long long)w->recv.count, weft_comm_redop_name(w->redop));
-	return format("%s #%llu (%s x %lld)", op_name(w->op), (unsigned long long)w->seq,
-		      weft_comm_dtype_name(w->recv.dtype), (long long)w->recv.count);
-}
-
-/* Gloo reports deadlines as "Timed out ..." IoExceptions. */
-weft_status classify(const char *what)
-{
-	return (strstr(what, "Timed out") || strstr(what, "timed out") ||
-		strstr(what, "deadline")) ? WEFT_ERR_TIMEOUT : WEFT_ERR_COMM;
-}
-
-/* Drops one reference; the last one recycles the work. Holds c->mu. */
-void unref_locked(weft_comm *c, weft_comm_work *w)
-{
-	if (--w->refs == 0) {
-		w->p2p.reset();
-		w->message.clear();
-		c->free_works.push_back(w);
-	}
-}
-
-void finish_locked(weft_comm *c, weft_comm_work *w, weft_status st, const std::string &msg)
-{
-	w->status = st;
-	w->message = msg;
-	w->done = true;
-	if (st && !c->broken) {
-		c->broken = true;
-		c->broken_reason = msg;
-	}
-	c->cv_done.notify_all();
-	unref_locked(c, w);
-}
-
-/* Runs queued collectives in order until destroy. */
-void comm_loop(weft_comm *c)
-{
-	std::unique_lock<std::mutex> lk(c->mu);
-
-	for (;;) {
-		c->cv_queue.wait(lk, [c] { return c->stopping || !c->queue.empty(); });
-		if (c->queue.empty())
-			break;
-		weft_comm_work *w = c->queue.front();
-		c->queue.pop_front();
-		if (c->broken) {
-			finish_locked(c, w, WEFT_ERR_COMM,
-				      who(c) + ": " + describe(w) + " was not run: the communicator "
-				      "broke earlier (" + c->broken_reason + ")");
-			continue;
-		}
-		lk.unlock();
-		weft_status st = WEFT_OK;
-		std::string msg;
-		bool peer_advice = true; /* a staging failure is this rank's own */
-		try {
-			run_op(c, w);
-		} catch (const StoreError &e) {
-			st = e.st;
-			msg = e.what();
-		} catch (const StatusError &e) {
-			st = e.st;
-			msg = e.what();
-			peer_advice = false;
-		} catch (const std::bad_alloc &) {
-			st = WEFT_ERR_NOMEM;
-			msg = "out of memory for scratch buffers";
-		} catch (const std::exception &e) {
-			st = classify(e.what());
-			msg = e.what();
-		} catch (...) {
-			st = WEFT_ERR_INTERNAL;
-			msg = "unknown C++ exception";
-		}
-		if (st)
-			msg = who(c) + ": " + describe(w) + " failed: " + msg +
-			      (!peer_advice ? "" : st == WEFT_ERR_TIMEOUT ?
-				       " (a peer is stuck or behind; raise trainer.comm_timeout "
-				       "if it is merely slow)" :
-				       " (a peer has probably exited; see its log)");
-		lk.lock();
-		finish_locked(c, w, st, msg);
-	}
-}
-
-void comm_thread(weft_comm *c)
-{
-	if (c->shm)
-		c->shm->hold_alive();
-	comm_loop(c);
-	if (c->shm)
-		c->shm->release_alive();
-}
-
 /* Reads the backend options (trainer.comm's mapping): `shm`. */
 weft_status read_options(const weft_comm_init_args *a, weft_gloo::ShmMode *shm)
 {
@@ -311,11 +148,6 @@ weft_status read_options(const weft_comm_init_args *a, weft_gloo::ShmMode *shm)
 		return st;
 	*shm = m == 1 ? ShmMode::on : m == 2 ? ShmMode::off : ShmMode::auto_;
 	return WEFT_OK;
-}
-
-weft_status fail(weft_status st, const std::string &msg)
-{
-	return host->error_set(st, "%s", msg.c_str());
 }
 
 weft_status check_buf(const weft_comm *c, const char *op, const char *which,
@@ -384,109 +216,6 @@ weft_status check_rank(const weft_comm *c, const char *op, const char *what, int
 		return fail(WEFT_ERR_INVALID_ARG, format("%s: %s: %s %d is not a rank of this "
 							 "communicator (0..%d)", who(c).c_str(), op,
 							 what, r, c->size - 1));
-	return WEFT_OK;
-}
-
-/* Queues a prepared work; waits for it when work_out is NULL. */
-weft_status wait_impl(weft_comm_work *w, int64_t timeout_ms);
-
-weft_status issue(weft_comm *c, const weft_comm_work &proto, weft_comm_work **work_out)
-{
-	weft_comm_work *w;
-	{
-		std::lock_guard<std::mutex> g(c->mu);
-
-		if (c->broken)
-			return fail(WEFT_ERR_COMM, who(c) + ": " + op_name(proto.op) +
-				    " refused: the communicator broke earlier (" +
-				    c->broken_reason + ")");
-		if (c->free_works.empty()) {
-			w = new weft_comm_work();
-		} else {
-			w = c->free_works.back();
-			c->free_works.pop_back();
-		}
-		w->comm = c;
-		w->op = proto.op;
-		w->send = proto.send;
-		w->recv = proto.recv;
-		w->redop = proto.redop;
-		w->root = proto.root;
-		w->seq = 0;
-		w->p2p_seq = 0;
-		w->staged_dst = weft_comm_buf{};
-		if (proto.op == Op::send)
-			w->p2p_seq = ++c->send_seq[(size_t)proto.root];
-		else if (proto.op == Op::recv)
-			w->p2p_seq = ++c->recv_seq[(size_t)proto.root];
-		else
-			w->seq = ++c->next_seq;
-		w->done = false;
-		w->status = WEFT_OK;
-		w->refs = 2;
-		c->queue.push_back(w);
-		c->cv_queue.notify_one();
-	}
-	if (work_out) {
-		*work_out = w;
-		return WEFT_OK;
-	}
-	return wait_impl(w, -1);
-}
-
-weft_status wait_impl(weft_comm_work *w, int64_t timeout_ms)
-{
-	weft_comm *c = w->comm;
-	auto deadline = std::chrono::steady_clock::now() +
-			ms(timeout_ms < 0 ? c->timeout_ms : timeout_ms);
-	std::unique_lock<std::mutex> lk(c->mu);
-
-	if (!c->cv_done.wait_until(lk, deadline, [w] { return w->done; })) {
-		std::string msg = who(c) + ": " + describe(w) +
-				  format(" did not finish within %lld ms; a peer is stuck, "
-					 "behind, or called a different collective",
-					 (long long)(timeout_ms < 0 ? c->timeout_ms : timeout_ms));
-		if (!c->broken) {
-			c->broken = true;
-			c->broken_reason = msg;
-		}
-		unref_locked(c, w);
-		return fail(WEFT_ERR_TIMEOUT, msg);
-	}
-	weft_status st = w->status;
-	std::string msg = w->message;
-	if (!st && w->p2p) {
-		/* the transfer was posted on the comm thread; finish it here */
-		lk.unlock();
-		try {
-			auto left = std::chrono::duration_cast<ms>(deadline -
-								   std::chrono::steady_clock::now());
-			if (left.count() <= 0)
-				left = ms(1);
-			bool ok = w->op == Op::send ? w->p2p->waitSend(left) : w->p2p->waitRecv(left);
-			if (!ok) {
-				st = WEFT_ERR_CANCELLED;
-				msg = who(c) + ": " + describe(w) + " was aborted";
-			} else if (w->staged_dst.count > 0) {
-				finish_staged_recv(w); /* a CUDA recv: to the device now */
-			}
-		} catch (const StatusError &e) {
-			st = e.st;
-			msg = who(c) + ": " + describe(w) + " failed: " + e.what();
-		} catch (const std::exception &e) {
-			st = classify(e.what());
-			msg = who(c) + ": " + describe(w) + " failed: " + e.what();
-		}
-		lk.lock();
-		if (st && !c->broken) {
-			c->broken = true;
-			c->broken_reason = msg;
-		}
-	}
-	unref_locked(c, w);
-	lk.unlock();
-	if (st)
-		return fail(st, msg);
 	return WEFT_OK;
 }
 

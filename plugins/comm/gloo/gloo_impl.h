@@ -1,5 +1,9 @@
-/* The Gloo comm plugin's internals, shared by gloo_comm.cc (objects,
- * thread, C boundary) and gloo_ops.cc (the collectives themselves). */
+/* The Gloo comm plugin's internals, shared by its files, from the bottom
+ * up: gloo_base.cc (the host table, messages, scratch memory),
+ * gloo_reduce.cc (the float loops), gloo_shm.cc (shared memory),
+ * gloo_ops.cc (the collectives on host memory), gloo_cuda.cc (CUDA buffers
+ * staged through them), gloo_thread.cc (the comm thread, issue and wait),
+ * gloo_comm.cc (init, the vtable and the entry symbol). */
 #ifndef WEFT_GLOO_IMPL_H
 #define WEFT_GLOO_IMPL_H
 
@@ -24,7 +28,7 @@
 
 namespace weft_gloo {
 
-extern const weft_host *host;
+extern const weft_host *host; /* gloo_base.cc; set by the entry symbol */
 
 enum class Op {
 	all_reduce,
@@ -38,6 +42,19 @@ enum class Op {
 };
 
 const char *op_name(Op op);
+
+/* ---- messages (gloo_base.cc) ---- */
+
+/* printf into a std::string (at most 1023 bytes). */
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "comm 'world' rank 1/4". */
+std::string who(const weft_comm *c);
+/* "all_reduce #3 (f32 x 1024, sum)": the collective of w, for messages. */
+std::string describe(const weft_comm_work *w);
+/* WEFT_ERR_TIMEOUT for Gloo's deadline messages, else WEFT_ERR_COMM. */
+weft_status classify(const char *what);
+/* Sets the last error to msg; returns st. */
+weft_status fail(weft_status st, const std::string &msg);
 
 /* Scratch memory owned by a communicator, counted under WEFT_MEM_COMM and
  * grown only when a larger collective comes (never shrunk), so steady
@@ -86,10 +103,16 @@ struct StatusError : std::runtime_error {
 	StatusError(weft_status s, const std::string &m) : std::runtime_error(m), st(s) {}
 };
 
+/* A store failure carried through Gloo's rendezvous as an exception. */
+struct StoreError : std::runtime_error {
+	weft_status st;
+	StoreError(weft_status s, const std::string &m) : std::runtime_error(m), st(s) {}
+};
+
 /* Point-to-point slots live above every collective's. */
 constexpr uint64_t kP2PSlotBase = 0xF0ull << 56;
 
-/* ---- reductions (gloo_ops.cc; also used by gloo_shm.cc) ---- */
+/* ---- reductions (gloo_reduce.cc; used by gloo_ops.cc and gloo_shm.cc) ---- */
 
 /* out[i] = a[i] + b[i] and p[i] /= d, vectorized per x86-64 level; the
  * same bits at every level (elementwise IEEE operations). */
@@ -250,6 +273,21 @@ struct weft_comm {
 };
 
 namespace weft_gloo {
+
+/* ---- the comm thread and its queue (gloo_thread.cc) ---- */
+
+/* Runs queued collectives in order until destroy; the thread's body
+ * (holds the shared segment's liveness while it runs). */
+void comm_thread(weft_comm *c);
+/* Marks w done with st and msg (st breaks the communicator), wakes the
+ * waiters and drops the comm thread's reference. Holds c->mu. */
+void finish_locked(weft_comm *c, weft_comm_work *w, weft_status st, const std::string &msg);
+/* Queues a work like proto; hands back its handle (work_out) or waits for
+ * it with the comm's timeout (work_out NULL). */
+weft_status issue(weft_comm *c, const weft_comm_work &proto, weft_comm_work **work_out);
+/* Waits for w (timeout_ms < 0: the comm's) and drops the issuer's
+ * reference; finishes a posted send/recv. */
+weft_status wait_impl(weft_comm_work *w, int64_t timeout_ms);
 
 /* Runs one collective on the comm thread. Throws on failure
  * (gloo::Exception, std::exception); returns normally on success. For

@@ -22,28 +22,6 @@
 
 namespace weft_gloo {
 
-/* The float loops of every bucket's reduction and average, in a version
- * per x86-64 level (the plugin builds for the baseline, whose SSE2 adds
- * and divides 4 floats at a time): elementwise IEEE operations, so each
- * version gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define GLOO_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define GLOO_HOT
-#endif
-
-GLOO_HOT void add_f32(float *out, const float *a, const float *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		out[i] = a[i] + b[i];
-}
-
-GLOO_HOT void divide_f32(float *p, size_t n, float d)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = p[i] / d;
-}
-
 namespace {
 
 using ms = std::chrono::milliseconds;
@@ -329,14 +307,6 @@ void post_p2p(weft_comm *c, weft_comm_work *w)
 }
 
 }  // namespace
-
-void run_op(weft_comm *c, weft_comm_work *w)
-{
-	if ((w->send.device == WEFT_COMM_DEVICE_CUDA && w->send.count > 0) ||
-	    (w->recv.device == WEFT_COMM_DEVICE_CUDA && w->recv.count > 0))
-		return run_staged(c, w);
-	run_host_op(c, w);
-}
 
 void run_host_op(weft_comm *c, weft_comm_work *w)
 {

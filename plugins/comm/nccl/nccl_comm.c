@@ -1,4 +1,5 @@
-/* The NCCL comm plugin: communicators, work handles and waiting.
+/* The NCCL comm plugin: communicators, work handles and waiting (the
+ * collectives are nccl_ops.c's, the vtable and entry symbol nccl_entry.c's).
  *
  * - The unique id travels through the rendezvous store: rank 0 makes it
  *   and sets "<group name>/nccl/unique_id"; the others wait for the key.
@@ -434,7 +435,7 @@ weft_status nccl_test(weft_comm_work *w, int *done)
 
 /* ---- lifecycle ---- */
 
-static void nccl_abort(weft_comm *c)
+void nccl_abort(weft_comm *c)
 {
 	if (!c)
 		return;
@@ -446,7 +447,7 @@ static void nccl_abort(weft_comm *c)
 	}
 }
 
-static void nccl_destroy(weft_comm *c)
+void nccl_destroy(weft_comm *c)
 {
 	if (!c)
 		return;
@@ -550,7 +551,7 @@ static weft_status check_device(const weft_comm_init_args *a)
 	return WEFT_OK;
 }
 
-static weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
+weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	char who[256];
@@ -635,50 +636,4 @@ static weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 out_destroy:
 	nccl_destroy(c);
 	return st;
-}
-
-static int32_t nccl_rank(const weft_comm *c)
-{
-	return c->rank;
-}
-
-static int32_t nccl_size(const weft_comm *c)
-{
-	return c->size;
-}
-
-static const weft_comm_ops nccl_ops = {
-	.head = WEFT_PLUGIN_HEAD(weft_comm_ops, "nccl"),
-	.init = nccl_init,
-	.split = NULL, /* the host builds groups through the store and calls init */
-	.all_reduce = nccl_all_reduce,
-	.reduce_scatter = nccl_reduce_scatter,
-	.all_gather = nccl_all_gather,
-	.broadcast = nccl_broadcast,
-	.send = nccl_send,
-	.recv = nccl_recv,
-	.all_to_all = nccl_all_to_all,
-	.barrier = nccl_barrier,
-	.wait = nccl_wait,
-	.test = nccl_test,
-	.abort = nccl_abort,
-	.destroy = nccl_destroy,
-	.rank = nccl_rank,
-	.size = nccl_size,
-};
-
-static const weft_plugin_entry_item nccl_items[] = {
-	{ .kind = WEFT_PLUGIN_COMM, .vtable = &nccl_ops },
-};
-
-static const weft_plugin_desc nccl_desc = {
-	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "comm-nccl"),
-	.count = 1,
-	.items = nccl_items,
-};
-
-WEFT_PLUGIN_ENTRY(host)
-{
-	nccl_host = host;
-	return &nccl_desc;
 }

@@ -1,5 +1,6 @@
 /* The NCCL comm plugin's internals, shared by nccl_comm.c (communicators,
- * work handles, waiting with a deadline) and nccl_ops.c (collectives). */
+ * work handles, waiting with a deadline), nccl_ops.c (collectives) and
+ * nccl_entry.c (the vtable and entry symbol). */
 #ifndef WEFT_NCCL_IMPL_H
 #define WEFT_NCCL_IMPL_H
 
@@ -13,7 +14,7 @@
 #include "nccl_stage.h"
 #include "weft/comm.h"
 
-extern const weft_host *nccl_host;
+extern const weft_host *nccl_host; /* nccl_comm.c; set by the entry symbol */
 
 /* Smallest scratch area for host buffers (bytes, device and pinned each). */
 #define NCCL_STAGE_MIN_BYTES 4096
@@ -92,6 +93,11 @@ struct nccl_call {
 weft_status nccl_issue(weft_comm *c, const char *what,
 		       ncclResult_t (*issue_fn)(weft_comm *c, const struct nccl_call *k),
 		       struct nccl_call *k, weft_comm_work **work);
+
+/* init, abort and destroy of the vtable. */
+weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out);
+void nccl_abort(weft_comm *c);
+void nccl_destroy(weft_comm *c);
 
 /* wait and test of the vtable. */
 weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms);

@@ -3,8 +3,6 @@
  * per device). */
 #include "replicated.h"
 
-const weft_host *g_host;
-
 extern const weft_strategy_ops weft_strategy_single;
 extern const weft_strategy_ops weft_strategy_ddp;
 extern const weft_strategy_ops weft_strategy_dp;

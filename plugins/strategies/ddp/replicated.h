@@ -8,7 +8,7 @@
 
 #include "weft/step.h"
 
-extern const weft_host *g_host;
+extern const weft_host *g_host; /* host.c */
 
 typedef struct replicated_dev replicated_dev; /* replicated_device.c */
 

@@ -1,8 +1,6 @@
 /* The pipeline strategies plugin: pp, and hybrid (dp x pp meshes). */
 #include "pp.h"
 
-const weft_host *g_host;
-
 extern const weft_strategy_ops weft_strategy_pp;
 extern const weft_strategy_ops weft_strategy_hybrid;
 

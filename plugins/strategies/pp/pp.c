@@ -31,22 +31,9 @@ typedef struct pp_inflight {
 	weft_tensor *g;         /* received gradient of out */
 } pp_inflight;
 
-weft_status pp_sum(pp_strategy *s, double *v, int n)
-{
-	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
-			    .device = WEFT_COMM_DEVICE_CPU };
-	weft_status st;
-
-	if (s->g.size == 1)
-		return WEFT_OK;
-	st = s->g.ops->all_reduce(s->g.comm, &b, &b, WEFT_COMM_SUM, NULL);
-	s->msgs.calls++;
-	return st ? g_host->error_wrap(st, "strategy 'pp': all-reduce over the pipeline") : WEFT_OK;
-}
-
 /* Creates strategy `who` ("pp" or "hybrid"). */
-static weft_status create_as(const char *who, const weft_cfg *section,
-			     const weft_strategy_env *env, void **out)
+weft_status pp_create_as(const char *who, const weft_cfg *section,
+			 const weft_strategy_env *env, void **out)
 {
 	pp_strategy *s;
 	weft_status st;
@@ -128,20 +115,14 @@ out_free:
 
 static weft_status pp_create(const weft_cfg *section, const weft_strategy_env *env, void **out)
 {
-	return create_as("pp", section, env, out);
-}
-
-static weft_status hybrid_create(const weft_cfg *section, const weft_strategy_env *env,
-				 void **out)
-{
-	return create_as("hybrid", section, env, out);
+	return pp_create_as("pp", section, env, out);
 }
 
 /* Every rank of a pipeline reads the same rows: the data is split over
  * the dp coordinate only (not at all for strategy pp). The model is built
  * whole (each rank then builds its stages from it). */
-static weft_status plan_as(const char *who, const weft_cfg *section, int32_t rank,
-			   int32_t world, int32_t *data_rank, int32_t *data_world)
+weft_status pp_plan_as(const char *who, const weft_cfg *section, int32_t rank,
+		       int32_t world, int32_t *data_rank, int32_t *data_world)
 {
 	weft_strategy_env env = { .struct_size = sizeof(env), .rank = rank, .world_size = world };
 	pp_options o;
@@ -162,31 +143,7 @@ static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
 	(void)mo;
-	return plan_as("pp", section, rank, world, data_rank, data_world);
-}
-
-/* Under tp > 1 the trainer builds this rank's tp shard of the model (its
- * tp coordinate, no sequence or vocabulary split): the stages are built
- * from it with the same shards. */
-static weft_status hybrid_plan(const weft_cfg *section, int32_t rank, int32_t world,
-			       weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
-{
-	weft_strategy_env env = { .struct_size = sizeof(env), .rank = rank, .world_size = world };
-	pp_options o;
-	weft_status st;
-
-	st = plan_as("hybrid", section, rank, world, data_rank, data_world);
-	if (!st)
-		st = pp_options_parse(section, &env, "hybrid", &o);
-	if (st)
-		return st;
-	if (o.tp > 1) {
-		mo->tp_size = o.tp;
-		mo->tp_rank = rank % o.tp;
-		mo->tp_flags = 0;
-		mo->tp_plan = NULL;
-	}
-	return WEFT_OK;
+	return pp_plan_as("pp", section, rank, world, data_rank, data_world);
 }
 
 /* The mesh in Megatron's order (tp fastest, then dp, then pp), printed by
@@ -250,7 +207,7 @@ static weft_status split_comms(pp_strategy *s)
 	return WEFT_OK;
 }
 
-static weft_status pp_setup(void *p)
+weft_status pp_setup(void *p)
 {
 	pp_strategy *s = p;
 	weft_status st;
@@ -448,7 +405,7 @@ static double bubble_of(const pp_strategy *s, int64_t from, int64_t to)
 	return to > from ? 1.0 - (double)busy / (double)(to - from) : 0.0;
 }
 
-static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
+weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *out)
 {
 	pp_strategy *s = p;
 	int m = (int)in->n_micro;
@@ -543,7 +500,7 @@ static weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_r
 }
 
 /* Forward only, stage by stage along the pipeline. */
-static weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)
+weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out)
 {
 	pp_strategy *s = p;
 	weft_eval_report mine = { .struct_size = sizeof(mine) };
@@ -600,12 +557,12 @@ static weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_re
 	return WEFT_OK;
 }
 
-static weft_status pp_state(void *p, weft_strategy_state *out)
+weft_status pp_state(void *p, weft_strategy_state *out)
 {
 	return pp_state_build(p, out);
 }
 
-static weft_status pp_gather_params(void *p, int gather)
+weft_status pp_gather_params(void *p, int gather)
 {
 	pp_strategy *s = p;
 
@@ -614,7 +571,7 @@ static weft_status pp_gather_params(void *p, int gather)
 	return pp_copy_params(s, 1);
 }
 
-static void pp_destroy(void *p)
+void pp_destroy(void *p)
 {
 	pp_strategy *s = p;
 
@@ -649,18 +606,5 @@ const weft_strategy_ops weft_strategy_pp = {
 	.destroy = pp_destroy,
 	.gather_params = pp_gather_params,
 	.plan = pp_plan,
-	.memory_plan = pp_memory_plan,
-};
-
-const weft_strategy_ops weft_strategy_hybrid = {
-	.head = WEFT_PLUGIN_HEAD(weft_strategy_ops, "hybrid"),
-	.create = hybrid_create,
-	.setup = pp_setup,
-	.train_step = pp_train_step,
-	.eval_step = pp_eval_step,
-	.state = pp_state,
-	.destroy = pp_destroy,
-	.gather_params = pp_gather_params,
-	.plan = hybrid_plan,
 	.memory_plan = pp_memory_plan,
 };

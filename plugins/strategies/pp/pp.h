@@ -7,7 +7,7 @@
 #include "pipeline/schedule.h"
 #include "weft/step.h"
 
-extern const weft_host *g_host;
+extern const weft_host *g_host; /* host.c */
 
 #define PP_MAX_CHUNKS 16
 #define PP_MAX_PIECES 4
@@ -145,6 +145,21 @@ typedef struct pp_strategy {
 	int gathered;
 } pp_strategy;
 
+/* pp.c: the pipeline runtime strategies pp and hybrid (hybrid.c) share.
+ * pp_create_as creates strategy `who` ("pp" or "hybrid"); pp_plan_as gives
+ * the data split (every rank of a pipeline reads the same rows); the rest
+ * are the vtable members of both. */
+weft_status pp_create_as(const char *who, const weft_cfg *section,
+			 const weft_strategy_env *env, void **out);
+weft_status pp_plan_as(const char *who, const weft_cfg *section, int32_t rank,
+		       int32_t world, int32_t *data_rank, int32_t *data_world);
+weft_status pp_setup(void *p);
+weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *out);
+weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out);
+weft_status pp_state(void *p, weft_strategy_state *out);
+weft_status pp_gather_params(void *p, int gather);
+void pp_destroy(void *p);
+
 /* pp_config.c */
 weft_status pp_options_parse(const weft_cfg *section, const weft_strategy_env *env,
 			     const char *who, pp_options *o);
@@ -177,10 +192,9 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 weft_status pp_gather(pp_strategy *s);
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
-/* collectives over the pipeline group (f64 sums) */
+/* pp_group.c: f64 sums over the pipeline group (a no-op for one stage
+ * rank) and over the tp group of a hybrid mesh (a no-op without one). */
 weft_status pp_sum(pp_strategy *s, double *v, int n);
-/* f64 sums over the tp group of a hybrid mesh (pp_stage.c); a no-op
- * without one. */
 weft_status pp_tp_sum(pp_strategy *s, double *v, int n);
 
 /* pp_tp.c: under tp > 1, whole_ranges from ranges (once; a no-op

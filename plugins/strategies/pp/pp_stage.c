@@ -366,20 +366,6 @@ static weft_status pp_tp_sum_squares(pp_strategy *s, double part[2])
 	return WEFT_OK;
 }
 
-weft_status pp_tp_sum(pp_strategy *s, double *v, int n)
-{
-	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
-			    .device = WEFT_COMM_DEVICE_CPU };
-	weft_status st;
-
-	if (!s->tp_comm)
-		return WEFT_OK;
-	st = s->g.ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
-	s->msgs.calls++;
-	return st ? g_host->error_wrap(st, "strategy hybrid: all-reduce over the tp group") :
-		    WEFT_OK;
-}
-
 weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm)
 {
 	const weft_strategy_env *env = s->env;

@@ -2,8 +2,6 @@
  * and "zero_1", "zero_2", "zero_3" (zero.h has the design). */
 #include "zero.h"
 
-const weft_host *g_host;
-
 static weft_status create_any(const weft_cfg *section, const weft_strategy_env *env, void **out)
 {
 	return zero_create_stage(section, env, 0, out);

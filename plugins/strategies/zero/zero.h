@@ -20,7 +20,7 @@
 
 #include "weft/step.h"
 
-extern const weft_host *g_host;
+extern const weft_host *g_host; /* host.c */
 
 #define ZERO_MAX_SLOTS 8
 #define ZERO_MAX_DEPTH 64
@@ -128,13 +128,7 @@ typedef struct zero {
 	int64_t gathers;
 } zero;
 
-/* ---- zero_layout.c: options, units, memory, checkpoints ---- */
-weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *env, int stage,
-			      void **out);
-weft_status zero_setup(void *p);
-void zero_destroy(void *p);
-weft_status zero_state(void *p, weft_strategy_state *out);
-weft_status zero_gather_params(void *p, int gather);
+/* ---- zero_layout.c (bottom): the pools, the units, shard memory ---- */
 /* A buffer of `elems` floats (not zeroed), or NULL with the error set. */
 float *zero_pool_get(zero *z, zpool *pool, int64_t elems);
 /* Returns a buffer from zero_pool_get of the same `elems`; NULL ignored. */
@@ -144,11 +138,25 @@ void zero_pool_put(zpool *pool, float *buf, int64_t elems);
  * are all about reduce_bucket_size); else one class per size (stage 3's
  * gathered modules, whose sizes differ by orders of magnitude). */
 weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform);
+/* Frees the pool's free buffers and its classes. */
+void zero_pool_fini(zpool *pool);
 weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
+/* Cuts the flat buffer into units and this rank's pieces (setup): units,
+ * unit_of, param_off, shard_numel, max_chunk, ranges. */
+weft_status zero_build_units(zero *z);
 /* Points the unit's parameters (data) at buf, or NULL. */
 void zero_point_params(zero *z, const zunit *u, float *buf);
 /* Points the unit's parameters' gradients at buf, or NULL. */
 void zero_point_grads(zero *z, const zunit *u, float *buf);
+/* Frees one of the model's flat F32 buffers (CPU only). */
+void zero_drop_flat(weft_tensor *flat);
+/* n zeroed floats in category `cat`, or NULL with an out-of-memory error
+ * naming `what`. */
+float *zero_alloc_f32(zero *z, weft_mem_category cat, int64_t n, const char *what);
+/* Stage 3: copies this rank's pieces of the parameters out of `full`. */
+void zero_take_shard(zero *z, const float *full);
+/* Stage 3: persistent units get their resident buffer, filled from `full`. */
+weft_status zero_place_persistent(zero *z, const float *full);
 
 /* ---- zero_units.c: the unit rule, for setup and for the plan ---- */
 /* The largest unit of stages 1 and 2, in elements. */
@@ -164,15 +172,32 @@ void zero_unit_split(const zero *z, zunit *u, int32_t rank);
 /* ---- zero_plan.c: weft plan's question (weft/strategy.h) ---- */
 weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out);
 
-/* ---- zero_step.c: hooks, collectives, train and eval ---- */
+/* ---- zero_comm.c (middle): collectives in flight, hooks ---- */
 weft_status zero_hooks_add(zero *z);
-weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out);
-weft_status zero_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out);
 /* Waits for every collective in flight (and applies its result). */
 weft_status zero_drain(zero *z);
 /* Gathers unit k of stage 3 now (blocking). */
 weft_status zero_gather_unit(zero *z, size_t k);
 /* Releases every gathered non-persistent unit (stage 3). */
 void zero_release_all(zero *z);
+/* Launches, from the last unit backward, every complete unit's
+ * reduce-scatter (stages 2, 3). */
+weft_status zero_launch_ready(zero *z);
+/* A blocking collective of unit k on the staging buffer (stages 1, 2):
+ * reduce = 1 reduce-scatters (averages) its gradients, 0 all-gathers its
+ * parameters. */
+weft_status zero_staged(zero *z, size_t k, int reduce);
+/* Stage 3, after the step: persistent units take their new values. */
+weft_status zero_refresh_persistent(zero *z);
+
+/* ---- zero_step.c (top): the strategy's members (entry.c's vtables) ---- */
+weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *env, int stage,
+			      void **out);
+weft_status zero_setup(void *p);
+void zero_destroy(void *p);
+weft_status zero_state(void *p, weft_strategy_state *out);
+weft_status zero_gather_params(void *p, int gather);
+weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out);
+weft_status zero_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out);
 
 #endif

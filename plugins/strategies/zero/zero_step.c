@@ -1,4 +1,7 @@
-/* ZeRO: autograd hooks, the collectives, train_step and eval_step.
+/* ZeRO, the top layer: the strategy's members (entry.c's vtables): the
+ * options and create, setup, train_step and eval_step, the checkpoint
+ * view, gather_params and destroy, over the collectives of zero_comm.c and
+ * the layout and buffers of zero_layout.c.
  *
  * Stage 1: backward accumulates into the model's whole gradient buffer;
  * after the last micro-batch each unit is reduce-scattered (averaged), this
@@ -23,503 +26,395 @@
 
 #include "zero.h"
 
-/* ---- the queue of collectives in flight --------------------------------- */
+/* ---- options ------------------------------------------------------------ */
 
-static weft_status enqueue(zero *z, weft_comm_work *w, int kind, size_t unit, int64_t t0)
+/* A key of the strategy mapping or of its zero_optimization block (not
+ * both): its node, or NULL. */
+static weft_status find_key(const weft_cfg *section, const weft_cfg *zo, const char *key,
+			    const weft_cfg **map, const weft_cfg **node)
 {
-	if (z->q_tail == z->q_cap) {
-		size_t cap = z->q_cap ? z->q_cap * 2 : 64;
-		zwork *q = realloc(z->q, cap * sizeof(*q));
+	const weft_cfg *a = section ? g_host->cfg_get(section, key) : NULL;
+	const weft_cfg *b = zo ? g_host->cfg_get(zo, key) : NULL;
+	char where[160];
 
-		if (!q) {
-			z->ops->wait(w, -1);
-			return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory for "
-						 "the collective queue", z->label);
-		}
-		z->q = q;
-		z->q_cap = cap;
-	}
-	z->q[z->q_tail++] = (zwork){ .work = w, .kind = kind, .unit = unit, .t_launch = t0 };
+	*map = NULL;
+	*node = NULL;
+	if (a && b)
+		return g_host->cfg_error(b, "'%s' is also set at %s; give it once, either in the "
+					 "strategy mapping or in zero_optimization", key,
+					 g_host->cfg_where(a, where, sizeof(where)));
+	*map = a ? section : b ? zo : NULL;
+	*node = a ? a : b;
 	return WEFT_OK;
 }
 
-/* Applies a finished collective: a gathered unit becomes usable; a
- * reduce-scattered bucket adds its averaged piece to the gradient shard
- * and goes back to the pool. */
-static void retire(zero *z, zwork *e, int64_t now)
+static weft_status opt_bool(const weft_cfg *section, const weft_cfg *zo, const char *key, int def,
+			    int *out)
 {
-	zunit *u = &z->units[e->unit];
-	int64_t start = e->t_launch > z->last_done_ns ? e->t_launch : z->last_done_ns;
-
-	z->busy_ns += now > start ? now - start : 0;
-	z->last_done_ns = now;
-	if (e->kind == ZW_AG) {
-		u->ag = 2;
-		zero_point_params(z, u, u->pbuf);
-		return;
-	}
-	{
-		const float *src = u->gbuf + (int64_t)z->rank * u->chunk;
-		float *dst = z->gshard + u->packed;
-		int64_t n = u->mine_hi - u->mine_lo;
-
-		for (int64_t i = 0; i < n; i++)
-			dst[i] += src[i];
-	}
-	zero_point_grads(z, u, NULL);
-	zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
-	u->gbuf = NULL;
-}
-
-/* Waits for queue entries up to and including index `upto`. */
-static weft_status wait_through(zero *z, size_t upto)
-{
-	weft_status st = WEFT_OK;
-
-	while (z->q_head < z->q_tail && z->q_head <= upto) {
-		zwork *e = &z->q[z->q_head];
-		int64_t t0 = weft_clock_ns();
-		weft_status w = z->ops->wait(e->work, -1);
-		int64_t t1 = weft_clock_ns();
-
-		z->exposed_ns += t1 - t0;
-		e->work = NULL;
-		z->q_head++;
-		if (w) {
-			if (!st)
-				st = g_host->error_wrap(w, "strategy '%s': %s of unit %zu (elements "
-							"%lld..%lld)", z->label,
-							e->kind == ZW_AG ? "all-gather" : "reduce-scatter",
-							e->unit, (long long)z->units[e->unit].lo,
-							(long long)z->units[e->unit].hi);
-			continue;
-		}
-		if (!st)
-			retire(z, e, t1);
-	}
-	if (z->q_head == z->q_tail)
-		z->q_head = z->q_tail = 0;
-	return st;
-}
-
-weft_status zero_drain(zero *z)
-{
-	return z->q_tail ? wait_through(z, z->q_tail - 1) : WEFT_OK;
-}
-
-/* Retires finished collectives at the head without waiting. */
-static void poll(zero *z)
-{
-	while (z->q_head < z->q_tail) {
-		zwork *e = &z->q[z->q_head];
-		int done = 0;
-
-		if (z->ops->test(e->work, &done) || !done)
-			return;
-		if (z->ops->wait(e->work, -1))
-			return; /* broken: the next wait reports it */
-		e->work = NULL;
-		z->q_head++;
-		retire(z, e, weft_clock_ns());
-	}
-	if (z->q_head == z->q_tail)
-		z->q_head = z->q_tail = 0;
-}
-
-/* ---- stage 3: gathering ------------------------------------------------- */
-
-static weft_status launch_ag(zero *z, size_t k, int blocking)
-{
-	zunit *u = &z->units[k];
-	float *mine;
-	int64_t piece = u->mine_hi - u->mine_lo, t0 = weft_clock_ns();
-	weft_comm_buf send, recv;
-	weft_comm_work *w = NULL;
-	weft_status st;
-
-	u->pbuf = zero_pool_get(z, &z->ppool, z->world * u->chunk);
-	if (!u->pbuf)
-		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
-					 "gathering unit %zu (%lld bytes)", z->label, z->rank, k,
-					 (long long)(z->world * u->chunk * 4));
-	mine = u->pbuf + (int64_t)z->rank * u->chunk;
-	memcpy(mine, z->pshard + u->packed, (size_t)piece * sizeof(float));
-	if (piece < u->chunk)
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
-	z->live_elems += u->hi - u->lo;
-	u->ag = 1;
-	z->bytes += z->world * u->chunk * 4;
-	z->elements += z->world * u->chunk;
-	z->calls++;
-	z->gathers++;
-	if (z->world == 1) {
-		u->ag = 2;
-		zero_point_params(z, u, u->pbuf);
-		return WEFT_OK;
-	}
-	send = zero_buf(z, mine, u->chunk);
-	recv = zero_buf(z, u->pbuf, z->world * u->chunk);
-	st = z->ops->all_gather(z->comm, &send, &recv, blocking ? NULL : &w);
-	if (st)
-		return g_host->error_wrap(st, "strategy '%s': all-gather of unit %zu (elements "
-					  "%lld..%lld)", z->label, k, (long long)u->lo,
-					  (long long)u->hi);
-	if (blocking) {
-		int64_t t1 = weft_clock_ns();
-
-		z->exposed_ns += t1 - t0;
-		z->busy_ns += t1 - t0;
-		u->ag = 2;
-		zero_point_params(z, u, u->pbuf);
-		return WEFT_OK;
-	}
-	return enqueue(z, w, ZW_AG, k, t0);
-}
-
-weft_status zero_gather_unit(zero *z, size_t k)
-{
-	zunit *u = &z->units[k];
-
-	if (u->ag == 0)
-		return launch_ag(z, k, 1);
-	if (u->ag == 1) {
-		for (size_t i = z->q_head; i < z->q_tail; i++)
-			if (z->q[i].kind == ZW_AG && z->q[i].unit == k)
-				return wait_through(z, i);
-		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy '%s': unit %zu is being "
-					 "gathered but no all-gather is queued", z->label, k);
-	}
-	return WEFT_OK;
-}
-
-static void release(zero *z, zunit *u)
-{
-	if (u->persist || u->ag != 2)
-		return;
-	zero_point_params(z, u, NULL);
-	zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
-	u->pbuf = NULL;
-	u->ag = 0;
-	u->owner = NULL;
-	u->used = 0;
-	z->live_elems -= u->hi - u->lo;
-}
-
-void zero_release_all(zero *z)
-{
-	for (size_t k = 0; k < z->n_units; k++)
-		release(z, &z->units[k]);
-}
-
-/* Launches the all-gathers of the units after k (forward) or before it
- * (backward), up to stage3_prefetch_bucket_size elements ahead and within
- * stage3_max_live_parameters. */
-static weft_status prefetch(zero *z, size_t k, int backward)
-{
-	int64_t ahead = 0;
-
-	for (size_t step = 1; step < z->n_units; step++) {
-		size_t j;
-		zunit *u;
-		weft_status st;
-
-		if (backward) {
-			if (step > k)
-				break;
-			j = k - step;
-		} else {
-			j = k + step;
-			if (j >= z->n_units)
-				break;
-		}
-		u = &z->units[j];
-		if (u->persist)
-			continue;
-		ahead += u->hi - u->lo;
-		if (ahead > z->prefetch_bucket_size)
-			break;
-		if (u->ag != 0)
-			continue;
-		if (z->live_elems + (u->hi - u->lo) > z->max_live_parameters)
-			break;
-		st = launch_ag(z, j, 0);
-		if (st)
-			return st;
-	}
-	return WEFT_OK;
-}
-
-/* ---- stages 2 and 3: reducing ------------------------------------------- */
-
-static weft_status grad_bucket(zero *z, size_t k)
-{
-	zunit *u = &z->units[k];
-
-	if (u->gbuf)
-		return WEFT_OK;
-	/* double buffering, as DeepSpeed's buckets: at most one reduce-scatter
-	 * in flight while the next bucket fills, so gradients held stay at the
-	 * open buckets plus one */
-	for (size_t i = z->q_tail; i-- > z->q_head;)
-		if (z->q[i].kind == ZW_RS) {
-			weft_status st = wait_through(z, i);
-
-			if (st)
-				return st;
-			break;
-		}
-	u->gbuf = zero_pool_get(z, &z->gpool, z->world * u->chunk);
-	if (!u->gbuf)
-		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
-					 "for the gradient bucket of unit %zu", z->label, z->rank,
-					 k);
-	memset(u->gbuf, 0, (size_t)(z->world * u->chunk) * sizeof(float));
-	zero_point_grads(z, u, u->gbuf);
-	return WEFT_OK;
-}
-
-static weft_status launch_rs(zero *z, size_t k)
-{
-	zunit *u = &z->units[k];
-	int64_t t0 = weft_clock_ns();
-	weft_comm_buf send, recv;
-	weft_comm_work *w = NULL;
-	weft_status st = grad_bucket(z, k);
+	const weft_cfg *map, *node;
+	weft_status st = find_key(section, zo, key, &map, &node);
 
 	if (st)
 		return st;
-	u->rs_launched = 1;
-	z->bytes += z->world * u->chunk * 4;
-	z->elements += z->world * u->chunk;
-	z->calls++;
-	if (z->world == 1) {
-		zwork e = { .kind = ZW_RS, .unit = k, .t_launch = t0 };
-
-		retire(z, &e, weft_clock_ns());
-		return WEFT_OK;
-	}
-	send = zero_buf(z, u->gbuf, z->world * u->chunk);
-	recv = zero_buf(z, u->gbuf + (int64_t)z->rank * u->chunk, u->chunk);
-	st = z->ops->reduce_scatter(z->comm, &send, &recv, WEFT_COMM_AVG, &w);
-	if (st)
-		return g_host->error_wrap(st, "strategy '%s': launching the reduce-scatter of "
-					  "unit %zu (elements %lld..%lld)", z->label, k,
-					  (long long)u->lo, (long long)u->hi);
-	st = enqueue(z, w, ZW_RS, k, t0);
-	if (!st && !z->overlap_comm)
-		st = wait_through(z, z->q_tail - 1);
-	return st;
+	*out = def;
+	return map ? g_host->cfg_bool(map, key, def, out) : WEFT_OK;
 }
 
-/* Launches, from the last unit backward, every complete unit whose
- * successors were all launched: the same order on every rank. */
-static weft_status launch_ready(zero *z)
+/* A count of elements; DeepSpeed configs write them as 5e8 or 500000000. */
+static weft_status opt_count(const weft_cfg *section, const weft_cfg *zo, const char *key,
+			     int64_t def, int64_t min, int64_t *out)
 {
-	while (z->next_rs < z->n_units) {
-		size_t k = z->n_units - 1 - z->next_rs;
-		weft_status st;
+	const weft_cfg *map, *node;
+	double v;
+	weft_status st = find_key(section, zo, key, &map, &node);
 
-		if (z->units[k].ready < z->units[k].p_count)
-			break;
-		st = launch_rs(z, k);
-		if (st)
-			return st;
-		z->next_rs++;
-	}
+	*out = def;
+	if (st || !map)
+		return st;
+	st = g_host->cfg_float(map, key, (double)def, &v);
+	if (st)
+		return st;
+	if (!(v >= (double)min && v <= 9.0e18) || v != (double)(int64_t)v)
+		return g_host->cfg_error(node, "'%s' must be a whole number of elements >= %lld "
+					 "(DeepSpeed counts elements, not bytes), got %g", key,
+					 (long long)min, v);
+	*out = (int64_t)v;
 	return WEFT_OK;
 }
 
-/* ---- hooks -------------------------------------------------------------- */
+/* DeepSpeed keys that change nothing here; accepted so that a
+ * zero_optimization block copied from a DeepSpeed config works as it is. */
+static const char *const inert_keys[] = {
+	"reduce_scatter", "round_robin_gradients", "load_from_fp32_weights", "elastic_checkpoint",
+	"ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
+	"stage3_gather_fp16_weights_on_model_save", "sub_group_size", "stage3_max_reuse_distance",
+	"legacy_stage1", "allgather_partitions", NULL
+};
 
-static zunit *unit_of(zero *z, const weft_tensor *p, size_t *k)
+static weft_status check_offload(const weft_cfg *map, const char *key)
 {
-	int64_t i = p ? p->param_index : -1;
+	const weft_cfg *n = map ? g_host->cfg_get(map, key) : NULL;
+	const weft_cfg *dev;
+	const char *d = NULL;
 
-	if (i < 0 || (size_t)i >= z->n_params || g_host->params_at(z->env->params, (size_t)i) != p)
-		return NULL;
-	*k = (size_t)z->unit_of[i];
-	return &z->units[*k];
+	if (!n)
+		return WEFT_OK;
+	dev = g_host->cfg_kind_of(n) == WEFT_CFG_MAP ? g_host->cfg_get(n, "device") : NULL;
+	if (dev && !g_host->cfg_as_str(dev, &d) && !strcmp(d, "none")) {
+		g_host->cfg_mark_used(n);
+		for (size_t i = 0; i < g_host->cfg_size(n); i++)
+			g_host->cfg_mark_used(g_host->cfg_at(n, i));
+		return WEFT_OK;
+	}
+	return g_host->cfg_error(n, "%s is not supported by weft's zero (state stays in this "
+				 "device's memory); remove it or set {device: none}", key);
 }
 
-static weft_status pre_use_hook(struct weft_ctx *ctx, const struct weft_hook_event *ev, void *user)
+static weft_status read_options(zero *z, const weft_cfg *section, int fixed_stage)
 {
-	zero *z = user;
-	size_t k;
-	zunit *u = unit_of(z, ev->param, &k);
-	int backward = ev->pass == WEFT_PASS_BACKWARD;
+	const weft_cfg *zo = section ? g_host->cfg_get(section, "zero_optimization") : NULL;
+	const weft_cfg *map, *node;
+	int64_t stage = fixed_stage ? fixed_stage : 2;
 	weft_status st;
 
-	(void)ctx;
-	if (!u)
-		return WEFT_OK;
-	if (z->stage == 3 && !u->persist && !z->gathered_whole) {
-		st = zero_gather_unit(z, k);
-		if (st)
-			return st;
-		if (!u->used) {
-			u->used = 1;
-			u->owner = z->depth ? z->mod_stack[z->depth - 1] : NULL;
-		}
-		if (z->prefetch_bucket_size) {
-			st = prefetch(z, k, backward);
-			if (st)
-				return st;
-		}
-	}
-	if (backward && z->reducing)
-		return grad_bucket(z, k);
-	return WEFT_OK;
-}
-
-static weft_status grad_final_hook(struct weft_ctx *ctx, const struct weft_hook_event *ev,
-				   void *user)
-{
-	zero *z = user;
-	size_t k;
-	zunit *u = unit_of(z, ev->param, &k);
-
-	(void)ctx;
-	if (!u || !z->reducing)
-		return WEFT_OK;
-	u->ready++;
-	if (z->q_head < z->q_tail)
-		poll(z);
-	return launch_ready(z);
-}
-
-static weft_status module_begin_hook(struct weft_ctx *ctx, const struct weft_hook_event *ev,
-				     void *user)
-{
-	zero *z = user;
-
-	(void)ctx;
-	if (z->depth < ZERO_MAX_DEPTH)
-		z->mod_stack[z->depth] = ev->module_ptr;
-	z->depth++;
-	return WEFT_OK;
-}
-
-static weft_status module_end_hook(struct weft_ctx *ctx, const struct weft_hook_event *ev,
-				   void *user)
-{
-	zero *z = user;
-
-	(void)ctx;
-	if (z->depth > 0)
-		z->depth--;
-	if (z->gathered_whole || !ev->module_ptr)
-		return WEFT_OK;
-	for (size_t k = 0; k < z->n_units; k++) {
-		zunit *u = &z->units[k];
-
-		if (u->ag == 2 && u->used && u->owner == ev->module_ptr)
-			release(z, u);
-	}
-	return WEFT_OK;
-}
-
-static weft_status add_hook(zero *z, weft_hook_kind kind, weft_hook_fn fn)
-{
-	weft_status st = g_host->ctx_add_hook(z->env->ctx, kind, fn, z, &z->hooks[z->n_hooks]);
-
+	if (section)
+		g_host->cfg_get(section, "name");
+	if (zo && g_host->cfg_kind_of(zo) != WEFT_CFG_MAP)
+		return g_host->cfg_error(zo, "zero_optimization must be a mapping as DeepSpeed "
+					 "writes it: {stage: 2, overlap_comm: true, ...}");
+	st = find_key(section, zo, "stage", &map, &node);
+	if (!st && map)
+		st = g_host->cfg_int(map, "stage", stage, &stage);
+	if (st)
+		return st;
+	if (node && (stage < 1 || stage > 3))
+		return g_host->cfg_error(node, "ZeRO stage must be 1, 2 or 3, got %lld (0 is plain "
+					 "data parallelism: use strategy: ddp)", (long long)stage);
+	if (node && fixed_stage && stage != fixed_stage)
+		return g_host->cfg_error(node, "stage %lld contradicts the strategy name zero_%d; "
+					 "use name: zero with stage: %lld, or drop stage",
+					 (long long)stage, fixed_stage, (long long)stage);
+	z->stage = (int)stage;
+	st = opt_bool(section, zo, "overlap_comm", 1, &z->overlap_comm);
 	if (!st)
-		z->n_hooks++;
+		st = opt_bool(section, zo, "contiguous_gradients", 1, &z->contiguous_gradients);
+	if (!st)
+		st = opt_count(section, zo, "reduce_bucket_size", 500000000, 1,
+			       &z->reduce_bucket_size);
+	if (!st)
+		st = opt_count(section, zo, "allgather_bucket_size", 500000000, 1,
+			       &z->allgather_bucket_size);
+	if (!st)
+		st = opt_count(section, zo, "stage3_prefetch_bucket_size", 50000000, 0,
+			       &z->prefetch_bucket_size);
+	if (!st)
+		st = opt_count(section, zo, "stage3_param_persistence_threshold", 100000, 0,
+			       &z->persistence_threshold);
+	if (!st)
+		st = opt_count(section, zo, "stage3_max_live_parameters", 1000000000, 0,
+			       &z->max_live_parameters);
+	if (!st)
+		st = check_offload(zo, "offload_optimizer");
+	if (!st)
+		st = check_offload(zo, "offload_param");
+	for (size_t i = 0; !st && inert_keys[i]; i++) {
+		const weft_cfg *n = zo ? g_host->cfg_get(zo, inert_keys[i]) : NULL;
+
+		if (n)
+			g_host->cfg_mark_used(n);
+	}
 	return st;
 }
 
-weft_status zero_hooks_add(zero *z)
+weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *env, int stage,
+			      void **out)
 {
-	weft_status st = WEFT_OK;
+	static const char *const labels[] = { "zero", "zero_1", "zero_2", "zero_3" };
+	zero *z = calloc(1, sizeof(*z));
+	weft_status st;
 
+	if (!z)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'zero': out of memory");
+	st = read_options(z, section, stage);
+	if (st)
+		goto out_free;
+	z->label = labels[z->stage];
+	if (env->device.type != WEFT_DEVICE_CPU) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED,
+				       "strategy '%s' packs shards in host memory and runs on "
+				       "accelerator: cpu only; on GPUs use strategy: ddp",
+				       z->label);
+		goto out_free;
+	}
+	if (env->world_size > 1 && (!env->comm_ops || !env->world)) {
+		st = g_host->error_set(WEFT_ERR_UNSUPPORTED,
+				       "strategy '%s': world size is %d but the trainer gave no "
+				       "communicator; set trainer.comm (gloo on CPUs)",
+				       z->label, env->world_size);
+		goto out_free;
+	}
+	z->env = env;
+	z->ops = env->comm_ops;
+	z->comm = env->world;
+	z->rank = env->rank;
+	z->world = env->world_size;
+	*out = z;
+	return WEFT_OK;
+
+out_free:
+	free(z);
+	return st;
+}
+
+weft_status zero_setup(void *p)
+{
+	zero *z = p;
+	const weft_strategy_env *env = z->env;
+	weft_tensor *flat = NULL, *flat_grad = NULL;
+	weft_status st;
+
+	g_host->params_flat(env->params, WEFT_F32, &flat, &flat_grad);
+	if (!flat || !flat_grad)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
+					 "strategy '%s': the model has no float32 parameters with "
+					 "gradients; only float32 master weights are supported",
+					 z->label);
+	z->flat = flat;
+	z->full_params = flat->data;
+	z->full_grads = flat_grad->data;
+	z->numel = g_host->tensor_numel(flat);
+	z->n_slots = env->optim_ops->state_slots(env->optim);
+	if (z->n_slots > ZERO_MAX_SLOTS)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
+					 "strategy '%s': optimizer '%s' wants %zu state slots per "
+					 "element; at most %d are supported", z->label,
+					 env->optim_ops->head.name, z->n_slots, ZERO_MAX_SLOTS);
+	st = zero_build_units(z);
+	if (st)
+		return st;
+	if (z->world > 1) {
+		weft_comm_buf all = zero_buf(z, z->full_params, z->numel);
+
+		st = z->ops->broadcast(z->comm, &all, 0, NULL);
+		if (st)
+			return g_host->error_wrap(st, "strategy '%s': broadcasting rank 0's %lld "
+						  "parameters at setup", z->label,
+						  (long long)z->numel);
+	}
+	if (z->n_slots) {
+		z->slot_mem = zero_alloc_f32(z, WEFT_MEM_OPTIM,
+					     (int64_t)z->n_slots * z->shard_numel,
+					     "the optimizer state shard");
+		if (!z->slot_mem)
+			return WEFT_ERR_NOMEM;
+		for (size_t k = 0; k < z->n_slots; k++)
+			z->slots[k] = z->slot_mem + k * (size_t)z->shard_numel;
+	}
+	st = zero_pool_init(z, &z->ppool, WEFT_MEM_PARAMS, 0);
+	if (!st)
+		st = zero_pool_init(z, &z->gpool, WEFT_MEM_GRADS, 1);
+	if (st)
+		return st;
+	if (z->stage <= 2) {
+		z->staging = zero_alloc_f32(z, WEFT_MEM_COMM, z->world * z->max_chunk,
+					    "the communication staging buffer");
+		if (!z->staging)
+			return WEFT_ERR_NOMEM;
+	}
 	if (z->stage >= 2) {
-		st = add_hook(z, WEFT_HOOK_PARAM_PRE_USE, pre_use_hook);
-		if (!st)
-			st = add_hook(z, WEFT_HOOK_GRAD_FINAL, grad_final_hook);
+		z->gshard = zero_alloc_f32(z, WEFT_MEM_GRADS, z->shard_numel,
+					   "the gradient shard");
+		if (!z->gshard)
+			return WEFT_ERR_NOMEM;
+		for (size_t k = 0; k < z->n_units; k++)
+			zero_point_grads(z, &z->units[k], NULL);
+		zero_drop_flat(flat_grad);
+		z->full_grads = NULL;
 	}
 	if (z->stage == 3) {
-		if (!st)
-			st = add_hook(z, WEFT_HOOK_MODULE_FORWARD_BEGIN, module_begin_hook);
-		if (!st)
-			st = add_hook(z, WEFT_HOOK_MODULE_BACKWARD_BEGIN, module_begin_hook);
-		if (!st)
-			st = add_hook(z, WEFT_HOOK_MODULE_FORWARD_END, module_end_hook);
-		if (!st)
-			st = add_hook(z, WEFT_HOOK_MODULE_BACKWARD_END, module_end_hook);
+		z->pshard = zero_alloc_f32(z, WEFT_MEM_PARAMS, z->shard_numel,
+					   "the parameter shard");
+		if (!z->pshard)
+			return WEFT_ERR_NOMEM;
+		zero_take_shard(z, z->full_params);
+		for (size_t k = 0; k < z->n_units; k++)
+			zero_point_params(z, &z->units[k], NULL);
+		st = zero_place_persistent(z, z->full_params);
+		if (st)
+			return st;
+		zero_drop_flat(flat);
+		z->full_params = NULL;
 	}
+	st = zero_hooks_add(z);
+	if (st)
+		return st;
+	if (g_host->log_enabled(WEFT_LOG_DEBUG))
+		g_host->log(WEFT_LOG_DEBUG, "%s: %zu units over %lld parameters, %lld in this "
+			    "rank's shard", z->label, z->n_units, (long long)z->numel,
+			    (long long)z->shard_numel);
+	return WEFT_OK;
+}
+
+weft_status zero_state(void *p, weft_strategy_state *out)
+{
+	zero *z = p;
+
+	out->n_slots = (uint32_t)z->n_slots;
+	out->slots = z->slots;
+	out->begin = z->n_ranges ? z->ranges[0] : 0;
+	out->end = z->n_ranges ? z->ranges[2 * z->n_ranges - 1] : 0;
+	if (out->struct_size >= offsetof(weft_strategy_state, ranges) + sizeof(out->ranges)) {
+		out->n_ranges = (uint32_t)z->n_ranges;
+		out->ranges = z->ranges;
+		return WEFT_OK;
+	}
+	if (z->n_ranges > 1)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
+					 "strategy '%s': this rank's optimizer state is %zu ranges "
+					 "but the caller's weft_strategy_state (%u bytes) predates "
+					 "ranges; rebuild the trainer against this SDK", z->label,
+					 z->n_ranges, out->struct_size);
+	return WEFT_OK;
+}
+
+/* gather = 1: a whole flat buffer the model owns (every rank); gather = 0:
+ * shards from it, then it is freed. Stages 1 and 2 keep whole parameters
+ * all the time: nothing to do. */
+weft_status zero_gather_params(void *p, int gather)
+{
+	zero *z = p;
+	weft_tensor *flat = z->flat;
+	weft_status st;
+
+	if (z->stage < 3)
+		return WEFT_OK;
+	if (gather == z->gathered_whole)
+		return g_host->error_set(WEFT_ERR_INVALID_ARG,
+					 "strategy '%s': gather_params(%d) called twice; calls "
+					 "must alternate 1, 0", z->label, gather);
+	st = zero_drain(z);
+	if (st)
+		return st;
+	zero_release_all(z);
+	if (gather) {
+		float *full = zero_alloc_f32(z, WEFT_MEM_PARAMS, z->numel,
+					     "the gathered parameters");
+
+		if (!full)
+			return WEFT_ERR_NOMEM;
+		flat->base = flat->data = full;
+		z->full_params = full;
+		for (size_t k = 0; k < z->n_units; k++) {
+			zunit *u = &z->units[k];
+
+			if (!u->persist) {
+				st = zero_gather_unit(z, k);
+				if (st)
+					return st;
+			}
+			memcpy(full + u->lo, u->pbuf, (size_t)(u->hi - u->lo) * sizeof(float));
+			for (size_t i = 0; i < u->p_count; i++) {
+				weft_tensor *t = g_host->params_at(z->env->params, u->p_first + i);
+
+				t->data = full + z->param_off[u->p_first + i];
+				t->base = full;
+				t->offset = (size_t)z->param_off[u->p_first + i] * sizeof(float);
+			}
+			if (!u->persist) {
+				zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
+				z->live_elems -= u->hi - u->lo;
+				u->pbuf = NULL;
+				u->ag = 0;
+			}
+		}
+		z->gathered_whole = 1;
+		return WEFT_OK;
+	}
+	zero_take_shard(z, z->full_params);
+	for (size_t k = 0; k < z->n_units; k++)
+		if (!z->units[k].persist)
+			zero_point_params(z, &z->units[k], NULL);
+	st = zero_place_persistent(z, z->full_params);
+	zero_drop_flat(flat);
+	z->full_params = NULL;
+	z->gathered_whole = 0;
 	return st;
 }
 
-/* ---- stage 1 and the all-gather after the step -------------------------- */
-
-/* A blocking collective on the staging buffer (stages 1, 2). */
-static weft_status staged(zero *z, size_t k, int reduce)
+void zero_destroy(void *p)
 {
-	zunit *u = &z->units[k];
-	int64_t len = u->hi - u->lo, piece = u->mine_hi - u->mine_lo, t0 = weft_clock_ns();
-	float *mine = z->staging + (int64_t)z->rank * u->chunk;
-	weft_comm_buf all = zero_buf(z, z->staging, z->world * u->chunk);
-	weft_comm_buf one = zero_buf(z, mine, u->chunk);
-	weft_status st = WEFT_OK;
+	zero *z = p;
 
-	if (reduce) {
-		memcpy(z->staging, z->full_grads + u->lo, (size_t)len * sizeof(float));
-		memset(z->staging + len, 0, (size_t)(z->world * u->chunk - len) * sizeof(float));
-		if (z->world > 1)
-			st = z->ops->reduce_scatter(z->comm, &all, &one, WEFT_COMM_AVG, NULL);
-		if (!st)
-			memcpy(z->full_grads + u->mine_lo, mine, (size_t)piece * sizeof(float));
-	} else {
-		memcpy(mine, z->full_params + u->mine_lo, (size_t)piece * sizeof(float));
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
-		if (z->world > 1)
-			st = z->ops->all_gather(z->comm, &one, &all, NULL);
-		if (!st)
-			memcpy(z->full_params + u->lo, z->staging, (size_t)len * sizeof(float));
-	}
-	if (st)
-		return g_host->error_wrap(st, "strategy '%s': %s of unit %zu (elements %lld..%lld)",
-					  z->label, reduce ? "reduce-scatter" : "all-gather", k,
-					  (long long)u->lo, (long long)u->hi);
-	{
-		int64_t dt = weft_clock_ns() - t0;
-
-		z->busy_ns += dt;
-		z->exposed_ns += dt;
-	}
-	z->bytes += z->world * u->chunk * 4;
-	z->elements += z->world * u->chunk;
-	z->calls++;
-	return WEFT_OK;
-}
-
-/* Stage 3, after the step: persistent units take their new values. */
-static weft_status refresh_persistent(zero *z)
-{
+	if (!z)
+		return;
+	if (z->ops && z->q_head != z->q_tail)
+		zero_drain(z);
+	for (size_t i = 0; i < z->n_hooks; i++)
+		g_host->ctx_remove_hook(z->env->ctx, z->hooks[i]);
 	for (size_t k = 0; k < z->n_units; k++) {
 		zunit *u = &z->units[k];
-		int64_t piece = u->mine_hi - u->mine_lo;
-		float *mine;
-		weft_comm_buf send, recv;
-		weft_status st;
 
-		if (!u->persist)
-			continue;
-		mine = u->pbuf + (int64_t)z->rank * u->chunk;
-		memcpy(mine, z->pshard + u->packed, (size_t)piece * sizeof(float));
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
-		z->bytes += z->world * u->chunk * 4;
-		z->elements += z->world * u->chunk;
-		z->calls++;
-		if (z->world == 1)
-			continue;
-		send = zero_buf(z, mine, u->chunk);
-		recv = zero_buf(z, u->pbuf, z->world * u->chunk);
-		st = z->ops->all_gather(z->comm, &send, &recv, NULL);
-		if (st)
-			return g_host->error_wrap(st, "strategy '%s': all-gather of persistent unit "
-						  "%zu", z->label, k);
+		if (u->persist) {
+			g_host->mem_free(u->pbuf);
+		} else if (u->pbuf) {
+			zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
+		}
+		if (u->gbuf)
+			zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
+		u->pbuf = u->gbuf = NULL;
 	}
-	return WEFT_OK;
+	zero_pool_fini(&z->ppool);
+	zero_pool_fini(&z->gpool);
+	g_host->mem_free(z->staging);
+	g_host->mem_free(z->gshard);
+	g_host->mem_free(z->pshard);
+	g_host->mem_free(z->slot_mem);
+	free(z->q);
+	free(z->units);
+	free(z->unit_of);
+	free(z->param_off);
+	free(z->ranges);
+	free(z);
 }
 
 /* ---- the step ------------------------------------------------------------ */
@@ -599,7 +494,7 @@ static weft_status micro(void *user, size_t i, const weft_micro_batch *b, double
 		for (size_t k = 0; !st && k < z->n_units; k++)
 			z->units[k].ready = z->units[k].p_count;
 		if (!st)
-			st = launch_ready(z);
+			st = zero_launch_ready(z);
 	}
 	z->reducing = 0;
 	{
@@ -655,7 +550,7 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	if (st)
 		return st;
 	for (size_t k = 0; z->stage == 1 && k < z->n_units; k++) {
-		st = staged(z, k, 1);
+		st = zero_staged(z, k, 1);
 		if (st)
 			return st;
 	}
@@ -702,9 +597,9 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 						     &out->grad_norm);
 	st = out->skipped ? WEFT_OK : optimizer_step(z, &info);
 	for (size_t k = 0; !st && z->stage <= 2 && k < z->n_units; k++)
-		st = staged(z, k, 0);
+		st = zero_staged(z, k, 0);
 	if (!st && z->stage == 3)
-		st = refresh_persistent(z);
+		st = zero_refresh_persistent(z);
 	if (st)
 		return st;
 	out->loss = red[0] / red[1];

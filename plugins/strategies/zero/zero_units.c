@@ -1,6 +1,6 @@
 /* ZeRO's unit rule (zero.h, "Layout"): where a unit ends and how a unit is
  * split over the ranks. One copy, used by setup (zero_layout.c's
- * build_units) and by the memory plan (zero_plan.c). */
+ * zero_build_units) and by the memory plan (zero_plan.c). */
 #include <string.h>
 
 #include "zero.h"

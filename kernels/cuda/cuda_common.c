@@ -1,0 +1,147 @@
+/* What every file of the CUDA kernel library uses, below them all: the
+ * host services table (set by the entry symbol in cuda_table.c), the error
+ * helpers, the context check, the per-context row scratch and index
+ * checks. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_impl.h"
+
+const weft_host *cuda_host;
+
+weft_status cuda_status_for(cudaError_t err)
+{
+	switch (err) {
+	case cudaErrorMemoryAllocation: return WEFT_ERR_NOMEM;
+	case cudaErrorNoKernelImageForDevice:
+	case cudaErrorInvalidDeviceFunction:
+	case cudaErrorUnsupportedPtxVersion:
+	case cudaErrorInsufficientDriver:
+	case cudaErrorNoDevice:
+	case cudaErrorInvalidDevice: return WEFT_ERR_UNSUPPORTED;
+	default: return WEFT_ERR_INTERNAL;
+	}
+}
+
+static const char *advice_for(cudaError_t err)
+{
+	switch (err) {
+	case cudaErrorMemoryAllocation:
+		return "; the GPU is out of memory: use a smaller batch or model";
+	case cudaErrorNoKernelImageForDevice:
+	case cudaErrorInvalidDeviceFunction:
+		return "; this build has GPU code for sm_80 and sm_90 only: rebuild with "
+		       "CMAKE_CUDA_ARCHITECTURES naming this GPU";
+	case cudaErrorInsufficientDriver:
+		return "; the NVIDIA driver is older than this CUDA toolkit: update the driver";
+	default:
+		return "";
+	}
+}
+
+weft_status cuda_fail(const char *kernel, int32_t index, cudaError_t err, const char *fmt, ...)
+{
+	char sizes[512] = "";
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(sizes, sizeof(sizes), fmt, ap);
+		va_end(ap);
+	}
+	return cuda_host->error_set(cuda_status_for(err), "cuda:%d kernel %s (%s) failed: %s: %s%s",
+				    (int)index, kernel, sizes, cudaGetErrorName(err),
+				    cudaGetErrorString(err), advice_for(err));
+}
+
+weft_status cuda_blas_fail(const char *kernel, int32_t index, cublasStatus_t err,
+			   const char *fmt, ...)
+{
+	char sizes[512] = "";
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(sizes, sizeof(sizes), fmt, ap);
+		va_end(ap);
+	}
+	return cuda_host->error_set(err == CUBLAS_STATUS_ALLOC_FAILED ? WEFT_ERR_NOMEM :
+				    err == CUBLAS_STATUS_NOT_SUPPORTED ? WEFT_ERR_UNSUPPORTED :
+				    WEFT_ERR_INTERNAL,
+				    "cuda:%d kernel %s (%s) failed in cuBLAS: %s: %s", (int)index,
+				    kernel, sizes, cublasGetStatusName(err),
+				    cublasGetStatusString(err));
+}
+
+weft_status cuda_launched(const cuda_ctx *c, const char *kernel, const char *fmt, ...)
+{
+	cudaError_t err = cudaGetLastError();
+	char sizes[512] = "";
+	va_list ap;
+
+	if (err == cudaSuccess)
+		return WEFT_OK;
+	va_start(ap, fmt);
+	vsnprintf(sizes, sizeof(sizes), fmt, ap);
+	va_end(ap);
+	return cuda_fail(kernel, c->index, err, "%s", sizes);
+}
+
+weft_status cuda_need_ctx(const cuda_ctx *c, const char *kernel)
+{
+	cudaError_t err;
+
+	if (!c)
+		return cuda_host->error_set(WEFT_ERR_INVALID_ARG,
+					    "cuda kernel %s was called without a context: create "
+					    "one with the kernel table's ctx_create", kernel);
+	err = cudaSetDevice(c->index);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "cudaSetDevice");
+}
+
+weft_status cuda_rows_reserve(cuda_ctx *c, const char *kernel, size_t bytes)
+{
+	cudaError_t err;
+	void *p = NULL;
+
+	if (bytes <= c->rows_bytes)
+		return WEFT_OK;
+	if (bytes < 4096)
+		bytes = 4096;
+	err = cudaMalloc(&p, bytes);
+	if (err != cudaSuccess)
+		return cuda_fail(kernel, c->index, err, "%zu bytes of row scratch", bytes);
+	if (c->rows) {
+		/* cudaFree waits for the work that still reads the old block */
+		cudaFree(c->rows);
+		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
+	}
+	c->rows = p;
+	c->rows_bytes = bytes;
+	cuda_host->mem_account(WEFT_MEM_OTHER, (int64_t)bytes);
+	return WEFT_OK;
+}
+
+weft_status cuda_check_reset(cuda_ctx *c, const char *kernel)
+{
+	/* all ones is ULLONG_MAX: "no bad position yet"; counters start at 0 */
+	cudaError_t err = cudaMemsetAsync(c->check_dev, 0xff, sizeof(unsigned long long),
+					  c->stream);
+
+	if (err == cudaSuccess)
+		err = cudaMemsetAsync(c->check_dev + 1, 0, 2 * sizeof(unsigned long long),
+				      c->stream);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "resetting checks");
+}
+
+weft_status cuda_check_fetch(cuda_ctx *c, const char *kernel)
+{
+	cudaError_t err;
+
+	err = cudaMemcpyAsync(c->check_host, c->check_dev, 3 * sizeof(unsigned long long),
+			      cudaMemcpyDeviceToHost, c->stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(c->stream);
+	return err == cudaSuccess ? WEFT_OK : cuda_fail(kernel, c->index, err, "reading checks");
+}
