@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "plan/plan.h"
 #include "plugin/registry.h"
+#include "train/compat.h"
 #include "train/trainer.h"
 #include "weft/module.h"
 #include "weft/optim.h"
@@ -155,6 +156,9 @@ int weft_cmd_plan(int argc, char **argv)
 		}
 		st = weft_config_override(cfg, a);
 	}
+	/* Lightning's and DeepSpeed's spellings, resolved as weft fit does */
+	if (!st)
+		st = weft_config_compat(cfg, config, NULL);
 	if (!st)
 		st = weft_plan_opts_from_config(weft_config_root(cfg), world, &o);
 	if (!st)
