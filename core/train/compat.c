@@ -131,8 +131,8 @@ static weft_status lightning_precision(weft_config *cfg)
 
 	if (!p)
 		return WEFT_OK;
-	if (!strcmp(p, "16") || !strcmp(p, "16-mixed"))
-		return strcmp(p, "16") ? WEFT_OK : weft_config_set(cfg, "trainer.precision", "16-mixed");
+	if (!strcmp(p, "16"))
+		return weft_config_set(cfg, "trainer.precision", "16-mixed");
 	if (!strcmp(p, "bf16"))
 		return weft_config_set(cfg, "trainer.precision", "bf16-mixed");
 	if (!strcmp(p, "32"))
@@ -356,6 +356,15 @@ static int disabled(const weft_cfg *n)
 	int on = 1;
 
 	return e && !weft_cfg_as_bool(e, &on) && !on;
+}
+
+/* A block that DeepSpeed turns on with enabled: true (its default is off). */
+static int enabled(const weft_cfg *n)
+{
+	const weft_cfg *e = weft_cfg_kind_of(n) == WEFT_CFG_MAP ? weft_cfg_get(n, "enabled") : NULL;
+	int on = 0;
+
+	return e && !weft_cfg_as_bool(e, &on) && on;
 }
 
 static weft_status ds_int(const weft_cfg *n, int64_t *out)
@@ -587,8 +596,7 @@ static const char *const inert[] = {
 	"wall_clock_breakdown", "memory_breakdown", "dump_state", "flops_profiler",
 	"tensorboard", "wandb", "csv_monitor", "comms_logger", "monitor_config", "checkpoint",
 	"activation_checkpointing", "aio", "zero_allow_untested_optimizer",
-	"zero_force_ds_cpu_optimizer", "sparse_gradients", "autotuning", "steps_per_print_offset",
-	NULL
+	"zero_force_ds_cpu_optimizer", "sparse_gradients", "autotuning", NULL
 };
 
 static weft_status ds_key(struct ds *d, const char *k, const weft_cfg *n)
@@ -603,9 +611,14 @@ static weft_status ds_key(struct ds *d, const char *k, const weft_cfg *n)
 	if (!strcmp(k, "scheduler"))
 		return ds_scheduler(d, n);
 	if (!strcmp(k, "fp16") || !strcmp(k, "bf16")) {
+		const weft_cfg *en = weft_cfg_get(n, "enabled");
+
 		if (weft_cfg_kind_of(n) != WEFT_CFG_MAP)
 			return weft_cfg_error(n, "must be a mapping like {enabled: true}");
-		if (disabled(n) || !weft_cfg_get(n, "enabled"))
+		if (en && weft_cfg_as_bool(en, &on))
+			return weft_cfg_error(en, "must be true or false ('auto' is a placeholder "
+					      "that Hugging Face's Trainer fills in; write the value)");
+		if (!on)
 			return WEFT_OK;
 		if (k[0] == 'f')
 			return ds_fp16(d, n);
@@ -659,8 +672,7 @@ static weft_status deepspeed(weft_config *cfg, const char *path, int say)
 				    "{\"train_batch_size\": 64, ...}");
 		goto out;
 	}
-	if (!disabled(weft_cfg_get(d.root, "fp16")) && weft_cfg_get(d.root, "fp16") &&
-	    !disabled(weft_cfg_get(d.root, "bf16")) && weft_cfg_get(d.root, "bf16")) {
+	if (enabled(weft_cfg_get(d.root, "fp16")) && enabled(weft_cfg_get(d.root, "bf16"))) {
 		st = weft_cfg_error(weft_cfg_get(d.root, "bf16"), "and fp16 are both enabled; "
 				    "enable one");
 		goto out;

@@ -317,6 +317,10 @@ static void test_deepspeed(void)
 	/* --deepspeed and a deepspeed: key together */
 	WT_FAILS(compat_err("deepspeed: other.json\n", guide), WEFT_ERR_CONFIG,
 		 "cfg.yaml:1:12", "--deepspeed");
+	WT_FAILS(compat_err("{}\n", "{\"fp16\": {\"enabled\": \"auto\"}}"), WEFT_ERR_CONFIG,
+		 "ds_config.json:1:22", "true or false");
+	WT_CHECK(!strcmp(ds_resolved("{}\n", "{\"fp16\": {\"enabled\": false, \"loss_scale\": 128}}",
+				     "trainer.precision"), "(none)"));
 	WT_FAILS(compat_err("{}\n", "[1, 2]"), WEFT_ERR_CONFIG, "the DeepSpeed config", "must be a mapping");
 }
 

@@ -99,4 +99,7 @@ grep -q "^strategy zero_3" "$dir/out.txt" || fail "weft plan did not plan fsdp a
 "$WEFT" plan --config "$dir/cfg.yaml" --trainer.strategy=deepspeed_stage_2 --data.batch_size=16 --optimizer.name=adamw \
 	>"$dir/out.txt" 2>&1 || fail "weft plan with deepspeed_stage_2"
 grep -q "^strategy zero_2" "$dir/out.txt" || fail "weft plan did not plan deepspeed_stage_2 as zero_2"
+"$WEFT" plan --config "$dir/cfg.yaml" --deepspeed "$dir/ds_config.json" >"$dir/out.txt" 2>&1 ||
+	fail "weft plan --deepspeed"
+grep -q "^strategy zero_2.*world size 4" "$dir/out.txt" || fail "weft plan --deepspeed did not plan zero_2 on 4"
 echo "ok: --deepspeed equals the YAML run; triple, print-config and plan checked"
