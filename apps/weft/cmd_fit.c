@@ -1,30 +1,37 @@
 /* `weft fit`, `weft validate`, `weft test`: run the trainer on a config.
  *
- *   weft fit --config FILE [--print-config] [--trace FILE] [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
+ *   weft fit --config FILE [--deepspeed DS.json] [--print-config] [--trace FILE]
+ *            [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
  *   weft validate --config FILE --ckpt DIR [overrides]
  *   weft test --config FILE --ckpt DIR [overrides]
  *
  * Overrides follow LightningCLI: the value is parsed as YAML and replaces
- * (or adds) the key; unknown keys are then reported by the strict check. */
+ * (or adds) the key; unknown keys are then reported by the strict check.
+ * Lightning's and DeepSpeed's spellings, and --deepspeed's JSON, are
+ * translated by weft_config_compat (core/train/compat.h) after them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "train/compat.h"
 #include "train/trainer.h"
 #include "weft/weft.h"
 
 static void usage(FILE *out, const char *cmd)
 {
 	if (!strcmp(cmd, "fit"))
-		fprintf(out, "usage: weft fit --config FILE [--print-config] [--trace FILE] "
-			"[--KEY.PATH=VALUE ...]\n"
+		fprintf(out, "usage: weft fit --config FILE [--deepspeed DS.json] [--print-config] "
+			"[--trace FILE] [--KEY.PATH=VALUE ...]\n"
 			"\ntrains the model the config describes; --trainer.devices=2 and every\n"
 			"other key can be overridden on the command line (values are YAML).\n"
 			"--print-config checks the whole config as a run would (unknown keys,\n"
 			"values, data files) and prints it fully resolved, then exits.\n"
 			"--trace FILE writes every rank's step timeline (compute and comm\n"
-			"intervals, common clock) as one Chrome-trace JSON that Perfetto opens.\n");
+			"intervals, common clock) as one Chrome-trace JSON that Perfetto opens.\n"
+			"--deepspeed DS.json reads a DeepSpeed config (batch sizes, optimizer,\n"
+			"scheduler, fp16/bf16, clipping, zero_optimization) beside the YAML,\n"
+			"which still gives the model and the data.\n");
 	else
 		fprintf(out, "usage: weft %s --config FILE --ckpt CHECKPOINT_DIR [--KEY.PATH=VALUE ...]\n"
 			"\nevaluates a checkpoint on the %s data and prints the metrics.\n",
@@ -33,7 +40,7 @@ static void usage(FILE *out, const char *cmd)
 
 static int run_mode(int argc, char **argv, weft_run_mode mode)
 {
-	const char *cmd = argv[0], *config = NULL, *ckpt = NULL, *trace = NULL;
+	const char *cmd = argv[0], *config = NULL, *ckpt = NULL, *trace = NULL, *ds = NULL;
 	int print_config = 0, code = 0, rc = 1;
 	weft_config *cfg = NULL;
 	char **full = NULL;
@@ -51,6 +58,12 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 			config = argv[i];
 		} else if (!strncmp(argv[i], "--config=", 9)) {
 			config = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--deepspeed")) {
+			if (++i >= argc)
+				goto usage_error;
+			ds = argv[i];
+		} else if (!strncmp(argv[i], "--deepspeed=", 12)) {
+			ds = argv[i] + 12;
 		} else if (!strcmp(argv[i], "--ckpt") || !strcmp(argv[i], "--ckpt_path")) {
 			if (++i >= argc)
 				goto usage_error;
@@ -80,11 +93,13 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--config") || !strcmp(a, "-c") || !strcmp(a, "--ckpt") ||
-		    !strcmp(a, "--ckpt_path") || (trace && !strcmp(a, "--trace"))) {
+		    !strcmp(a, "--ckpt_path") || !strcmp(a, "--deepspeed") ||
+		    (trace && !strcmp(a, "--trace"))) {
 			i++;
 			continue;
 		}
-		if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
+		if (!strncmp(a, "--config=", 9) || !strncmp(a, "--deepspeed=", 12) ||
+		    !strcmp(a, "--print-config") ||
 		    !strcmp(a, "--print_config") || (trace && !strncmp(a, "--trace=", 8)))
 			continue;
 		if (strncmp(a, "--", 2) != 0) {
@@ -99,6 +114,8 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 		}
 		st = weft_config_override(cfg, a);
 	}
+	if (!st)
+		st = weft_config_compat(cfg, config, ds);
 	if (st)
 		goto out_fail;
 	if (print_config) {

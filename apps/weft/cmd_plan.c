@@ -1,4 +1,4 @@
-/* `weft plan --config FILE [--world-size N] [--KEY.PATH=VALUE ...]`: the
+/* `weft plan --config FILE [--deepspeed DS.json] [--world-size N] [--KEY.PATH=VALUE ...]`: the
  * bytes each rank will hold per memory category and the elements it will
  * move per step, before anything runs (core/plan). */
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "plan/plan.h"
 #include "plugin/registry.h"
+#include "train/compat.h"
 #include "train/trainer.h"
 #include "weft/module.h"
 #include "weft/optim.h"
@@ -15,12 +16,14 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: weft plan --config FILE [--world-size N] [--KEY.PATH=VALUE ...]\n"
+	fprintf(out, "usage: weft plan --config FILE [--deepspeed DS.json] [--world-size N] "
+		"[--KEY.PATH=VALUE ...]\n"
 		"\nprints, for the strategy the config selects (trainer.strategy) and the\n"
 		"world size (trainer.devices x trainer.num_nodes, or --world-size), the bytes\n"
 		"each rank will hold for parameters, gradients, optimizer state and\n"
 		"communication buffers, and the elements it will move per optimizer step.\n"
-		"Nothing is trained; the model is built on the CPU to read its shapes.\n");
+		"Nothing is trained; the model is built on the CPU to read its shapes.\n"
+		"--deepspeed reads a DeepSpeed config as weft fit --deepspeed does.\n");
 }
 
 /* The optimizer's state slots per element, from its plugin. */
@@ -92,7 +95,7 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 
 int weft_cmd_plan(int argc, char **argv)
 {
-	const char *config = NULL, *optim = "adamw";
+	const char *config = NULL, *optim = "adamw", *ds = NULL;
 	char arg[1024];
 	int32_t world = 0;
 	weft_config *cfg = NULL;
@@ -112,6 +115,10 @@ int weft_cmd_plan(int argc, char **argv)
 			config = argv[++i];
 		else if (!strncmp(argv[i], "--config=", 9))
 			config = argv[i] + 9;
+		else if (!strcmp(argv[i], "--deepspeed") && i + 1 < argc)
+			ds = argv[++i];
+		else if (!strncmp(argv[i], "--deepspeed=", 12))
+			ds = argv[i] + 12;
 	}
 	if (!config) {
 		fprintf(stderr, "weft plan: --config FILE is required\n");
@@ -123,11 +130,11 @@ int weft_cmd_plan(int argc, char **argv)
 	for (int i = 1; i < argc && !st; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "--config") || !strcmp(a, "-c")) {
+		if (!strcmp(a, "--config") || !strcmp(a, "-c") || !strcmp(a, "--deepspeed")) {
 			i++;
 			continue;
 		}
-		if (!strncmp(a, "--config=", 9))
+		if (!strncmp(a, "--config=", 9) || !strncmp(a, "--deepspeed=", 12))
 			continue;
 		if (!strcmp(a, "--world-size") || !strncmp(a, "--world-size=", 13)) {
 			const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
@@ -155,6 +162,9 @@ int weft_cmd_plan(int argc, char **argv)
 		}
 		st = weft_config_override(cfg, a);
 	}
+	/* Lightning's and DeepSpeed's spellings, resolved as weft fit does */
+	if (!st)
+		st = weft_config_compat(cfg, config, ds);
 	if (!st)
 		st = weft_plan_opts_from_config(weft_config_root(cfg), world, &o);
 	if (!st)

@@ -12,6 +12,7 @@ struct origin {
 	const char *path; /* the dotted path, columns count from its start */
 	uint32_t path_col; /* column of path[0] */
 	int mark;          /* the new nodes count as read */
+	int keep_key;      /* the value keeps where its own key was written (a graft) */
 };
 
 /* The dotted path of the first `n` bytes of the request's path. */
@@ -36,18 +37,22 @@ static weft_status place(weft_config *cfg, const struct origin *o, weft_cfg *par
 			return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", o->what);
 	}
 	if (!old) {
-		val->key_file = val->file;
-		val->key_line = 1;
-		val->key_col = key_col;
+		if (!o->keep_key || !val->key_file) {
+			val->key_file = val->file;
+			val->key_line = 1;
+			val->key_col = key_col;
+		}
 		val->used = (uint8_t)o->mark;
 		return cfg_node_append(parent, val);
 	}
 	st = cfg_bury(cfg, old);
 	if (st != WEFT_OK)
 		return st;
-	val->key_file = old->key_file;
-	val->key_line = old->key_line;
-	val->key_col = old->key_col;
+	if (!o->keep_key || !val->key_file) {
+		val->key_file = old->key_file;
+		val->key_line = old->key_line;
+		val->key_col = old->key_col;
+	}
 	val->used = (uint8_t)(old->used | o->mark);
 	val->parent = parent;
 	val->index = old->index;
@@ -152,13 +157,13 @@ static weft_status check_path(const struct origin *o)
 	return WEFT_OK;
 }
 
+static weft_status place_path(weft_config *cfg, const struct origin *o, weft_cfg *val);
+
 /* Sets the path of `o` to the YAML `value` (columns from value_col). */
 static weft_status set_path(weft_config *cfg, const struct origin *o, const char *value,
 			    uint32_t value_col)
 {
-	const char *seg = o->path, *dot;
-	weft_cfg *cur = cfg->root, *val, *kid;
-	char path[512], where[600], got[80], *key = NULL;
+	weft_cfg *val;
 	weft_status st;
 
 	st = check_path(o);
@@ -169,6 +174,18 @@ static weft_status set_path(weft_config *cfg, const struct origin *o, const char
 		return weft_error_wrap(st == WEFT_ERR_PARSE ? WEFT_ERR_CONFIG : st, "%s", o->what);
 	if (o->mark)
 		weft_cfg_mark_used(val);
+	return place_path(cfg, o, val);
+}
+
+/* Puts `val` (owned; freed on error) at the path of `o`, making the
+ * mappings the path is missing. */
+static weft_status place_path(weft_config *cfg, const struct origin *o, weft_cfg *val)
+{
+	const char *seg = o->path, *dot;
+	weft_cfg *cur = cfg->root, *kid;
+	char path[512], where[600], got[80], *key = NULL;
+	weft_status st;
+
 	for (;; seg = dot + 1) {
 		size_t n;
 		uint32_t col = o->path_col + (uint32_t)(seg - o->path);
@@ -275,4 +292,48 @@ weft_status weft_config_set(weft_config *cfg, const char *path, const char *valu
 		.mark = 1,
 	};
 	return set_path(cfg, &o, value, 1);
+}
+
+/* Re-interns the file names of a copied subtree in `cfg` (the copy's
+ * names may belong to another document). */
+static weft_status intern_tree(weft_config *cfg, weft_cfg *n)
+{
+	if (n->file && !(n->file = cfg_intern(cfg, n->file)))
+		return weft_error_set(WEFT_ERR_NOMEM, "config graft: out of memory");
+	if (n->key_file && !(n->key_file = cfg_intern(cfg, n->key_file)))
+		return weft_error_set(WEFT_ERR_NOMEM, "config graft: out of memory");
+	for (size_t i = 0; i < n->n; i++) {
+		weft_status st = intern_tree(cfg, n->kids[i]);
+
+		if (st != WEFT_OK)
+			return st;
+	}
+	return WEFT_OK;
+}
+
+weft_status weft_config_graft(weft_config *cfg, const char *path, const weft_cfg *src)
+{
+	char what[600];
+	size_t budget = 0;
+	struct origin o;
+	weft_cfg *val;
+	weft_status st;
+
+	if (!cfg || !path || !src)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "weft_config_graft: NULL argument");
+	snprintf(what, sizeof(what), "setting '%s'", path);
+	o = (struct origin){ .file = "<default>", .what = what, .path = path, .path_col = 1,
+			     .keep_key = 1 };
+	st = check_path(&o);
+	if (st != WEFT_OK)
+		return st;
+	val = cfg_node_copy(src, &budget, &st);
+	if (!val)
+		return st;
+	st = intern_tree(cfg, val);
+	if (st != WEFT_OK) {
+		cfg_node_free(val);
+		return st;
+	}
+	return place_path(cfg, &o, val);
 }

@@ -185,6 +185,30 @@ static void test_set(void)
 	weft_config_free(cfg);
 }
 
+/* A subtree from another document keeps its own places, stays valid after
+ * that document is freed, and its keys count as unread. */
+static void test_graft(void)
+{
+	static const char other[] = "{\"zero\": {\"stage\": 2,\n \"stag\": 1}}";
+	weft_config *cfg = load(doc), *src = NULL;
+	const weft_cfg *n;
+
+	WT_OK(weft_config_load_string("ds.json", other, strlen(other), &src));
+	WT_OK(weft_config_graft(cfg, "trainer.zero", at_path(src, "zero")));
+	weft_config_free(src);
+	n = at_path(cfg, "trainer.zero.stage");
+	WT_CHECK(n && strcmp(weft_cfg_scalar(n), "2") == 0);
+	WT_CHECK(strcmp(where(n), "ds.json:1:20") == 0);
+	weft_cfg_get(at_path(cfg, "trainer"), "strategy");
+	weft_cfg_get(at_path(cfg, "trainer"), "devices");
+	weft_cfg_mark_used(at_path(cfg, "model"));
+	WT_FAILS(weft_config_check_unused(cfg), WEFT_ERR_CONFIG,
+		 "ds.json:2:2: unknown key 'stag' in 'trainer.zero' (did you mean 'stage'?)");
+	WT_FAILS(weft_config_graft(cfg, "trainer.devices.x", at_path(cfg, "model")),
+		 WEFT_ERR_CONFIG, "'trainer.devices' is a value");
+	weft_config_free(cfg);
+}
+
 int main(void)
 {
 	test_scalars_and_new_sections();
@@ -193,5 +217,6 @@ int main(void)
 	test_long_key();
 	test_override_is_checked();
 	test_set();
+	test_graft();
 	return wt_done("test_config_override");
 }

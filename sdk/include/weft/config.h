@@ -70,6 +70,13 @@ WEFT_API weft_status weft_config_override(weft_config *cfg, const char *arg);
  * count as read (code wrote them) and report "<default>:1:COL". */
 WEFT_API weft_status weft_config_set(weft_config *cfg, const char *path, const char *value);
 
+/* Replaces (or creates) the node at dotted `path` with a deep copy of
+ * `src`, which may belong to another document (a DeepSpeed JSON read
+ * beside the YAML). The copy keeps src's file:line:col for messages and
+ * its keys count as unread, so the unknown-key check still reports a
+ * misspelt one at its place in src's file. Errors: as weft_config_set. */
+WEFT_API weft_status weft_config_graft(weft_config *cfg, const char *path, const weft_cfg *src);
+
 /* After every reader ran: WEFT_OK if every key of every mapping was read,
  * else WEFT_ERR_CONFIG with the first unknown key in document order:
  *   "cfg.yaml:3:3: unknown key 'stratgy' in 'trainer' (did you mean 'strategy'?)"
