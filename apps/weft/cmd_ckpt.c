@@ -240,12 +240,7 @@ static weft_status make_header(const char *out_path, const weft_st_file *model,
 	weft_status st;
 
 	weft_json_writer_string(&w, 0);
-	weft_json_begin_object(&w);
-	weft_json_key(&w, "__metadata__");
-	weft_json_begin_object(&w);
-	weft_json_key(&w, "format");
-	weft_json_string(&w, "pt");
-	weft_json_end_object(&w);
+	weft_st_header_begin(&w);
 	for (size_t pass = 0; pass <= (slots ? slots->count : 0); pass++)
 		for (size_t i = 0; i < model->count; i++) {
 			const weft_st_tensor *t = &model->tensors[i];
@@ -270,21 +265,8 @@ static weft_status make_header(const char *out_path, const weft_st_file *model,
 				name = grown;
 				snprintf(name, len, "%s.%s", t->name, slots->items[pass - 1].string);
 			}
-			weft_json_key(&w, pass ? name : t->name);
-			weft_json_begin_object(&w);
-			weft_json_key(&w, "dtype");
-			weft_json_string(&w, weft_dtype_name(t->dtype));
-			weft_json_key(&w, "shape");
-			weft_json_begin_array(&w);
-			for (int32_t d = 0; d < t->ndim; d++)
-				weft_json_int(&w, t->shape[d]);
-			weft_json_end_array(&w);
-			weft_json_key(&w, "data_offsets");
-			weft_json_begin_array(&w);
-			weft_json_int(&w, at);
-			weft_json_int(&w, at + bytes);
-			weft_json_end_array(&w);
-			weft_json_end_object(&w);
+			weft_st_header_tensor(&w, pass ? name : t->name, t->dtype, t->ndim, t->shape,
+					      at, at + bytes);
 			at += bytes;
 		}
 	weft_json_end_object(&w);

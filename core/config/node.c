@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/str_index.h"
 #include "config/config_impl.h"
 
 weft_cfg *cfg_node_new(weft_cfg_kind kind, const char *file, uint32_t line, uint32_t col,
@@ -47,25 +48,6 @@ void cfg_node_free(weft_cfg *node)
 	free(node);
 }
 
-/* FNV-1a of a key. */
-static size_t key_hash(const char *key)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (const unsigned char *c = (const unsigned char *)key; *c; c++)
-		h = (h ^ *c) * 0x100000001b3ull;
-	return (size_t)(h ^ (h >> 32));
-}
-
-static void slot_put(size_t *slots, size_t n_slots, const char *key, size_t i)
-{
-	size_t s = key_hash(key) & (n_slots - 1);
-
-	while (slots[s])
-		s = (s + 1) & (n_slots - 1);
-	slots[s] = i + 1;
-}
-
 weft_status cfg_index_reserve(struct cfg_index *ix, size_t n, cfg_key_at_fn key_at,
 			      const void *owner)
 {
@@ -80,7 +62,7 @@ weft_status cfg_index_reserve(struct cfg_index *ix, size_t n, cfg_key_at_fn key_
 	if (!slots)
 		return weft_error_set(WEFT_ERR_NOMEM, "config: out of memory indexing a mapping");
 	for (size_t i = 0; i < n; i++)
-		slot_put(slots, want, key_at(owner, i), i);
+		weft_str_index_put(slots, want, key_at(owner, i), i);
 	free(ix->slots);
 	ix->slots = slots;
 	ix->n_slots = want;
@@ -89,7 +71,7 @@ weft_status cfg_index_reserve(struct cfg_index *ix, size_t n, cfg_key_at_fn key_
 
 void cfg_index_put(struct cfg_index *ix, const char *key, size_t i)
 {
-	slot_put(ix->slots, ix->n_slots, key, i);
+	weft_str_index_put(ix->slots, ix->n_slots, key, i);
 }
 
 size_t cfg_index_find(const struct cfg_index *ix, const char *key, cfg_key_at_fn key_at,
@@ -97,7 +79,7 @@ size_t cfg_index_find(const struct cfg_index *ix, const char *key, cfg_key_at_fn
 {
 	size_t mask = ix->n_slots - 1;
 
-	for (size_t s = key_hash(key) & mask; ix->slots[s]; s = (s + 1) & mask)
+	for (size_t s = weft_str_hash(key) & mask; ix->slots[s]; s = (s + 1) & mask)
 		if (strcmp(key_at(owner, ix->slots[s] - 1), key) == 0)
 			return ix->slots[s];
 	return 0;

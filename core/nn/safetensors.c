@@ -475,6 +475,36 @@ static size_t entry_nbytes(const weft_st_entry *e)
 	return weft_tensor_nbytes(&tmp);
 }
 
+void weft_st_header_begin(weft_json_writer *w)
+{
+	weft_json_begin_object(w);
+	weft_json_key(w, "__metadata__");
+	weft_json_begin_object(w);
+	weft_json_key(w, "format");
+	weft_json_string(w, "pt");
+	weft_json_end_object(w);
+}
+
+void weft_st_header_tensor(weft_json_writer *w, const char *name, weft_dtype dtype,
+			   int32_t ndim, const int64_t *shape, int64_t begin, int64_t end)
+{
+	weft_json_key(w, name);
+	weft_json_begin_object(w);
+	weft_json_key(w, "dtype");
+	weft_json_string(w, weft_dtype_name(dtype));
+	weft_json_key(w, "shape");
+	weft_json_begin_array(w);
+	for (int32_t d = 0; d < ndim; d++)
+		weft_json_int(w, shape[d]);
+	weft_json_end_array(w);
+	weft_json_key(w, "data_offsets");
+	weft_json_begin_array(w);
+	weft_json_int(w, begin);
+	weft_json_int(w, end);
+	weft_json_end_array(w);
+	weft_json_end_object(w);
+}
+
 /* The header as compact JSON (base/json.h): the metadata, then each
  * tensor with its offsets into the data in entry order. A new string in
  * *text; free(). */
@@ -485,31 +515,13 @@ static weft_status header_build(const char *path, const weft_st_entry *e, size_t
 	weft_status st;
 
 	weft_json_writer_string(&w, 0);
-	weft_json_begin_object(&w);
-	weft_json_key(&w, "__metadata__");
-	weft_json_begin_object(&w);
-	weft_json_key(&w, "format");
-	weft_json_string(&w, "pt");
-	weft_json_end_object(&w);
+	weft_st_header_begin(&w);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t bytes = entry_nbytes(&e[i]);
 
-		weft_json_key(&w, e[i].name);
-		weft_json_begin_object(&w);
-		weft_json_key(&w, "dtype");
-		weft_json_string(&w, weft_dtype_name(e[i].dtype));
-		weft_json_key(&w, "shape");
-		weft_json_begin_array(&w);
-		for (int32_t d = 0; d < e[i].ndim; d++)
-			weft_json_int(&w, e[i].shape[d]);
-		weft_json_end_array(&w);
 		/* offsets of data held in memory: far below INT64_MAX */
-		weft_json_key(&w, "data_offsets");
-		weft_json_begin_array(&w);
-		weft_json_int(&w, (int64_t)at);
-		weft_json_int(&w, (int64_t)(at + bytes));
-		weft_json_end_array(&w);
-		weft_json_end_object(&w);
+		weft_st_header_tensor(&w, e[i].name, e[i].dtype, e[i].ndim, e[i].shape,
+				      (int64_t)at, (int64_t)(at + bytes));
 		at += bytes;
 	}
 	weft_json_end_object(&w);

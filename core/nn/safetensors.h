@@ -82,6 +82,18 @@ typedef struct weft_st_entry {
 	const void *data;
 } weft_st_entry;
 
+/* The pieces of a safetensors header, for writers that build their own
+ * (weft_st_write, `weft ckpt export`): weft_st_header_begin opens the
+ * top-level object on `w` and writes {"__metadata__":{"format":"pt"}};
+ * weft_st_header_tensor writes one tensor's entry, its bytes at
+ * [begin, end) of the data section. The caller closes the object with
+ * weft_json_end_object and finishes the writer (base/json.h). Cannot
+ * fail: the writer records its own out-of-memory for weft_json_finish. */
+struct weft_json_writer;
+void weft_st_header_begin(struct weft_json_writer *w);
+void weft_st_header_tensor(struct weft_json_writer *w, const char *name, weft_dtype dtype,
+			   int32_t ndim, const int64_t *shape, int64_t begin, int64_t end);
+
 /* Writes entries[0..n) to `path` (created or truncated) with
  * {"__metadata__":{"format":"pt"}}, the header padded to a multiple of 8.
  * Blocking. Errors: WEFT_ERR_IO naming the path and reason;

@@ -79,17 +79,31 @@ static void parent_of(const char *path, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(slash - path), path);
 }
 
-weft_status weft_atomic_dir_begin(const char *final_path, weft_atomic_dir **out)
+/* The length of directory path `path` without its trailing slashes, into
+ * *len; refuses an empty path and one too long for the names derived from
+ * it (`.tmp-<pid>`, `.del-<pid>`). Errors: WEFT_ERR_INVALID_ARG. */
+static weft_status dir_path_len(const char *path, size_t *len)
 {
-	weft_atomic_dir *d;
-	size_t n = strlen(final_path);
+	size_t n = strlen(path);
 
-	*out = NULL;
-	while (n > 1 && final_path[n - 1] == '/')
+	while (n > 1 && path[n - 1] == '/')
 		n--;
 	if (n == 0 || n + 32 >= PATH_LEN)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "directory path '%s' is empty or too long",
-				      final_path);
+				      path);
+	*len = n;
+	return WEFT_OK;
+}
+
+weft_status weft_atomic_dir_begin(const char *final_path, weft_atomic_dir **out)
+{
+	weft_atomic_dir *d;
+	size_t n;
+	weft_status st;
+
+	*out = NULL;
+	if ((st = dir_path_len(final_path, &n)))
+		return st;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory starting '%s'", final_path);
@@ -98,9 +112,8 @@ weft_status weft_atomic_dir_begin(const char *final_path, weft_atomic_dir **out)
 	snprintf(d->tmp_path, sizeof(d->tmp_path), "%s.tmp-%ld", d->final_path, (long)getpid());
 	remove_flat_dir(d->tmp_path);
 	if (mkdir(d->tmp_path, 0777) != 0) {
-		weft_status st = weft_error_set(WEFT_ERR_IO, "cannot create directory '%s': %s",
-						d->tmp_path, strerror(errno));
-
+		st = weft_error_set(WEFT_ERR_IO, "cannot create directory '%s': %s", d->tmp_path,
+				    strerror(errno));
 		free(d);
 		return st;
 	}
@@ -415,13 +428,11 @@ weft_status weft_atomic_dir_remove(const char *path)
 {
 	char p[PATH_LEN], parent[PATH_LEN], hidden[PATH_LEN + 300];
 	const char *base;
-	size_t n = strlen(path);
+	size_t n;
+	weft_status st;
 
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	if (n == 0 || n + 32 >= PATH_LEN)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "directory path '%s' is empty or too long",
-				      path);
+	if ((st = dir_path_len(path, &n)))
+		return st;
 	snprintf(p, sizeof(p), "%.*s", (int)n, path);
 	base = strrchr(p, '/');
 	base = base ? base + 1 : p;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "weft/tensor.h"
+#include "base/str_index.h"
 #include "tensor/tensor_impl.h"
 
 struct weft_params {
@@ -66,25 +67,6 @@ void weft_params_free(weft_params *ps)
 	weft_mem_free(ps);
 }
 
-/* FNV-1a of a parameter name. */
-static size_t name_hash(const char *name)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * 0x100000001b3ull;
-	return (size_t)(h ^ (h >> 32));
-}
-
-static void slot_put(size_t *slots, size_t n_slots, const char *name, size_t i)
-{
-	size_t s = name_hash(name) & (n_slots - 1);
-
-	while (slots[s])
-		s = (s + 1) & (n_slots - 1);
-	slots[s] = i + 1;
-}
-
 /* Room in the name index for one more item: grows it (rehashing every
  * item) when it would pass half full. */
 static weft_status index_reserve(weft_params *ps)
@@ -100,7 +82,7 @@ static weft_status index_reserve(weft_params *ps)
 	if (!slots)
 		return WEFT_ERR_NOMEM;
 	for (size_t i = 0; i < ps->count; i++)
-		slot_put(slots, want, ps->items[i]->name, i);
+		weft_str_index_put(slots, want, ps->items[i]->name, i);
 	weft_mem_free(ps->slots);
 	ps->slots = slots;
 	ps->n_slots = want;
@@ -113,7 +95,7 @@ weft_tensor *weft_params_find(const weft_params *ps, const char *name)
 
 	if (!name || !ps->n_slots)
 		return NULL;
-	for (size_t s = name_hash(name) & mask; ps->slots[s]; s = (s + 1) & mask) {
+	for (size_t s = weft_str_hash(name) & mask; ps->slots[s]; s = (s + 1) & mask) {
 		weft_tensor *t = ps->items[ps->slots[s] - 1];
 
 		if (!strcmp(t->name, name))
@@ -168,7 +150,7 @@ weft_status weft_params_add(weft_params *ps, const char *name, weft_dtype dt, in
 	t->param_index = (int64_t)ps->count;
 	t->offset = (size_t)ps->numel[dt] * weft_dtype_size(dt);
 	ps->numel[dt] += weft_tensor_numel(t);
-	slot_put(ps->slots, ps->n_slots, t->name, ps->count);
+	weft_str_index_put(ps->slots, ps->n_slots, t->name, ps->count);
 	ps->items[ps->count++] = t;
 	*out = t;
 	return WEFT_OK;

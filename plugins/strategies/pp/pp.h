@@ -192,8 +192,11 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 weft_status pp_gather(pp_strategy *s);
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
-/* pp_group.c: f64 sums over the pipeline group (a no-op for one stage
- * rank) and over the tp group of a hybrid mesh (a no-op without one). */
+/* pp_group.c: the in-place f64 sum of v[0..n) over `comm` (blocking; the
+ * backend's error, unwrapped), and the f64 sums over the pipeline group
+ * (a no-op for one stage rank) and over the tp group of a hybrid mesh (a
+ * no-op without one). */
+weft_status pp_f64_sum(pp_strategy *s, weft_comm *comm, double *v, int n);
 weft_status pp_sum(pp_strategy *s, double *v, int n);
 weft_status pp_tp_sum(pp_strategy *s, double *v, int n);
 

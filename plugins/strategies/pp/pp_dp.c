@@ -106,13 +106,11 @@ weft_status pp_dp_params(pp_strategy *s, int64_t *bytes, int64_t *calls)
 
 weft_status pp_dp_sum(pp_strategy *s, double *v, int n, int64_t *bytes, int64_t *calls)
 {
-	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
-			    .device = WEFT_COMM_DEVICE_CPU };
 	weft_status st;
 
 	if (!s->dp_comm)
 		return WEFT_OK;
-	st = s->g.ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+	st = pp_f64_sum(s, s->dp_comm, v, n);
 	if (st)
 		return g_host->error_wrap(st, "strategy hybrid: sum over the dp replicas");
 	*bytes += n * (int64_t)sizeof(double);
