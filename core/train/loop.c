@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "runlog/report.h"
+#include "train/early_stop.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 
@@ -146,6 +147,7 @@ static weft_status run_validation(weft_trainer *t)
 	if (st)
 		return st;
 	t->have_val = 1;
+	t->val_step = t->global_step;
 	m[n++] = (weft_metric){ "val_loss", t->last_val_loss };
 	if (!isnan(t->last_val_acc))
 		m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
@@ -167,16 +169,13 @@ static weft_status run_validation(weft_trainer *t)
 					      "early_stopping.monitor '%s' is not a metric this run "
 					      "logs (val_loss, val_acc, train_loss)",
 					      t->tc.early.monitor);
-		if (t->tc.early.mode_max ? v > t->best_score + t->tc.early.min_delta :
-					   v < t->best_score - t->tc.early.min_delta) {
-			t->best_score = v;
-			t->bad_checks = 0;
-		} else if (++t->bad_checks > t->tc.early.patience) {
+		if (weft_early_stop_update(&t->tc.early, v, &t->best_score, &t->bad_checks)) {
 			t->stop = 1;
+			t->stop_reason = WEFT_STOP_EARLY;
 			if (t->rank == 0)
-				fprintf(stderr, "early stopping: %s did not improve in %lld checks "
-					"(best %.6f)\n", t->tc.early.monitor,
-					(long long)t->tc.early.patience + 1, t->best_score);
+				fprintf(stderr, "early stopping: %s did not improve in the last "
+					"%lld checks (best %.6f)\n", t->tc.early.monitor,
+					(long long)t->bad_checks, t->best_score);
 		}
 	}
 	return WEFT_OK;
@@ -315,6 +314,54 @@ static void show_progress(weft_trainer *t)
 	weft_progress_update(&t->progress, t->global_step - t->epoch * t->steps_per_epoch, m, n);
 }
 
+/* The epoch's final state with the latest metrics, on its own line. */
+static void show_progress_end(weft_trainer *t)
+{
+	weft_metric m[3] = { { "loss", t->last_train_loss },
+			     { "val_loss", t->last_val_loss },
+			     { "val_acc", t->last_val_acc } };
+	size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
+
+	weft_progress_end_epoch(&t->progress, m, n);
+}
+
+static int step_ckpt_due(const weft_trainer *t)
+{
+	return t->tc.ckpt.enabled && t->tc.ckpt.every_n_train_steps > 0 &&
+	       t->global_step % t->tc.ckpt.every_n_train_steps == 0;
+}
+
+/* Rank 0's last line of a fit, in Lightning's words. */
+static void print_stop_reason(const weft_trainer *t)
+{
+	if (t->rank != 0)
+		return;
+	switch (t->stop_reason) {
+	case WEFT_STOP_MAX_STEPS:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_steps=%lld` reached.\n",
+			(long long)t->tc.max_steps);
+		break;
+	case WEFT_STOP_MAX_EPOCHS:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_epochs=%lld` reached.\n",
+			(long long)t->tc.max_epochs);
+		break;
+	case WEFT_STOP_MAX_TIME:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_time` reached after %.0f s.\n",
+			weft_trainer_now() - t->t_start);
+		break;
+	case WEFT_STOP_EARLY:
+		fprintf(stderr, "`Trainer.fit` stopped: early stopping (%s did not improve in "
+			"the last %lld validations).\n", t->tc.early.monitor,
+			(long long)t->bad_checks);
+		break;
+	case WEFT_STOP_CALLBACK:
+		fprintf(stderr, "`Trainer.fit` stopped: a callback set should_stop.\n");
+		break;
+	case WEFT_STOP_NONE:
+		break;
+	}
+}
+
 weft_status weft_trainer_fit_loop(weft_trainer *t)
 {
 	held_batch held[WEFT_TRAINER_MAX_MICRO];
@@ -355,21 +402,25 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 				if (st)
 					goto out;
 			}
-			if (t->tc.max_steps > 0 && t->global_step >= t->tc.max_steps)
+			if (!t->stop && t->tc.max_steps > 0 && t->global_step >= t->tc.max_steps) {
 				t->stop = 1;
-			if (time_is_up(t)) {
-				t->stop = 1;
-				if (t->rank == 0)
-					fprintf(stderr, "max_time reached\n");
+				t->stop_reason = WEFT_STOP_MAX_STEPS;
 			}
-			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_train_steps > 0 &&
-			    t->global_step % t->tc.ckpt.every_n_train_steps == 0) {
+			if (!t->stop && time_is_up(t)) {
+				t->stop = 1;
+				t->stop_reason = WEFT_STOP_MAX_TIME;
+			}
+			/* at an epoch's end the save waits for that epoch's
+			 * validation below, so that its score is this step's */
+			if (!epoch_done && step_ckpt_due(t)) {
 				st = weft_trainer_save_checkpoint(t, "step");
 				if (st)
 					goto out;
 			}
 		}
-		if (epoch_done) {
+		if (!epoch_done) { /* stopped inside the epoch: its final state stays shown */
+			show_progress_end(t);
+		} else {
 			st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_train_epoch_end),
 							 NULL);
 			if (st)
@@ -382,24 +433,24 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 				if (st)
 					goto out;
 			}
-			{
-				weft_metric m[3] = { { "loss", t->last_train_loss },
-						     { "val_loss", t->last_val_loss },
-						     { "val_acc", t->last_val_acc } };
-				size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
-
-				weft_progress_end_epoch(&t->progress, m, n);
-			}
-			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_epochs > 0 &&
-			    t->epoch % t->tc.ckpt.every_n_epochs == 0) {
+			show_progress_end(t);
+			if (step_ckpt_due(t) ||
+			    (t->tc.ckpt.enabled && t->tc.ckpt.every_n_epochs > 0 &&
+			     t->epoch % t->tc.ckpt.every_n_epochs == 0)) {
 				st = weft_trainer_save_checkpoint(t, "epoch");
 				if (st)
 					goto out;
 			}
 		}
 	}
+	if (t->stop && t->stop_reason == WEFT_STOP_NONE)
+		t->stop_reason = WEFT_STOP_CALLBACK;
+	if (!t->stop && t->tc.max_epochs >= 0 && t->epoch >= t->tc.max_epochs)
+		t->stop_reason = WEFT_STOP_MAX_EPOCHS;
 	if (t->tc.ckpt.enabled && t->tc.ckpt.save_last)
 		st = weft_trainer_save_checkpoint(t, "last");
+	if (!st)
+		print_stop_reason(t);
 out:
 	held_free(held, WEFT_TRAINER_MAX_MICRO);
 	return st;

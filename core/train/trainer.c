@@ -99,6 +99,7 @@ weft_status weft_trainer_run(weft_config *cfg, const weft_run_opts *opts, int *e
 	t->last_val_acc = NAN;
 	t->last_train_loss = NAN;
 	t->last_ckpt_step = -1;
+	t->val_step = -1;
 	t->t_start = weft_trainer_now();
 	if (getenv("WEFT_FAULT_KILL_AT_STEP"))
 		t->fault_kill_step = strtoll(getenv("WEFT_FAULT_KILL_AT_STEP"), NULL, 10);

@@ -14,6 +14,7 @@
 #include "runlog/rundir.h"
 #include "tp/tp.h"
 #include "train/device_map.h"
+#include "train/early_stop.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 
@@ -505,7 +506,7 @@ weft_status weft_trainer_setup(weft_trainer *t)
 	if (st)
 		return st;
 	/* early stopping's start; a resumed run reads the saved best instead */
-	t->best_score = t->tc.early.mode_max ? -INFINITY : INFINITY;
+	t->best_score = weft_early_stop_initial_best(&t->tc.early);
 	st = weft_dist_env_detect(&t->denv);
 	if (st)
 		return st;
