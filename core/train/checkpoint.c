@@ -38,8 +38,32 @@ static int64_t flat_numel(const weft_trainer *t)
 	return weft_tp_whole_numel(weft_model_params(t->model));
 }
 
+/* The monitored metric now: val_loss, val_acc (NAN until the first
+ * validation) or train_loss; NAN without a monitor. */
+static double score_of(const weft_trainer *t)
+{
+	const char *m = t->tc.ckpt.monitor;
+
+	if (!m)
+		return NAN;
+	if (!strcmp(m, "val_loss"))
+		return t->last_val_loss;
+	if (!strcmp(m, "val_acc"))
+		return t->last_val_acc;
+	if (!strcmp(m, "train_loss"))
+		return t->last_train_loss;
+	return NAN;
+}
+
+/* The step whose metric score_of gives: the newest validation's, or for
+ * train_loss this step. */
+static int64_t monitor_step(const weft_trainer *t)
+{
+	return !strcmp(t->tc.ckpt.monitor, "train_loss") ? t->global_step : t->val_step;
+}
+
 static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
-				    const weft_strategy_state *ss)
+				    const weft_strategy_state *ss, int is_last)
 {
 	weft_json_writer w;
 	char *text = NULL;
@@ -85,6 +109,15 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 		weft_json_null(&w);
 	weft_json_key(&w, "bad_checks");
 	weft_json_int(&w, t->bad_checks);
+	if (t->tc.ckpt.monitor && !is_last) {
+		/* the save's own score: the monitored metric when it was made */
+		weft_json_key(&w, "monitor");
+		weft_json_string(&w, t->tc.ckpt.monitor);
+		weft_json_key(&w, "monitor_score");
+		weft_json_number(&w, score_of(t));
+		weft_json_key(&w, "monitor_step");
+		weft_json_int(&w, monitor_step(t));
+	}
 	weft_json_key(&w, "train_loss");
 	weft_json_number(&w, t->last_train_loss); /* null before the first step */
 	if (t->tc.loss_scale.enabled) { /* 16-mixed: the scaler goes on where it was */
@@ -166,21 +199,6 @@ static weft_status write_optimizer_slice(weft_trainer *t, const char *path,
 	return st;
 }
 
-static double score_of(const weft_trainer *t)
-{
-	const char *m = t->tc.ckpt.monitor;
-
-	if (!m)
-		return NAN;
-	if (!strcmp(m, "val_loss"))
-		return t->last_val_loss;
-	if (!strcmp(m, "val_acc"))
-		return t->last_val_acc;
-	if (!strcmp(m, "train_loss"))
-		return t->last_train_loss;
-	return NAN;
-}
-
 /* save_top_k (rank 0): keep the k best saves by the monitored score, or,
  * with no monitor, the k newest (Lightning: the default save_top_k 1 keeps
  * only the latest), deleting the others; -1 keeps all. A deletion renames
@@ -227,6 +245,20 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	/* every_n_train_steps and every_n_epochs can fall on the same step */
 	if (strcmp(reason, "last") != 0 && t->last_ckpt_step == t->global_step)
 		return WEFT_OK;
+	/* A monitored save needs its metric: before the first validation there
+	 * is none, so the save is skipped with one warning (Lightning's
+	 * ModelCheckpoint does the same; `last` is still written). The value is
+	 * the same on every rank, so all skip together. */
+	if (strcmp(reason, "last") != 0 && t->tc.ckpt.monitor && isnan(score_of(t))) {
+		if (t->rank == 0 && !t->ckpt_unscored_warned)
+			weft_log(WEFT_LOG_WARN, "model_checkpoint: monitor '%s' has no value yet at "
+				 "step %lld (no validation has run), so this save and any other "
+				 "before the first validation are skipped; checkpoints/last is "
+				 "still written at the end", t->tc.ckpt.monitor,
+				 (long long)t->global_step);
+		t->ckpt_unscored_warned = 1;
+		return WEFT_OK;
+	}
 	st = t->strat_ops->state(t->strat, &ss);
 	if (st)
 		return st;
@@ -288,7 +320,7 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 		if (!st)
 			st = weft_atomic_dir_adopt_file(d, "optimizer.bin");
 		if (!st)
-			st = write_state_json(t, d, &ss);
+			st = write_state_json(t, d, &ss, !strcmp(reason, "last"));
 		if (!st) {
 			st = weft_atomic_dir_commit(d);
 			d = NULL;
