@@ -120,6 +120,18 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 	}
 	weft_json_key(&w, "train_loss");
 	weft_json_number(&w, t->last_train_loss); /* null before the first step */
+	if (t->sched.max_steps > 0) {
+		/* the schedule's horizon, so that a resume with another
+		 * trainer.max_steps can continue it (weft_lr_schedule_continue) */
+		weft_json_key(&w, "lr_max_steps");
+		weft_json_int(&w, t->sched.max_steps);
+		if (t->sched.warp_from > 0) {
+			weft_json_key(&w, "lr_warp_from");
+			weft_json_int(&w, t->sched.warp_from);
+			weft_json_key(&w, "lr_warp_old_max");
+			weft_json_int(&w, t->sched.warp_old_max);
+		}
+	}
 	if (t->tc.loss_scale.enabled) { /* 16-mixed: the scaler goes on where it was */
 		weft_json_key(&w, "loss_scaler");
 		weft_json_begin_object(&w);
@@ -531,6 +543,46 @@ static weft_status not_a_checkpoint(const char *dir)
 			      "newest run of this name", dir);
 }
 
+/* The learning-rate schedule of a resumed run: the same horizon as the
+ * checkpoint's takes back its continuation, if it had one; another one
+ * (trainer.max_steps changed, lr_scheduler's own left unset) continues the
+ * saved schedule from `step` to the new horizon, and says so. */
+static weft_status continue_schedule(weft_trainer *t, const weft_json_value *js, const char *path,
+				     int64_t step)
+{
+	int64_t old_max = 0, from = 0, from_max = 0;
+	weft_status st;
+
+	if ((st = state_int(js, "lr_max_steps", path, 1, STATE_COUNT_MAX, 0, &old_max)) ||
+	    (st = state_int(js, "lr_warp_from", path, 1, STATE_COUNT_MAX, 0, &from)) ||
+	    (st = state_int(js, "lr_warp_old_max", path, 1, STATE_COUNT_MAX, 0, &from_max)))
+		return st;
+	if (old_max == 0 || t->sched.max_steps <= 0)
+		return WEFT_OK;
+	if (old_max == t->sched.max_steps) {
+		t->sched.warp_from = from_max > 0 ? from : 0;
+		t->sched.warp_old_max = from_max;
+		return WEFT_OK;
+	}
+	if (!weft_lr_schedule_continue(&t->sched, step, old_max) || t->rank != 0)
+		return WEFT_OK;
+	if (old_max <= t->sched.warp_from)
+		weft_log(WEFT_LOG_INFO, "lr_scheduler: the checkpoint's %s schedule ended at step "
+			 "%lld, before this resume at step %lld, so the lr stays at its end value "
+			 "%.3g up to the new max_steps %lld; set lr_scheduler.max_steps to start "
+			 "a new schedule", weft_lr_kind_name(t->sched.kind), (long long)old_max,
+			 (long long)step, weft_lr_schedule_at(&t->sched, step),
+			 (long long)t->sched.max_steps);
+	else
+		weft_log(WEFT_LOG_INFO, "lr_scheduler: max_steps is now %lld (the checkpoint's "
+			 "schedule spanned %lld): the %s schedule continues from step %lld (lr "
+			 "%.3g) and reaches its end at step %lld; set lr_scheduler.max_steps to "
+			 "choose the horizon yourself", (long long)t->sched.max_steps,
+			 (long long)old_max, weft_lr_kind_name(t->sched.kind), (long long)step,
+			 weft_lr_schedule_at(&t->sched, step), (long long)t->sched.max_steps);
+	return WEFT_OK;
+}
+
 weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only)
 {
 	weft_strategy_state ss = { .struct_size = sizeof(ss) };
@@ -614,6 +666,8 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	}
 	if (!st)
 		st = read_scaler(t, js, path);
+	if (!st)
+		st = continue_schedule(t, js, path, step);
 	if (!st) {
 		double best, loss;
 
