@@ -21,6 +21,15 @@ static weft_status run(weft_trainer *t)
 	if (t->opts.mode != WEFT_RUN_FIT) {
 		double loss = 0, acc = 0;
 
+		/* Lightning's test loop runs on the test split alone: scoring
+		 * the validation data under the name test would mislead */
+		if (t->opts.mode == WEFT_RUN_TEST && !t->data->val_is_test)
+			return weft_error_set(WEFT_ERR_CONFIG,
+					      "weft test: data '%s' has no test split (its held-out "
+					      "data is the validation split, which `weft validate` "
+					      "scores); only a dataset with its own test files has one "
+					      "(fashion_mnist with data.val_fraction 0)",
+					      t->data->class_name);
 		st = weft_trainer_load_checkpoint(t, t->opts.ckpt_path, 1);
 		if (st)
 			return st;
