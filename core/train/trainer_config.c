@@ -102,6 +102,41 @@ static weft_status default_mode(const weft_cfg *sec, const char *monitor, int *m
 	return WEFT_OK;
 }
 
+/* trainer.logger: csv | tensorboard | a list of them | true (both, the
+ * default) | false (none). */
+static weft_status parse_logger(const weft_cfg *tr, weft_trainer_config *c)
+{
+	static const char *const names[] = { "csv", "tensorboard", NULL };
+	const weft_cfg *n = weft_cfg_get(tr, "logger");
+	size_t count;
+	int on;
+
+	c->log_csv = c->log_tb = 1;
+	if (!n)
+		return WEFT_OK;
+	if (weft_cfg_kind_of(n) == WEFT_CFG_SCALAR && weft_cfg_as_bool(n, &on) == WEFT_OK) {
+		c->log_csv = c->log_tb = on;
+		return WEFT_OK;
+	}
+	c->log_csv = c->log_tb = 0;
+	count = weft_cfg_kind_of(n) == WEFT_CFG_SEQ ? weft_cfg_size(n) : 1;
+	if (weft_cfg_kind_of(n) != WEFT_CFG_SEQ && weft_cfg_kind_of(n) != WEFT_CFG_SCALAR)
+		return weft_cfg_error(n, "must be csv, tensorboard, a list of them, true or false");
+	for (size_t i = 0; i < count; i++) {
+		const weft_cfg *e = weft_cfg_kind_of(n) == WEFT_CFG_SEQ ? weft_cfg_at(n, i) : n;
+		const char *text = weft_cfg_scalar(e);
+
+		if (text && !strcmp(text, names[0]))
+			c->log_csv = 1;
+		else if (text && !strcmp(text, names[1]))
+			c->log_tb = 1;
+		else
+			return weft_cfg_error(e, "is not a logger: give csv, tensorboard, a list "
+					      "of them, true (both) or false (none)");
+	}
+	return WEFT_OK;
+}
+
 static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
 {
 	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
@@ -224,6 +259,10 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	    (st = weft_cfg_str(tr, "name", default_name, &c->name)) ||
 	    (st = weft_cfg_str(tr, "resume", NULL, &c->resume)) ||
 	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)))
+		return st;
+	/* Lightning's output switches: the model summary and the loggers */
+	if ((st = weft_cfg_bool(tr, "enable_model_summary", 1, &c->enable_model_summary)) ||
+	    (st = parse_logger(tr, c)))
 		return st;
 	/* Lightning: with neither bound, max_epochs is 1000. */
 	if (c->max_epochs < 0 && c->max_steps < 0 && c->max_time_s == 0)

@@ -75,6 +75,9 @@ typedef struct weft_trainer_config {
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
 	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
 	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
+	/* Lightning's output switches */
+	int enable_model_summary;    /* the model summary table at start */
+	int log_csv, log_tb;         /* trainer.logger: metrics.csv, TensorBoard */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`
