@@ -186,6 +186,21 @@ static int time_is_up(const weft_trainer *t)
 	return t->tc.max_time_s > 0 && weft_trainer_now() - t->t_start >= t->tc.max_time_s;
 }
 
+/* LearningRateMonitor's column, as Lightning names it: "lr-" and the
+ * optimizer's class name (lr-AdamW, lr-SGD, ...; a plugin's own name). */
+static const char *lr_monitor_name(const weft_trainer *t, char *buf, size_t len)
+{
+	static const char *const names[][2] = { { "adamw", "AdamW" }, { "adam", "Adam" },
+						{ "sgd", "SGD" }, { "lion", "Lion" } };
+	const char *n = t->optim_ops->head.name;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(n, names[i][0]))
+			n = names[i][1];
+	snprintf(buf, len, "lr-%s", n);
+	return buf;
+}
+
 /* One optimizer step: up to `accumulate` micro-batches from the loader. */
 static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_done)
 {
@@ -271,9 +286,17 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->comm_ns += rep.comm_ns;
 	t->exposed_ns += rep.exposed_comm_ns;
 	t->comm_bytes += rep.comm_bytes;
+	if (t->tc.lr_monitor.enabled && t->tc.lr_monitor.per_epoch &&
+	    t->global_step - t->epoch * t->steps_per_epoch == 1) {
+		char name[64];
+		weft_metric lm = { lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
+
+		log_metrics(t, t->global_step, &lm, 1);
+	}
 	if (t->global_step % t->tc.log_every_n_steps == 0 || t->global_step == 1) {
-		weft_metric m[5];
+		weft_metric m[6];
 		size_t n = 0;
+		char name[64];
 
 		m[n++] = (weft_metric){ "train_loss", rep.loss };
 		m[n++] = (weft_metric){ "lr", in.optim.lr };
@@ -282,6 +305,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			m[n++] = (weft_metric){ "grad_norm", rep.grad_norm };
 		if (t->tc.loss_scale.enabled) /* the scale the next step uses */
 			m[n++] = (weft_metric){ "loss_scale", t->scaler.scale };
+		if (t->tc.lr_monitor.enabled && !t->tc.lr_monitor.per_epoch)
+			m[n++] = (weft_metric){ lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;

@@ -137,15 +137,63 @@ static weft_status parse_logger(const weft_cfg *tr, weft_trainer_config *c)
 	return WEFT_OK;
 }
 
+/* Lightning's list form, callbacks: [{class: ModelCheckpoint, ...}, ...]:
+ * each built-in class's mapping into *mc, *es, *lrm. */
+static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, const weft_cfg **es,
+				  const weft_cfg **lrm)
+{
+	for (size_t i = 0; i < weft_cfg_size(cbs); i++) {
+		const weft_cfg *e = weft_cfg_at(cbs, i);
+		const char *cls = NULL;
+		const weft_cfg **slot;
+		weft_status st;
+
+		if (weft_cfg_kind_of(e) != WEFT_CFG_MAP || !weft_cfg_get(e, "class"))
+			return weft_cfg_error(e, "must be a mapping with 'class:' (ModelCheckpoint, "
+					      "EarlyStopping or LearningRateMonitor)");
+		if ((st = weft_cfg_str(e, "class", NULL, &cls)))
+			return st;
+		slot = !strcmp(cls, "ModelCheckpoint") ? mc : !strcmp(cls, "EarlyStopping") ? es :
+		       !strcmp(cls, "LearningRateMonitor") ? lrm : NULL;
+		if (!slot)
+			return weft_cfg_error(weft_cfg_get(e, "class"),
+					      "'%s' is not a built-in callback class (ModelCheckpoint, "
+					      "EarlyStopping, LearningRateMonitor); callback plugins "
+					      "go in the mapping form, trainer.callbacks.<name>", cls);
+		if (*slot)
+			return weft_cfg_error(e, "names %s a second time", cls);
+		*slot = e;
+	}
+	return WEFT_OK;
+}
+
 static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
 {
 	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
-	const weft_cfg *mc = weft_cfg_get(cbs, "model_checkpoint");
-	const weft_cfg *es = weft_cfg_get(cbs, "early_stopping");
+	const weft_cfg *mc = NULL, *es = NULL, *lrm = NULL;
 	weft_status st;
 
-	if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP && weft_cfg_kind_of(cbs) != WEFT_CFG_NULL)
-		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:)");
+	if (cbs && weft_cfg_kind_of(cbs) == WEFT_CFG_SEQ) {
+		if ((st = callbacks_list(cbs, &mc, &es, &lrm)))
+			return st;
+	} else if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP &&
+		   weft_cfg_kind_of(cbs) != WEFT_CFG_NULL) {
+		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:, "
+				      "learning_rate_monitor:) or a list of {class: ...}");
+	} else {
+		mc = weft_cfg_get(cbs, "model_checkpoint");
+		es = weft_cfg_get(cbs, "early_stopping");
+		lrm = weft_cfg_get(cbs, "learning_rate_monitor");
+	}
+	c->lr_monitor.enabled = lrm != NULL;
+	{
+		static const char *const intervals[] = { "step", "epoch", NULL };
+		int idx = 0;
+
+		if ((st = weft_cfg_choice(lrm, "logging_interval", intervals, "step", &idx)))
+			return st;
+		c->lr_monitor.per_epoch = idx == 1;
+	}
 	if ((st = weft_cfg_int(mc, "every_n_train_steps", 0, &c->ckpt.every_n_train_steps)) ||
 	    (st = weft_cfg_int(mc, "every_n_epochs", 1, &c->ckpt.every_n_epochs)) ||
 	    (st = weft_cfg_int(mc, "save_top_k", 1, &c->ckpt.save_top_k)) ||

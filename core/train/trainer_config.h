@@ -40,6 +40,11 @@ typedef struct weft_early_stop_config {
 	double min_delta;
 } weft_early_stop_config;
 
+typedef struct weft_lr_monitor_config {
+	int enabled;                 /* callbacks: learning_rate_monitor / LearningRateMonitor */
+	int per_epoch;               /* logging_interval: epoch (1) or step (0) */
+} weft_lr_monitor_config;
+
 typedef struct weft_trainer_config {
 	uint64_t seed;               /* seed_everything (default 0) */
 	weft_device device;          /* accelerator (+ local rank for cuda) */
@@ -72,6 +77,7 @@ typedef struct weft_trainer_config {
 	int64_t threads;             /* CPU threads per process; 0: cores / local ranks */
 	weft_checkpoint_config ckpt;
 	weft_early_stop_config early;
+	weft_lr_monitor_config lr_monitor;
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
 	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
 	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
