@@ -481,6 +481,42 @@ out:
 	return st;
 }
 
+/* The memory peaks for summary.json: each category's (and the total's)
+ * largest peak over the ranks into *mem, and the rank that reached it
+ * (the lowest on a tie) into rank[]. Collective. */
+static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats *mem, int64_t *rank)
+{
+	enum { N = WEFT_MEM_NUM_CATEGORIES + 1 };
+	int64_t mine[N], *all;
+	weft_status st;
+
+	weft_mem_get_stats(mem);
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+		mine[c] = mem->peak[c];
+	mine[WEFT_MEM_NUM_CATEGORIES] = mem->peak_total;
+	all = calloc((size_t)t->world * N, sizeof(*all));
+	if (!all)
+		return weft_error_set(WEFT_ERR_NOMEM, "out of memory gathering the memory peaks");
+	st = weft_trainer_all_gather_i64(t, mine, N, all);
+	for (int c = 0; !st && c < N; c++) {
+		int64_t best = all[c];
+
+		rank[c] = 0;
+		for (int r = 1; r < t->world; r++) {
+			if (all[(size_t)r * N + c] > best) {
+				best = all[(size_t)r * N + c];
+				rank[c] = r;
+			}
+		}
+		if (c < WEFT_MEM_NUM_CATEGORIES)
+			mem->peak[c] = best;
+		else
+			mem->peak_total = best;
+	}
+	free(all);
+	return st;
+}
+
 weft_status weft_trainer_write_summary(weft_trainer *t)
 {
 	weft_metric fin[4], tm[4], tot[10];
@@ -493,10 +529,14 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
 	weft_metric pipe[4];
 	size_t npipe = 0;
+	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1];
 	weft_status st;
 
 	/* collective: every rank, before rank 0 alone writes */
 	st = weft_trainer_pipeline_summary(t, pipe, &npipe);
+	if (st)
+		return st;
+	st = peaks_over_ranks(t, &mem, peak_rank);
 	if (st)
 		return st;
 	if (t->rank != 0)
@@ -523,7 +563,6 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		tot[ntot++] = (weft_metric){ "skipped_steps", (double)t->scaler.skipped };
 		tot[ntot++] = (weft_metric){ "loss_scale", t->scaler.scale };
 	}
-	weft_mem_get_stats(&mem);
 	s = (weft_run_summary){
 		.strategy = t->tc.strategy_name,
 		.comm = t->world > 1 ? t->tc.comm_name : "none",
@@ -543,6 +582,7 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.n_totals = ntot,
 		.pipeline = pipe,
 		.n_pipeline = npipe,
+		.memory_rank = peak_rank,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
 	return weft_run_summary_write(path, &s);
