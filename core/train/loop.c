@@ -387,6 +387,30 @@ static void print_stop_reason(const weft_trainer *t)
 	}
 }
 
+/* Lightning's sanity check: num_sanity_val_steps validation batches
+ * before the first step (all with -1), so a broken validation fails in
+ * seconds rather than after an epoch. Nothing is logged or kept, and
+ * nothing of training changes: evaluation reads the parameters only. */
+static weft_status sanity_check(weft_trainer *t)
+{
+	int64_t n = t->tc.num_sanity_val_steps;
+	double loss, acc;
+	weft_status st;
+
+	if (n == 0 || !t->val_loader || t->val_batches < 1)
+		return WEFT_OK;
+	if (n < 0 || n > t->val_batches)
+		n = t->val_batches;
+	st = weft_trainer_validate(t, t->val_loader, n, &loss, &acc);
+	if (st)
+		return weft_error_wrap(st, "the sanity check (trainer.num_sanity_val_steps %lld "
+				       "validation batches before training)", (long long)n);
+	if (t->rank == 0)
+		fprintf(stderr, "Sanity Checking: %lld/%lld validation batches ran (not logged)\n",
+			(long long)n, (long long)n);
+	return WEFT_OK;
+}
+
 weft_status weft_trainer_fit_loop(weft_trainer *t)
 {
 	held_batch held[WEFT_TRAINER_MAX_MICRO];
@@ -399,6 +423,14 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 		return weft_cfg_error(weft_cfg_get(t->tc.section, "accumulate_grad_batches"),
 				      "must be at most %d", WEFT_TRAINER_MAX_MICRO);
 	memset(held, 0, sizeof(held));
+	if (t->tc.fast_dev_run > 0 && t->rank == 0)
+		fprintf(stderr, "fast_dev_run: %lld training and %lld validation batch%s, no "
+			"checkpoints, no metrics.csv or TensorBoard\n",
+			(long long)t->tc.fast_dev_run, (long long)t->tc.fast_dev_run,
+			t->tc.fast_dev_run == 1 ? "" : "es");
+	st = sanity_check(t);
+	if (st)
+		return st;
 	weft_progress_init(&t->progress, &po);
 	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
 		int epoch_done = 0;

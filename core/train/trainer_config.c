@@ -102,6 +102,44 @@ static weft_status default_mode(const weft_cfg *sec, const char *monitor, int *m
 	return WEFT_OK;
 }
 
+/* trainer.fast_dev_run: false (0), true (1) or a number of batches >= 1. */
+static weft_status parse_fast_dev_run(const weft_cfg *tr, int64_t *out)
+{
+	const weft_cfg *n = weft_cfg_get(tr, "fast_dev_run");
+	int on = 0;
+
+	*out = 0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	if (weft_cfg_as_bool(n, &on) == WEFT_OK) {
+		*out = on;
+		return WEFT_OK;
+	}
+	if (weft_cfg_as_int(n, out) != WEFT_OK || *out < 0)
+		return weft_cfg_error(n, "must be true, false or a number of batches >= 1");
+	return WEFT_OK;
+}
+
+/* fast_dev_run N, as Lightning: N training batches in one epoch, N
+ * validation batches after them, no sanity check, no checkpoints, no
+ * loggers. */
+static void apply_fast_dev_run(weft_trainer_config *c)
+{
+	if (c->fast_dev_run <= 0)
+		return;
+	c->max_steps = c->fast_dev_run;
+	c->max_epochs = 1;
+	c->max_time_s = 0;
+	c->limit_train_batches = (weft_count_or_frac){ .is_count = 1,
+						       .count = c->fast_dev_run * c->accumulate };
+	c->limit_val_batches = (weft_count_or_frac){ .is_count = 1, .count = c->fast_dev_run };
+	c->val_check_interval = (weft_count_or_frac){ .frac = 1.0 };
+	c->check_val_every_n_epoch = 1;
+	c->num_sanity_val_steps = 0;
+	c->ckpt.enabled = 0;
+	c->log_csv = c->log_tb = 0;
+}
+
 /* trainer.logger: csv | tensorboard | a list of them | true (both, the
  * default) | false (none). */
 static weft_status parse_logger(const weft_cfg *tr, weft_trainer_config *c)
@@ -310,8 +348,13 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 		return st;
 	/* Lightning's output switches: the model summary and the loggers */
 	if ((st = weft_cfg_bool(tr, "enable_model_summary", 1, &c->enable_model_summary)) ||
-	    (st = parse_logger(tr, c)))
+	    (st = parse_logger(tr, c)) ||
+	    (st = weft_cfg_int(tr, "num_sanity_val_steps", 2, &c->num_sanity_val_steps)) ||
+	    (st = parse_fast_dev_run(tr, &c->fast_dev_run)))
 		return st;
+	if (c->num_sanity_val_steps < -1)
+		return weft_cfg_error(weft_cfg_get(tr, "num_sanity_val_steps"),
+				      "must be a number of batches >= 0, or -1 for all");
 	/* Lightning: with neither bound, max_epochs is 1000. */
 	if (c->max_epochs < 0 && c->max_steps < 0 && c->max_time_s == 0)
 		c->max_epochs = 1000;
@@ -356,7 +399,10 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	if (!c->val_check_interval.is_count && c->val_check_interval.frac == 0)
 		return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
 				      "must be >= 1 batch or a fraction > 0");
-	return parse_callbacks(tr, c);
+	st = parse_callbacks(tr, c);
+	if (!st)
+		apply_fast_dev_run(c);
+	return st;
 }
 
 weft_status weft_trainer_config_resolve_devices(weft_trainer_config *c, int world,

@@ -84,6 +84,8 @@ typedef struct weft_trainer_config {
 	/* Lightning's output switches */
 	int enable_model_summary;    /* the model summary table at start */
 	int log_csv, log_tb;         /* trainer.logger: metrics.csv, TensorBoard */
+	int64_t num_sanity_val_steps; /* validation batches before training; -1 all, 0 off */
+	int64_t fast_dev_run;        /* 0: off; N: N train and N val batches, no output */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`
