@@ -60,6 +60,7 @@ static weft_status load_classification(weft_data_module *m, const weft_cfg *data
 		if (st)
 			return at(st, data, "path");
 		have_val_files = 1;
+		m->val_is_test = 1;
 		break;
 	case C_IDX:
 	case C_NPY: {
@@ -108,6 +109,7 @@ static weft_status load_classification(weft_data_module *m, const weft_cfg *data
 						      "%g of %" PRId64 " examples is no example "
 						      "at all; raise it", vf, m->train_ds.n);
 			weft_dataset_free(&m->val_ds);
+			m->val_is_test = 0;
 			st = weft_dataset_split_tail(&m->train_ds, count, &m->val_ds);
 			if (st)
 				return st;

@@ -42,6 +42,9 @@ typedef struct weft_data_module {
 	/* sources (val.ctx is NULL when there is no validation data) */
 	weft_batch_source train;
 	weft_batch_source val;
+	int val_is_test;            /* the validation source is the dataset's own test
+				     * split (fashion_mnist's t10k files), not data
+				     * held out for validation */
 	int64_t train_examples;     /* whole dataset, all ranks (classification) */
 	int64_t val_examples;       /* or tokens (LM) */
 	/* storage, internal */

@@ -84,6 +84,9 @@ typedef struct weft_run_summary {
 	const weft_metric *pipeline;       /* pipeline strategies: "bubble_fraction" (mean over
 					    * ranks and steps), ...; empty: omitted */
 	size_t n_pipeline;
+	/* the rank that reached each peak of `memory` (its categories, then
+	 * the total), when `memory` is the max over ranks; NULL: omitted */
+	const int64_t *memory_rank;
 } weft_run_summary;
 
 /* Writes `path` (through path.tmp and a rename) as a JSON object:
@@ -91,7 +94,8 @@ typedef struct weft_run_summary {
  *    "final_metrics": {name: value}, "throughput": {"value", "unit"},
  *    "step_time_s": {phase: seconds}, "totals": {name: value} (when given),
  *    "pipeline": {name: value} (when given), "peak_bytes": {category: bytes,
- *    "total": bytes}}
+ *    "total": bytes}, "peak_rank": {category: rank, "total": rank} (when
+ *    memory_rank is given)}
  * Errors: WEFT_ERR_IO naming the path. */
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s);
 

@@ -38,8 +38,32 @@ static int64_t flat_numel(const weft_trainer *t)
 	return weft_tp_whole_numel(weft_model_params(t->model));
 }
 
+/* The monitored metric now: val_loss, val_acc (NAN until the first
+ * validation) or train_loss; NAN without a monitor. */
+static double score_of(const weft_trainer *t)
+{
+	const char *m = t->tc.ckpt.monitor;
+
+	if (!m)
+		return NAN;
+	if (!strcmp(m, "val_loss"))
+		return t->last_val_loss;
+	if (!strcmp(m, "val_acc"))
+		return t->last_val_acc;
+	if (!strcmp(m, "train_loss"))
+		return t->last_train_loss;
+	return NAN;
+}
+
+/* The step whose metric score_of gives: the newest validation's, or for
+ * train_loss this step. */
+static int64_t monitor_step(const weft_trainer *t)
+{
+	return !strcmp(t->tc.ckpt.monitor, "train_loss") ? t->global_step : t->val_step;
+}
+
 static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
-				    const weft_strategy_state *ss)
+				    const weft_strategy_state *ss, int is_last)
 {
 	weft_json_writer w;
 	char *text = NULL;
@@ -85,8 +109,29 @@ static weft_status write_state_json(weft_trainer *t, weft_atomic_dir *d,
 		weft_json_null(&w);
 	weft_json_key(&w, "bad_checks");
 	weft_json_int(&w, t->bad_checks);
+	if (t->tc.ckpt.monitor && !is_last) {
+		/* the save's own score: the monitored metric when it was made */
+		weft_json_key(&w, "monitor");
+		weft_json_string(&w, t->tc.ckpt.monitor);
+		weft_json_key(&w, "monitor_score");
+		weft_json_number(&w, score_of(t));
+		weft_json_key(&w, "monitor_step");
+		weft_json_int(&w, monitor_step(t));
+	}
 	weft_json_key(&w, "train_loss");
 	weft_json_number(&w, t->last_train_loss); /* null before the first step */
+	if (t->sched.max_steps > 0) {
+		/* the schedule's horizon, so that a resume with another
+		 * trainer.max_steps can continue it (weft_lr_schedule_continue) */
+		weft_json_key(&w, "lr_max_steps");
+		weft_json_int(&w, t->sched.max_steps);
+		if (t->sched.warp_from > 0) {
+			weft_json_key(&w, "lr_warp_from");
+			weft_json_int(&w, t->sched.warp_from);
+			weft_json_key(&w, "lr_warp_old_max");
+			weft_json_int(&w, t->sched.warp_old_max);
+		}
+	}
 	if (t->tc.loss_scale.enabled) { /* 16-mixed: the scaler goes on where it was */
 		weft_json_key(&w, "loss_scaler");
 		weft_json_begin_object(&w);
@@ -166,21 +211,6 @@ static weft_status write_optimizer_slice(weft_trainer *t, const char *path,
 	return st;
 }
 
-static double score_of(const weft_trainer *t)
-{
-	const char *m = t->tc.ckpt.monitor;
-
-	if (!m)
-		return NAN;
-	if (!strcmp(m, "val_loss"))
-		return t->last_val_loss;
-	if (!strcmp(m, "val_acc"))
-		return t->last_val_acc;
-	if (!strcmp(m, "train_loss"))
-		return t->last_train_loss;
-	return NAN;
-}
-
 /* save_top_k (rank 0): keep the k best saves by the monitored score, or,
  * with no monitor, the k newest (Lightning: the default save_top_k 1 keeps
  * only the latest), deleting the others; -1 keeps all. A deletion renames
@@ -227,6 +257,20 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	/* every_n_train_steps and every_n_epochs can fall on the same step */
 	if (strcmp(reason, "last") != 0 && t->last_ckpt_step == t->global_step)
 		return WEFT_OK;
+	/* A monitored save needs its metric: before the first validation there
+	 * is none, so the save is skipped with one warning (Lightning's
+	 * ModelCheckpoint does the same; `last` is still written). The value is
+	 * the same on every rank, so all skip together. */
+	if (strcmp(reason, "last") != 0 && t->tc.ckpt.monitor && isnan(score_of(t))) {
+		if (t->rank == 0 && !t->ckpt_unscored_warned)
+			weft_log(WEFT_LOG_WARN, "model_checkpoint: monitor '%s' has no value yet at "
+				 "step %lld (no validation has run), so this save and any other "
+				 "before the first validation are skipped; checkpoints/last is "
+				 "still written at the end", t->tc.ckpt.monitor,
+				 (long long)t->global_step);
+		t->ckpt_unscored_warned = 1;
+		return WEFT_OK;
+	}
 	st = t->strat_ops->state(t->strat, &ss);
 	if (st)
 		return st;
@@ -288,7 +332,7 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 		if (!st)
 			st = weft_atomic_dir_adopt_file(d, "optimizer.bin");
 		if (!st)
-			st = write_state_json(t, d, &ss);
+			st = write_state_json(t, d, &ss, !strcmp(reason, "last"));
 		if (!st) {
 			st = weft_atomic_dir_commit(d);
 			d = NULL;
@@ -499,6 +543,46 @@ static weft_status not_a_checkpoint(const char *dir)
 			      "newest run of this name", dir);
 }
 
+/* The learning-rate schedule of a resumed run: the same horizon as the
+ * checkpoint's takes back its continuation, if it had one; another one
+ * (trainer.max_steps changed, lr_scheduler's own left unset) continues the
+ * saved schedule from `step` to the new horizon, and says so. */
+static weft_status continue_schedule(weft_trainer *t, const weft_json_value *js, const char *path,
+				     int64_t step)
+{
+	int64_t old_max = 0, from = 0, from_max = 0;
+	weft_status st;
+
+	if ((st = state_int(js, "lr_max_steps", path, 1, STATE_COUNT_MAX, 0, &old_max)) ||
+	    (st = state_int(js, "lr_warp_from", path, 1, STATE_COUNT_MAX, 0, &from)) ||
+	    (st = state_int(js, "lr_warp_old_max", path, 1, STATE_COUNT_MAX, 0, &from_max)))
+		return st;
+	if (old_max == 0 || t->sched.max_steps <= 0)
+		return WEFT_OK;
+	if (old_max == t->sched.max_steps) {
+		t->sched.warp_from = from_max > 0 ? from : 0;
+		t->sched.warp_old_max = from_max;
+		return WEFT_OK;
+	}
+	if (!weft_lr_schedule_continue(&t->sched, step, old_max) || t->rank != 0)
+		return WEFT_OK;
+	if (old_max <= t->sched.warp_from)
+		weft_log(WEFT_LOG_INFO, "lr_scheduler: the checkpoint's %s schedule ended at step "
+			 "%lld, before this resume at step %lld, so the lr stays at its end value "
+			 "%.3g up to the new max_steps %lld; set lr_scheduler.max_steps to start "
+			 "a new schedule", weft_lr_kind_name(t->sched.kind), (long long)old_max,
+			 (long long)step, weft_lr_schedule_at(&t->sched, step),
+			 (long long)t->sched.max_steps);
+	else
+		weft_log(WEFT_LOG_INFO, "lr_scheduler: max_steps is now %lld (the checkpoint's "
+			 "schedule spanned %lld): the %s schedule continues from step %lld (lr "
+			 "%.3g) and reaches its end at step %lld; set lr_scheduler.max_steps to "
+			 "choose the horizon yourself", (long long)t->sched.max_steps,
+			 (long long)old_max, weft_lr_kind_name(t->sched.kind), (long long)step,
+			 weft_lr_schedule_at(&t->sched, step), (long long)t->sched.max_steps);
+	return WEFT_OK;
+}
+
 weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int weights_only)
 {
 	weft_strategy_state ss = { .struct_size = sizeof(ss) };
@@ -582,6 +666,8 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 	}
 	if (!st)
 		st = read_scaler(t, js, path);
+	if (!st)
+		st = continue_schedule(t, js, path, step);
 	if (!st) {
 		double best, loss;
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "runlog/report.h"
+#include "train/early_stop.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 
@@ -146,6 +147,7 @@ static weft_status run_validation(weft_trainer *t)
 	if (st)
 		return st;
 	t->have_val = 1;
+	t->val_step = t->global_step;
 	m[n++] = (weft_metric){ "val_loss", t->last_val_loss };
 	if (!isnan(t->last_val_acc))
 		m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
@@ -167,16 +169,13 @@ static weft_status run_validation(weft_trainer *t)
 					      "early_stopping.monitor '%s' is not a metric this run "
 					      "logs (val_loss, val_acc, train_loss)",
 					      t->tc.early.monitor);
-		if (t->tc.early.mode_max ? v > t->best_score + t->tc.early.min_delta :
-					   v < t->best_score - t->tc.early.min_delta) {
-			t->best_score = v;
-			t->bad_checks = 0;
-		} else if (++t->bad_checks > t->tc.early.patience) {
+		if (weft_early_stop_update(&t->tc.early, v, &t->best_score, &t->bad_checks)) {
 			t->stop = 1;
+			t->stop_reason = WEFT_STOP_EARLY;
 			if (t->rank == 0)
-				fprintf(stderr, "early stopping: %s did not improve in %lld checks "
-					"(best %.6f)\n", t->tc.early.monitor,
-					(long long)t->tc.early.patience + 1, t->best_score);
+				fprintf(stderr, "early stopping: %s did not improve in the last "
+					"%lld checks (best %.6f)\n", t->tc.early.monitor,
+					(long long)t->bad_checks, t->best_score);
 		}
 	}
 	return WEFT_OK;
@@ -185,6 +184,21 @@ static weft_status run_validation(weft_trainer *t)
 static int time_is_up(const weft_trainer *t)
 {
 	return t->tc.max_time_s > 0 && weft_trainer_now() - t->t_start >= t->tc.max_time_s;
+}
+
+/* LearningRateMonitor's column, as Lightning names it: "lr-" and the
+ * optimizer's class name (lr-AdamW, lr-SGD, ...; a plugin's own name). */
+static const char *lr_monitor_name(const weft_trainer *t, char *buf, size_t len)
+{
+	static const char *const names[][2] = { { "adamw", "AdamW" }, { "adam", "Adam" },
+						{ "sgd", "SGD" }, { "lion", "Lion" } };
+	const char *n = t->optim_ops->head.name;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(n, names[i][0]))
+			n = names[i][1];
+	snprintf(buf, len, "lr-%s", n);
+	return buf;
 }
 
 /* One optimizer step: up to `accumulate` micro-batches from the loader. */
@@ -272,9 +286,17 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->comm_ns += rep.comm_ns;
 	t->exposed_ns += rep.exposed_comm_ns;
 	t->comm_bytes += rep.comm_bytes;
+	if (t->tc.lr_monitor.enabled && t->tc.lr_monitor.per_epoch &&
+	    t->global_step - t->epoch * t->steps_per_epoch == 1) {
+		char name[64];
+		weft_metric lm = { lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
+
+		log_metrics(t, t->global_step, &lm, 1);
+	}
 	if (t->global_step % t->tc.log_every_n_steps == 0 || t->global_step == 1) {
-		weft_metric m[5];
+		weft_metric m[6];
 		size_t n = 0;
+		char name[64];
 
 		m[n++] = (weft_metric){ "train_loss", rep.loss };
 		m[n++] = (weft_metric){ "lr", in.optim.lr };
@@ -283,6 +305,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			m[n++] = (weft_metric){ "grad_norm", rep.grad_norm };
 		if (t->tc.loss_scale.enabled) /* the scale the next step uses */
 			m[n++] = (weft_metric){ "loss_scale", t->scaler.scale };
+		if (t->tc.lr_monitor.enabled && !t->tc.lr_monitor.per_epoch)
+			m[n++] = (weft_metric){ lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;
@@ -315,6 +339,82 @@ static void show_progress(weft_trainer *t)
 	weft_progress_update(&t->progress, t->global_step - t->epoch * t->steps_per_epoch, m, n);
 }
 
+/* The epoch's final state with the latest metrics, on its own line. */
+static void show_progress_end(weft_trainer *t)
+{
+	weft_metric m[3] = { { "loss", t->last_train_loss },
+			     { "val_loss", t->last_val_loss },
+			     { "val_acc", t->last_val_acc } };
+	size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
+
+	weft_progress_end_epoch(&t->progress, m, n);
+}
+
+static int step_ckpt_due(const weft_trainer *t)
+{
+	return t->tc.ckpt.enabled && t->tc.ckpt.every_n_train_steps > 0 &&
+	       t->global_step % t->tc.ckpt.every_n_train_steps == 0;
+}
+
+/* Rank 0's last line of a fit, in Lightning's words. */
+static void print_stop_reason(const weft_trainer *t)
+{
+	if (t->rank != 0)
+		return;
+	switch (t->stop_reason) {
+	case WEFT_STOP_MAX_STEPS:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_steps=%lld` reached.\n",
+			(long long)t->tc.max_steps);
+		break;
+	case WEFT_STOP_MAX_EPOCHS:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_epochs=%lld` reached.\n",
+			(long long)t->tc.max_epochs);
+		break;
+	case WEFT_STOP_MAX_TIME:
+		fprintf(stderr, "`Trainer.fit` stopped: `max_time` reached after %.0f s.\n",
+			weft_trainer_now() - t->t_start);
+		break;
+	case WEFT_STOP_EARLY:
+		fprintf(stderr, "`Trainer.fit` stopped: early stopping (%s did not improve in "
+			"the last %lld validations).\n", t->tc.early.monitor,
+			(long long)t->bad_checks);
+		break;
+	case WEFT_STOP_CALLBACK:
+		fprintf(stderr, "`Trainer.fit` stopped: a callback set should_stop.\n");
+		break;
+	case WEFT_STOP_NONE:
+		break;
+	}
+}
+
+/* Lightning's sanity check: num_sanity_val_steps validation batches
+ * before the first step (all with -1), so a broken validation fails in
+ * seconds rather than after an epoch. Nothing is logged or kept, and
+ * nothing of training changes: evaluation reads the parameters only. */
+static weft_status sanity_check(weft_trainer *t)
+{
+	int64_t n = t->tc.num_sanity_val_steps;
+	double loss, acc;
+	weft_status st;
+
+	if (n == 0 || !t->val_loader || t->val_batches < 1)
+		return WEFT_OK;
+	/* the pipeline strategies' eval_step needs the state their first
+	 * train_step makes: they validate only once training has begun */
+	if (!strcmp(t->tc.strategy_name, "pp") || !strcmp(t->tc.strategy_name, "hybrid"))
+		return WEFT_OK;
+	if (n < 0 || n > t->val_batches)
+		n = t->val_batches;
+	st = weft_trainer_validate(t, t->val_loader, n, &loss, &acc);
+	if (st)
+		return weft_error_wrap(st, "the sanity check (trainer.num_sanity_val_steps %lld "
+				       "validation batches before training)", (long long)n);
+	if (t->rank == 0)
+		fprintf(stderr, "Sanity Checking: %lld/%lld validation batches ran (not logged)\n",
+			(long long)n, (long long)n);
+	return WEFT_OK;
+}
+
 weft_status weft_trainer_fit_loop(weft_trainer *t)
 {
 	held_batch held[WEFT_TRAINER_MAX_MICRO];
@@ -327,6 +427,14 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 		return weft_cfg_error(weft_cfg_get(t->tc.section, "accumulate_grad_batches"),
 				      "must be at most %d", WEFT_TRAINER_MAX_MICRO);
 	memset(held, 0, sizeof(held));
+	if (t->tc.fast_dev_run > 0 && t->rank == 0)
+		fprintf(stderr, "fast_dev_run: %lld training and %lld validation batch%s, no "
+			"checkpoints, no metrics.csv or TensorBoard\n",
+			(long long)t->tc.fast_dev_run, (long long)t->tc.fast_dev_run,
+			t->tc.fast_dev_run == 1 ? "" : "es");
+	st = sanity_check(t);
+	if (st)
+		return st;
 	weft_progress_init(&t->progress, &po);
 	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
 		int epoch_done = 0;
@@ -355,21 +463,25 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 				if (st)
 					goto out;
 			}
-			if (t->tc.max_steps > 0 && t->global_step >= t->tc.max_steps)
+			if (!t->stop && t->tc.max_steps > 0 && t->global_step >= t->tc.max_steps) {
 				t->stop = 1;
-			if (time_is_up(t)) {
-				t->stop = 1;
-				if (t->rank == 0)
-					fprintf(stderr, "max_time reached\n");
+				t->stop_reason = WEFT_STOP_MAX_STEPS;
 			}
-			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_train_steps > 0 &&
-			    t->global_step % t->tc.ckpt.every_n_train_steps == 0) {
+			if (!t->stop && time_is_up(t)) {
+				t->stop = 1;
+				t->stop_reason = WEFT_STOP_MAX_TIME;
+			}
+			/* at an epoch's end the save waits for that epoch's
+			 * validation below, so that its score is this step's */
+			if (!epoch_done && step_ckpt_due(t)) {
 				st = weft_trainer_save_checkpoint(t, "step");
 				if (st)
 					goto out;
 			}
 		}
-		if (epoch_done) {
+		if (!epoch_done) { /* stopped inside the epoch: its final state stays shown */
+			show_progress_end(t);
+		} else {
 			st = weft_trainer_callbacks_call(t, WEFT_CALLBACK_HOOK(on_train_epoch_end),
 							 NULL);
 			if (st)
@@ -382,26 +494,62 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 				if (st)
 					goto out;
 			}
-			{
-				weft_metric m[3] = { { "loss", t->last_train_loss },
-						     { "val_loss", t->last_val_loss },
-						     { "val_acc", t->last_val_acc } };
-				size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
-
-				weft_progress_end_epoch(&t->progress, m, n);
-			}
-			if (t->tc.ckpt.enabled && t->tc.ckpt.every_n_epochs > 0 &&
-			    t->epoch % t->tc.ckpt.every_n_epochs == 0) {
+			show_progress_end(t);
+			if (step_ckpt_due(t) ||
+			    (t->tc.ckpt.enabled && t->tc.ckpt.every_n_epochs > 0 &&
+			     t->epoch % t->tc.ckpt.every_n_epochs == 0)) {
 				st = weft_trainer_save_checkpoint(t, "epoch");
 				if (st)
 					goto out;
 			}
 		}
 	}
+	if (t->stop && t->stop_reason == WEFT_STOP_NONE)
+		t->stop_reason = WEFT_STOP_CALLBACK;
+	if (!t->stop && t->tc.max_epochs >= 0 && t->epoch >= t->tc.max_epochs)
+		t->stop_reason = WEFT_STOP_MAX_EPOCHS;
 	if (t->tc.ckpt.enabled && t->tc.ckpt.save_last)
 		st = weft_trainer_save_checkpoint(t, "last");
+	if (!st)
+		print_stop_reason(t);
 out:
 	held_free(held, WEFT_TRAINER_MAX_MICRO);
+	return st;
+}
+
+/* The memory peaks for summary.json: each category's (and the total's)
+ * largest peak over the ranks into *mem, and the rank that reached it
+ * (the lowest on a tie) into rank[]. Collective. */
+static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats *mem, int64_t *rank)
+{
+	enum { N = WEFT_MEM_NUM_CATEGORIES + 1 };
+	int64_t mine[N], *all;
+	weft_status st;
+
+	weft_mem_get_stats(mem);
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+		mine[c] = mem->peak[c];
+	mine[WEFT_MEM_NUM_CATEGORIES] = mem->peak_total;
+	all = calloc((size_t)t->world * N, sizeof(*all));
+	if (!all)
+		return weft_error_set(WEFT_ERR_NOMEM, "out of memory gathering the memory peaks");
+	st = weft_trainer_all_gather_i64(t, mine, N, all);
+	for (int c = 0; !st && c < N; c++) {
+		int64_t best = all[c];
+
+		rank[c] = 0;
+		for (int r = 1; r < t->world; r++) {
+			if (all[(size_t)r * N + c] > best) {
+				best = all[(size_t)r * N + c];
+				rank[c] = r;
+			}
+		}
+		if (c < WEFT_MEM_NUM_CATEGORIES)
+			mem->peak[c] = best;
+		else
+			mem->peak_total = best;
+	}
+	free(all);
 	return st;
 }
 
@@ -417,10 +565,14 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
 	weft_metric pipe[4];
 	size_t npipe = 0;
+	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1];
 	weft_status st;
 
 	/* collective: every rank, before rank 0 alone writes */
 	st = weft_trainer_pipeline_summary(t, pipe, &npipe);
+	if (st)
+		return st;
+	st = peaks_over_ranks(t, &mem, peak_rank);
 	if (st)
 		return st;
 	if (t->rank != 0)
@@ -447,7 +599,6 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		tot[ntot++] = (weft_metric){ "skipped_steps", (double)t->scaler.skipped };
 		tot[ntot++] = (weft_metric){ "loss_scale", t->scaler.scale };
 	}
-	weft_mem_get_stats(&mem);
 	s = (weft_run_summary){
 		.strategy = t->tc.strategy_name,
 		.comm = t->world > 1 ? t->tc.comm_name : "none",
@@ -467,6 +618,7 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.n_totals = ntot,
 		.pipeline = pipe,
 		.n_pipeline = npipe,
+		.memory_rank = peak_rank,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
 	return weft_run_summary_write(path, &s);

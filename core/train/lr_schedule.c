@@ -58,13 +58,14 @@ static weft_status read_float(const weft_cfg *sec, const char *key, double def, 
 
 /* The total step count: `key` if given, else the trainer's default. */
 static weft_status read_total(const weft_cfg *sec, const char *key, int64_t def,
-			      const char *name, int64_t *out)
+			      const char *name, int64_t *out, int *from_trainer)
 {
 	if (!weft_cfg_get(sec, key) && def <= 0)
 		return weft_cfg_error(sec,
 				      "schedule '%s' needs %s, the total number of optimizer steps "
 				      "it spans; add '%s: N' here or set trainer.max_steps",
 				      name, key, key);
+	*from_trainer = weft_cfg_get(sec, key) == NULL;
 	return read_int(sec, key, def, 1, "it is the total number of optimizer steps", out);
 }
 
@@ -148,7 +149,8 @@ static weft_status parse_weft(const weft_cfg *sec, int64_t def_total, weft_lr_sc
 		st = read_warmup(sec, 0, s);
 		if (st != WEFT_OK)
 			return st;
-		st = read_total(sec, "max_steps", def_total, name, &s->max_steps);
+		st = read_total(sec, "max_steps", def_total, name, &s->max_steps,
+				&s->max_steps_from_trainer);
 		if (st != WEFT_OK)
 			return st;
 		if (s->max_steps <= s->warmup_steps)
@@ -166,7 +168,8 @@ static weft_status parse_deepspeed(const weft_cfg *sec, int64_t def_total, weft_
 	weft_status st;
 
 	if (s->kind == WEFT_LR_DS_WARMUP_COSINE) {
-		st = read_total(sec, "total_num_steps", def_total, name, &s->max_steps);
+		st = read_total(sec, "total_num_steps", def_total, name, &s->max_steps,
+				&s->max_steps_from_trainer);
 		if (st != WEFT_OK)
 			return st;
 		st = read_float(sec, "warmup_min_ratio", 0.0, 0.0, 1.0,
@@ -186,7 +189,8 @@ static weft_status parse_deepspeed(const weft_cfg *sec, int64_t def_total, weft_
 		return WEFT_OK;
 	}
 	if (s->kind == WEFT_LR_DS_WARMUP_DECAY) {
-		st = read_total(sec, "total_num_steps", def_total, name, &s->max_steps);
+		st = read_total(sec, "total_num_steps", def_total, name, &s->max_steps,
+				&s->max_steps_from_trainer);
 		if (st != WEFT_OK)
 			return st;
 	}
@@ -261,6 +265,51 @@ static double ds_warmup_gamma(const weft_lr_schedule *s, int64_t t)
 	return (double)t / (double)s->warmup_steps;
 }
 
+/* The schedules with a horizon after their warmup, at a real-valued step
+ * tau >= warmup_steps (the same formulas as below, in tau). */
+static double after_warmup_at(const weft_lr_schedule *s, double tau)
+{
+	const double lr = s->base_lr, w = (double)s->warmup_steps, T = (double)s->max_steps;
+	double r, g, span = T - w;
+
+	switch (s->kind) {
+	case WEFT_LR_COSINE:
+		r = s->min_lr_ratio * lr;
+		if (tau - w >= span)
+			return r;
+		return r + (lr - r) * (1.0 + cos(M_PI * (tau - w) / span)) / 2.0;
+	case WEFT_LR_LINEAR:
+		return lr * (1.0 + (s->min_lr_ratio - 1.0) * fmin(tau - w, span) / span);
+	case WEFT_LR_DS_WARMUP_DECAY:
+		g = (T - tau) / (span > 1.0 ? span : 1.0);
+		return s->warmup_min_lr + (s->warmup_max_lr - s->warmup_min_lr) * (g > 0 ? g : 0);
+	case WEFT_LR_DS_WARMUP_COSINE:
+		g = (1.0 + cos(M_PI * (tau - w + 1.0) / span)) / 2.0;
+		g = s->cos_min_ratio + (1.0 - s->cos_min_ratio) * g;
+		return lr * (g > 0.0 ? g : 0.0);
+	default:
+		return lr;
+	}
+}
+
+int weft_lr_schedule_continue(weft_lr_schedule *s, int64_t step, int64_t old_max)
+{
+	int64_t a = step > s->warmup_steps ? step : s->warmup_steps;
+
+	if (!s->max_steps_from_trainer || old_max <= s->warmup_steps || old_max == s->max_steps)
+		return 0;
+	if (s->kind != WEFT_LR_COSINE && s->kind != WEFT_LR_LINEAR &&
+	    s->kind != WEFT_LR_DS_WARMUP_DECAY && s->kind != WEFT_LR_DS_WARMUP_COSINE)
+		return 0;
+	if (step <= s->warmup_steps)
+		return 0; /* no decay yet: the new horizon applies from its start */
+	/* with nothing left to stretch (old_max <= a), weft_lr_schedule_at
+	 * holds the old schedule's value at a */
+	s->warp_from = a;
+	s->warp_old_max = old_max;
+	return 1;
+}
+
 double weft_lr_schedule_at(const weft_lr_schedule *s, int64_t t)
 {
 	const double lr = s->base_lr;
@@ -269,6 +318,20 @@ double weft_lr_schedule_at(const weft_lr_schedule *s, int64_t t)
 
 	if (t < 0)
 		t = 0;
+	if (s->warp_from > 0) {
+		weft_lr_schedule old = *s;
+		double a = (double)s->warp_from, tau;
+
+		old.max_steps = s->warp_old_max;
+		old.warp_from = 0;
+		if (t <= s->warp_from)
+			return weft_lr_schedule_at(&old, t);
+		if (s->max_steps <= s->warp_from || s->warp_old_max <= s->warp_from)
+			return weft_lr_schedule_at(&old, s->warp_from);
+		tau = a + (double)(t - s->warp_from) * ((double)s->warp_old_max - a) /
+				  ((double)s->max_steps - a);
+		return after_warmup_at(&old, tau);
+	}
 	switch (s->kind) {
 	case WEFT_LR_CONSTANT:
 		return lr;

@@ -64,6 +64,11 @@ typedef struct weft_lr_schedule {
 	double warmup_max_lr;       /* WarmupLR, WarmupDecayLR */
 	double warmup_min_ratio;    /* WarmupCosineLR */
 	double cos_min_ratio;       /* WarmupCosineLR */
+	int max_steps_from_trainer; /* max_steps / total_num_steps was the trainer's default */
+	/* A resumed run's new horizon (weft_lr_schedule_continue): from step
+	 * warp_from the old schedule, whose horizon was warp_old_max, is
+	 * stretched to end at max_steps. 0: none. */
+	int64_t warp_from, warp_old_max;
 } weft_lr_schedule;
 
 /* The schedule's name as the config spells it ("cosine", "WarmupLR"). */
@@ -79,6 +84,19 @@ const char *weft_lr_kind_name(weft_lr_kind kind);
  * max_steps <= warmup_steps, ratios outside [0, 1], ...). */
 weft_status weft_lr_schedule_parse(const weft_cfg *section, double base_lr,
 				   int64_t default_max_steps, weft_lr_schedule *out);
+
+/* A run resumed at optimizer step `step` from a checkpoint whose schedule
+ * spanned `old_max` steps, where this run's spans s->max_steps (the
+ * trainer's new max_steps): when the schedule has a horizon that came from
+ * the trainer (cosine, linear, WarmupDecayLR, WarmupCosineLR without their
+ * own max_steps / total_num_steps) and it changed, the rest of the old
+ * schedule after `step` (or after the warmup, if that is later) is
+ * stretched or squeezed linearly to end at the new horizon, so the lr goes
+ * on from its value at `step` without a jump and reaches its end value at
+ * the new max_steps. Returns 1 when it changed the schedule, else 0 (and
+ * the schedule is unchanged). An old schedule already at its end by
+ * `step` stays at its end value (returns 1 as well). */
+int weft_lr_schedule_continue(weft_lr_schedule *s, int64_t step, int64_t old_max);
 
 /* The learning rate of optimizer step index t (t >= 0; negative t is
  * treated as 0). Pure, cheap, thread-safe. */

@@ -21,6 +21,15 @@ static weft_status run(weft_trainer *t)
 	if (t->opts.mode != WEFT_RUN_FIT) {
 		double loss = 0, acc = 0;
 
+		/* Lightning's test loop runs on the test split alone: scoring
+		 * the validation data under the name test would mislead */
+		if (t->opts.mode == WEFT_RUN_TEST && !t->data->val_is_test)
+			return weft_error_set(WEFT_ERR_CONFIG,
+					      "weft test: data '%s' has no test split (its held-out "
+					      "data is the validation split, which `weft validate` "
+					      "scores); only a dataset with its own test files has one "
+					      "(fashion_mnist with data.val_fraction 0)",
+					      t->data->class_name);
 		st = weft_trainer_load_checkpoint(t, t->opts.ckpt_path, 1);
 		if (st)
 			return st;
@@ -99,6 +108,7 @@ weft_status weft_trainer_run(weft_config *cfg, const weft_run_opts *opts, int *e
 	t->last_val_acc = NAN;
 	t->last_train_loss = NAN;
 	t->last_ckpt_step = -1;
+	t->val_step = -1;
 	t->t_start = weft_trainer_now();
 	if (getenv("WEFT_FAULT_KILL_AT_STEP"))
 		t->fault_kill_step = strtoll(getenv("WEFT_FAULT_KILL_AT_STEP"), NULL, 10);

@@ -27,6 +27,20 @@ weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len)
 	return weft_pg_broadcast(t->pg, &b, 0, NULL);
 }
 
+weft_status weft_trainer_all_gather_i64(weft_trainer *t, const int64_t *mine, size_t n,
+					int64_t *all)
+{
+	weft_comm_buf send = { .data = (void *)mine, .count = (int64_t)n, .dtype = WEFT_COMM_I64 };
+	weft_comm_buf recv = { .data = all, .count = (int64_t)n * t->world,
+			       .dtype = WEFT_COMM_I64 };
+
+	if (!t->pg) {
+		memcpy(all, mine, n * sizeof(*mine));
+		return WEFT_OK;
+	}
+	return weft_pg_all_gather(t->pg, &send, &recv, NULL);
+}
+
 weft_status weft_trainer_barrier(weft_trainer *t)
 {
 	return t->pg ? weft_pg_barrier(t->pg, NULL) : WEFT_OK;

@@ -7,6 +7,7 @@
 #define WEFT_TRAIN_TRAINER_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "weft/status.h"
 #include "weft/trainer.h"
@@ -29,6 +30,12 @@ double weft_trainer_now(void);
  * group; a no-op with one process). len must be a multiple of 4: the bytes
  * travel as i32 words; otherwise WEFT_ERR_INTERNAL. */
 weft_status weft_trainer_broadcast_bytes(weft_trainer *t, void *buf, size_t len);
+
+/* Every rank's `n` int64 values into all[rank * n + i] on every rank
+ * (collective over the world group; with one process, a copy of `mine`).
+ * Errors: WEFT_ERR_NOMEM; the comm backend's. */
+weft_status weft_trainer_all_gather_i64(weft_trainer *t, const int64_t *mine, size_t n,
+					int64_t *all);
 
 /* Waits for every rank (collective over the world group; a no-op with one
  * process). Errors: the comm backend's (timeout, a failed peer). */

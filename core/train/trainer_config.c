@@ -102,15 +102,136 @@ static weft_status default_mode(const weft_cfg *sec, const char *monitor, int *m
 	return WEFT_OK;
 }
 
+/* trainer.fast_dev_run: false (0), true (1) or a number of batches >= 1. */
+static weft_status parse_fast_dev_run(const weft_cfg *tr, int64_t *out)
+{
+	const weft_cfg *n = weft_cfg_get(tr, "fast_dev_run");
+	int on = 0;
+
+	*out = 0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	if (weft_cfg_as_bool(n, &on) == WEFT_OK) {
+		*out = on;
+		return WEFT_OK;
+	}
+	if (weft_cfg_as_int(n, out) != WEFT_OK || *out < 0)
+		return weft_cfg_error(n, "must be true, false or a number of batches >= 1");
+	return WEFT_OK;
+}
+
+/* fast_dev_run N, as Lightning: N training batches in one epoch, N
+ * validation batches after them, no sanity check, no checkpoints, no
+ * loggers. */
+static void apply_fast_dev_run(weft_trainer_config *c)
+{
+	if (c->fast_dev_run <= 0)
+		return;
+	c->max_steps = c->fast_dev_run;
+	c->max_epochs = 1;
+	c->max_time_s = 0;
+	c->limit_train_batches = (weft_count_or_frac){ .is_count = 1,
+						       .count = c->fast_dev_run * c->accumulate };
+	c->limit_val_batches = (weft_count_or_frac){ .is_count = 1, .count = c->fast_dev_run };
+	c->val_check_interval = (weft_count_or_frac){ .frac = 1.0 };
+	c->check_val_every_n_epoch = 1;
+	c->num_sanity_val_steps = 0;
+	c->ckpt.enabled = 0;
+	c->log_csv = c->log_tb = 0;
+}
+
+/* trainer.logger: csv | tensorboard | a list of them | true (both, the
+ * default) | false (none). */
+static weft_status parse_logger(const weft_cfg *tr, weft_trainer_config *c)
+{
+	static const char *const names[] = { "csv", "tensorboard", NULL };
+	const weft_cfg *n = weft_cfg_get(tr, "logger");
+	size_t count;
+	int on;
+
+	c->log_csv = c->log_tb = 1;
+	if (!n)
+		return WEFT_OK;
+	if (weft_cfg_kind_of(n) == WEFT_CFG_SCALAR && weft_cfg_as_bool(n, &on) == WEFT_OK) {
+		c->log_csv = c->log_tb = on;
+		return WEFT_OK;
+	}
+	c->log_csv = c->log_tb = 0;
+	count = weft_cfg_kind_of(n) == WEFT_CFG_SEQ ? weft_cfg_size(n) : 1;
+	if (weft_cfg_kind_of(n) != WEFT_CFG_SEQ && weft_cfg_kind_of(n) != WEFT_CFG_SCALAR)
+		return weft_cfg_error(n, "must be csv, tensorboard, a list of them, true or false");
+	for (size_t i = 0; i < count; i++) {
+		const weft_cfg *e = weft_cfg_kind_of(n) == WEFT_CFG_SEQ ? weft_cfg_at(n, i) : n;
+		const char *text = weft_cfg_scalar(e);
+
+		if (text && !strcmp(text, names[0]))
+			c->log_csv = 1;
+		else if (text && !strcmp(text, names[1]))
+			c->log_tb = 1;
+		else
+			return weft_cfg_error(e, "is not a logger: give csv, tensorboard, a list "
+					      "of them, true (both) or false (none)");
+	}
+	return WEFT_OK;
+}
+
+/* Lightning's list form, callbacks: [{class: ModelCheckpoint, ...}, ...]:
+ * each built-in class's mapping into *mc, *es, *lrm. */
+static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, const weft_cfg **es,
+				  const weft_cfg **lrm)
+{
+	for (size_t i = 0; i < weft_cfg_size(cbs); i++) {
+		const weft_cfg *e = weft_cfg_at(cbs, i);
+		const char *cls = NULL;
+		const weft_cfg **slot;
+		weft_status st;
+
+		if (weft_cfg_kind_of(e) != WEFT_CFG_MAP || !weft_cfg_get(e, "class"))
+			return weft_cfg_error(e, "must be a mapping with 'class:' (ModelCheckpoint, "
+					      "EarlyStopping or LearningRateMonitor)");
+		if ((st = weft_cfg_str(e, "class", NULL, &cls)))
+			return st;
+		slot = !strcmp(cls, "ModelCheckpoint") ? mc : !strcmp(cls, "EarlyStopping") ? es :
+		       !strcmp(cls, "LearningRateMonitor") ? lrm : NULL;
+		if (!slot)
+			return weft_cfg_error(weft_cfg_get(e, "class"),
+					      "'%s' is not a built-in callback class (ModelCheckpoint, "
+					      "EarlyStopping, LearningRateMonitor); callback plugins "
+					      "go in the mapping form, trainer.callbacks.<name>", cls);
+		if (*slot)
+			return weft_cfg_error(e, "names %s a second time", cls);
+		*slot = e;
+	}
+	return WEFT_OK;
+}
+
 static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
 {
 	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
-	const weft_cfg *mc = weft_cfg_get(cbs, "model_checkpoint");
-	const weft_cfg *es = weft_cfg_get(cbs, "early_stopping");
+	const weft_cfg *mc = NULL, *es = NULL, *lrm = NULL;
 	weft_status st;
 
-	if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP && weft_cfg_kind_of(cbs) != WEFT_CFG_NULL)
-		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:)");
+	if (cbs && weft_cfg_kind_of(cbs) == WEFT_CFG_SEQ) {
+		if ((st = callbacks_list(cbs, &mc, &es, &lrm)))
+			return st;
+	} else if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP &&
+		   weft_cfg_kind_of(cbs) != WEFT_CFG_NULL) {
+		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:, "
+				      "learning_rate_monitor:) or a list of {class: ...}");
+	} else {
+		mc = weft_cfg_get(cbs, "model_checkpoint");
+		es = weft_cfg_get(cbs, "early_stopping");
+		lrm = weft_cfg_get(cbs, "learning_rate_monitor");
+	}
+	c->lr_monitor.enabled = lrm != NULL;
+	{
+		static const char *const intervals[] = { "step", "epoch", NULL };
+		int idx = 0;
+
+		if ((st = weft_cfg_choice(lrm, "logging_interval", intervals, "step", &idx)))
+			return st;
+		c->lr_monitor.per_epoch = idx == 1;
+	}
 	if ((st = weft_cfg_int(mc, "every_n_train_steps", 0, &c->ckpt.every_n_train_steps)) ||
 	    (st = weft_cfg_int(mc, "every_n_epochs", 1, &c->ckpt.every_n_epochs)) ||
 	    (st = weft_cfg_int(mc, "save_top_k", 1, &c->ckpt.save_top_k)) ||
@@ -225,6 +346,15 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	    (st = weft_cfg_str(tr, "resume", NULL, &c->resume)) ||
 	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)))
 		return st;
+	/* Lightning's output switches: the model summary and the loggers */
+	if ((st = weft_cfg_bool(tr, "enable_model_summary", 1, &c->enable_model_summary)) ||
+	    (st = parse_logger(tr, c)) ||
+	    (st = weft_cfg_int(tr, "num_sanity_val_steps", 2, &c->num_sanity_val_steps)) ||
+	    (st = parse_fast_dev_run(tr, &c->fast_dev_run)))
+		return st;
+	if (c->num_sanity_val_steps < -1)
+		return weft_cfg_error(weft_cfg_get(tr, "num_sanity_val_steps"),
+				      "must be a number of batches >= 0, or -1 for all");
 	/* Lightning: with neither bound, max_epochs is 1000. */
 	if (c->max_epochs < 0 && c->max_steps < 0 && c->max_time_s == 0)
 		c->max_epochs = 1000;
@@ -269,7 +399,10 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	if (!c->val_check_interval.is_count && c->val_check_interval.frac == 0)
 		return weft_cfg_error(weft_cfg_get(tr, "val_check_interval"),
 				      "must be >= 1 batch or a fraction > 0");
-	return parse_callbacks(tr, c);
+	st = parse_callbacks(tr, c);
+	if (!st)
+		apply_fast_dev_run(c);
+	return st;
 }
 
 weft_status weft_trainer_config_resolve_devices(weft_trainer_config *c, int world,

@@ -40,6 +40,11 @@ typedef struct weft_early_stop_config {
 	double min_delta;
 } weft_early_stop_config;
 
+typedef struct weft_lr_monitor_config {
+	int enabled;                 /* callbacks: learning_rate_monitor / LearningRateMonitor */
+	int per_epoch;               /* logging_interval: epoch (1) or step (0) */
+} weft_lr_monitor_config;
+
 typedef struct weft_trainer_config {
 	uint64_t seed;               /* seed_everything (default 0) */
 	weft_device device;          /* accelerator (+ local rank for cuda) */
@@ -72,9 +77,15 @@ typedef struct weft_trainer_config {
 	int64_t threads;             /* CPU threads per process; 0: cores / local ranks */
 	weft_checkpoint_config ckpt;
 	weft_early_stop_config early;
+	weft_lr_monitor_config lr_monitor;
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
 	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
 	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
+	/* Lightning's output switches */
+	int enable_model_summary;    /* the model summary table at start */
+	int log_csv, log_tb;         /* trainer.logger: metrics.csv, TensorBoard */
+	int64_t num_sanity_val_steps; /* validation batches before training; -1 all, 0 off */
+	int64_t fast_dev_run;        /* 0: off; N: N train and N val batches, no output */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`

@@ -33,6 +33,16 @@ typedef struct weft_callback {
 	const char *name;
 } weft_callback;
 
+/* Why the fit loop ended (the last line of a run says it). */
+typedef enum weft_stop_reason {
+	WEFT_STOP_NONE = 0,
+	WEFT_STOP_MAX_EPOCHS,
+	WEFT_STOP_MAX_STEPS,
+	WEFT_STOP_MAX_TIME,
+	WEFT_STOP_EARLY,
+	WEFT_STOP_CALLBACK,          /* a callback plugin set should_stop */
+} weft_stop_reason;
+
 /* A saved checkpoint and its monitored score (save_top_k). */
 typedef struct weft_saved_ckpt {
 	char path[WEFT_TRAINER_PATH];
@@ -101,6 +111,9 @@ struct weft_trainer {
 	double best_score;           /* early stopping */
 	int64_t bad_checks;
 	int stop;
+	weft_stop_reason stop_reason;
+	int64_t val_step;            /* the step of the newest validation; -1: none yet */
+	int ckpt_unscored_warned;    /* the monitored metric was missing for a save (once) */
 	weft_saved_ckpt topk[WEFT_TOPK_MAX];
 	weft_callback callbacks[WEFT_MAX_CALLBACKS];
 	size_t n_callbacks;

@@ -14,6 +14,7 @@
 #include "runlog/rundir.h"
 #include "tp/tp.h"
 #include "train/device_map.h"
+#include "train/early_stop.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
 
@@ -298,6 +299,49 @@ static void stem_of(const char *path, char *out, size_t len)
 		*dot = '\0';
 }
 
+/* hparams.yaml, as Lightning's loggers write it: the resolved
+ * hyperparameters (the model, data, optimizer and lr_scheduler sections of
+ * the canonical config; config.yaml beside it holds everything). The
+ * canonical YAML puts each top-level key at column 0 with its block below,
+ * so a section is its key's line and the indented lines after it. */
+static weft_status write_hparams(weft_trainer *t)
+{
+	static const char *const keys[] = { "model:", "data:", "optimizer:", "lr_scheduler:",
+					    NULL };
+	char path[WEFT_TRAINER_PATH + 16];
+	char *text = NULL;
+	FILE *f;
+	int keep = 0;
+	weft_status st = weft_config_to_string(t->cfg, &text);
+
+	if (st)
+		return st;
+	snprintf(path, sizeof(path), "%s/hparams.yaml", t->run_dir);
+	f = fopen(path, "w");
+	if (!f) {
+		free(text);
+		return weft_error_set(WEFT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+	}
+	for (char *line = text; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+
+		if (line[0] != ' ' && line[0] != '-') {
+			keep = 0;
+			for (int i = 0; keys[i]; i++)
+				if (!strncmp(line, keys[i], strlen(keys[i])))
+					keep = 1;
+		}
+		if (keep)
+			fwrite(line, 1, len, f);
+		line += len;
+	}
+	free(text);
+	if (fclose(f) != 0)
+		return weft_error_set(WEFT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+	return WEFT_OK;
+}
+
 weft_status weft_trainer_setup_output(weft_trainer *t)
 {
 	char buf[WEFT_TRAINER_PATH * 2];
@@ -325,11 +369,18 @@ weft_status weft_trainer_setup_output(weft_trainer *t)
 		st = weft_error_set(WEFT_ERR_IO, "cannot write '%s': %s", buf, strerror(errno));
 	if (st)
 		return st;
-	snprintf(buf, sizeof(buf), "%s/metrics.csv", t->run_dir);
-	st = weft_csv_logger_open(buf, &t->csv);
-	if (st)
-		return st;
-	return weft_tb_writer_open(t->run_dir, &t->tb);
+	if (t->tc.log_csv || t->tc.log_tb) {
+		st = write_hparams(t);
+		if (st)
+			return st;
+	}
+	if (t->tc.log_csv) {
+		snprintf(buf, sizeof(buf), "%s/metrics.csv", t->run_dir);
+		st = weft_csv_logger_open(buf, &t->csv);
+		if (st)
+			return st;
+	}
+	return t->tc.log_tb ? weft_tb_writer_open(t->run_dir, &t->tb) : WEFT_OK;
 }
 
 void weft_trainer_print_start(weft_trainer *t)
@@ -353,6 +404,10 @@ void weft_trainer_print_start(weft_trainer *t)
 		return;
 	weft_print_banner(stderr, &banner);
 	weft_trainer_print_precision(t, stderr);
+	if (!t->tc.enable_model_summary) {
+		fprintf(stderr, "run directory: %s\n", t->run_dir);
+		return;
+	}
 	rows = calloc(n, sizeof(*rows));
 	if (!rows)
 		return;
@@ -505,7 +560,7 @@ weft_status weft_trainer_setup(weft_trainer *t)
 	if (st)
 		return st;
 	/* early stopping's start; a resumed run reads the saved best instead */
-	t->best_score = t->tc.early.mode_max ? -INFINITY : INFINITY;
+	t->best_score = weft_early_stop_initial_best(&t->tc.early);
 	st = weft_dist_env_detect(&t->denv);
 	if (st)
 		return st;

@@ -66,6 +66,7 @@ trainer:
   max_steps: $STEPS
   enable_progress_bar: false
   log_every_n_steps: 1
+  num_sanity_val_steps: 0  # the count below is of training's collectives only
   default_root_dir: $tmp/runs
   threads: 1
 model: {class: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 16, vocab_size: 256}

@@ -32,7 +32,8 @@ YAML
 
 # optim NAME: peak optimizer-state bytes of rank 0 (summary.json)
 optim() {
-	sed -n 's/.*"optim": \([0-9]*\).*/\1/p' "$dir/$1.json"
+	# the first "optim": the bytes of peak_bytes (peak_rank follows)
+	sed -n 's/.*"optim": \([0-9]*\).*/\1/p' "$dir/$1.json" | head -n 1
 }
 
 

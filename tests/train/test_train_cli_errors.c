@@ -11,7 +11,8 @@
  *   - --trainer.resume=<a directory without a checkpoint> says where the
  *     checkpoints are; a missing one says it is not a directory;
  *   - resume: auto with nothing to resume prints a notice and starts fresh
- *     (exit 0), and a failed resume leaves no empty run directory.
+ *     (exit 0), and a failed resume leaves no empty run directory;
+ *   - weft test on data without a test split says so and refuses.
  */
 #include "train_test.h"
 
@@ -172,6 +173,13 @@ int main(void)
 
 	/* none of the failed resumes made a run directory */
 	WT_CHECK(!tt_exists(tt_path("runs/mlp/version_1")));
+
+	/* weft test without a test split (npy with val_fraction) refuses
+	 * instead of scoring the validation split as "test" */
+	rc = tt_weft("notest", "test", "--config", "mlp.yaml", "--ckpt", good);
+	expect_error("notest", rc, "weft test: data 'npy' has no test split",
+		     "`weft validate`", (const char *)NULL);
+	WT_CHECK(!strstr(tt_output("notest", "out"), "test_loss"));
 
 	/* and the good checkpoint still validates */
 	rc = tt_weft("good", "validate", "--config", "mlp.yaml", "--ckpt", good);

@@ -1,7 +1,8 @@
 /* `weft fit` checks the data against the model once, before training:
  *   - a token id past model.vocab_size, placed where the first steps never
  *     draw it, stops the run at start (exit 1, one line naming the file,
- *     the id, its position and the fix) instead of after hours;
+ *     the id, its position and the fix) instead of after hours, before
+ *     the run directory exists;
  *   - a label past model.num_classes likewise;
  *   - --config naming /dev/zero or a FIFO is refused at once (a FIFO
  *     nobody writes used to block forever; the ctest timeout catches a
@@ -45,6 +46,7 @@ int main(void)
 	rc = tt_weft("ids", "fit", "--config", "gpt.yaml");
 	expect_one_line("ids", rc, "ids.bin' holds token id 300 at position 4095 (of 4096)",
 			"set model.vocab_size to at least 301");
+	WT_CHECK(!tt_exists(tt_path("runs"))); /* caught before the run directory exists */
 	rc = tt_weft("ids_ok", "fit", "--config", "gpt.yaml", "--model.vocab_size=301");
 	WT_CHECK(tt_expect_ok("ids_ok", rc));
 
