@@ -2,13 +2,18 @@
  * header (core/nn/safetensors.c) and manifest.json (core/runlog/atomic_dir.c).
  *
  * The first byte picks the parser, the rest is the file:
- *   - even: the bytes are a safetensors file, opened by the loader's reader
+ *   - a multiple of 4: the bytes are a safetensors file, opened by the loader's reader
  *     (weft_st_open) and by weft ckpt's header-only reader
  *     (weft_st_open_header). They share one check, so they must agree: the
  *     same status and message on a refusal; on success the same tensors,
  *     each inside the file and of its shape's bytes (abort otherwise).
  *   - odd: the bytes are the manifest.json of a directory holding one file,
  *     checked by weft_manifest_verify_listed with that file needed.
+ *   - 2 more than a multiple of 4: the bytes are a trainer_state.json, read
+ *     by the JSON reader the checkpoint loader reads it with
+ *     (weft_json_parse_file), every field the loader reads looked up. The
+ *     loader's range checks need a trainer; tests/train/
+ *     test_train_state_ranges covers them.
  * Errors are fine; crashes, leaks and undefined behaviour are caught by the
  * sanitizers. Files go to a private folder under $TMPDIR made once.
  */
@@ -18,10 +23,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "nn/safetensors.h"
 #include "runlog/atomic_dir.h"
 
-static char dir[256], st_path[300], manifest_path[300];
+static char dir[256], st_path[300], manifest_path[300], state_path[300];
 
 static void setup(void)
 {
@@ -33,6 +39,7 @@ static void setup(void)
 		abort();
 	snprintf(st_path, sizeof(st_path), "%s/model.safetensors", dir);
 	snprintf(manifest_path, sizeof(manifest_path), "%s/manifest.json", dir);
+	snprintf(state_path, sizeof(state_path), "%s/trainer_state.json", dir);
 	/* the file manifests may list: 3 bytes "abc" */
 	f = fopen(st_path, "wb");
 	if (!f || fwrite("abc", 1, 3, f) != 3 || fclose(f) != 0)
@@ -81,6 +88,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (data[0] & 1) {
 		put(manifest_path, data + 1, size - 1);
 		(void)weft_manifest_verify_listed(dir, needed, 1);
+		return 0;
+	}
+	if (data[0] & 2) {
+		static const char *const fields[] = {
+			"format", "version", "global_step", "epoch", "next_batch", "seed",
+			"global_batch", "world_size", "numel", "bad_checks", "strategy",
+			"optimizer", "optimizer_slots", "best_score", "train_loss", "loss_scaler"
+		};
+		weft_json_value *js = NULL;
+
+		put(state_path, data + 1, size - 1);
+		if (weft_json_parse_file(state_path, &js) == WEFT_OK) {
+			for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+				(void)weft_json_get(js, fields[i]);
+		}
+		weft_json_free(js);
 		return 0;
 	}
 	put(st_path, data + 1, size - 1);
