@@ -56,12 +56,15 @@ bench: build bench-deps
 fuzz: deps
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	      -DWEFT_FUZZ=ON -DWEFT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_config
-	mkdir -p build-fuzz/corpus/config
-	ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_config \
-	    -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-	    -detect_leaks=1 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	    -dict=tests/fuzz/yaml.dict build-fuzz/corpus/config tests/fuzz/corpus/config
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_config fuzz_ckpt fuzz_store
+	for t in config ckpt store; do \
+	    dict=$$t; [ $$t = config ] && dict=yaml; \
+	    mkdir -p build-fuzz/corpus/$$t && \
+	    ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$$t \
+	        -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	        -detect_leaks=1 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	        -dict=tests/fuzz/$$dict.dict build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -303,11 +303,16 @@ static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 	hlen = strlen(header);
 	pad = (8 - hlen % 8) % 8;
 	buf = malloc(PIECE);
+	if (!buf) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "export of '%s': out of memory for a %d-byte "
+				    "copy buffer", dir, (int)PIECE);
+		goto out_fail;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ofd = with_optim ? open(opath, O_RDONLY | O_CLOEXEC) : -2;
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", out_path, (int)getpid());
 	out = fopen(tmp, "wb");
-	if (!buf || fd < 0 || ofd == -1 || !out) {
+	if (fd < 0 || ofd == -1 || !out) {
 		st = weft_error_set(WEFT_ERR_IO, "export of '%s' to '%s': cannot open the files "
 				    "(%s)", dir, out_path, strerror(errno));
 		goto out_fail;

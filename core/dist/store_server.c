@@ -214,7 +214,10 @@ static int handle(weft_store_server *s, client *c, const uint8_t *p, size_t len)
 			memcpy(tmp, e->val, e->len < sizeof(tmp) - 1 ? e->len : sizeof(tmp) - 1);
 			v = strtoll(tmp, NULL, 10);
 		}
-		v += store_get_i64(items[1].data);
+		/* a sum past int64 is refused (the client reports a rejected
+		 * request), never wrapped */
+		if (__builtin_add_overflow(v, store_get_i64(items[1].data), &v))
+			break;
 		snprintf(text, sizeof(text), "%" PRId64, v);
 		if (put(s, items[0].data, items[0].len, (const uint8_t *)text, strlen(text)))
 			return -1;
@@ -243,7 +246,11 @@ static int handle(weft_store_server *s, client *c, const uint8_t *p, size_t len)
 			return -1;
 		memcpy(c->parked, p, len);
 		c->parked_len = len;
-		c->parked_deadline = now_ms() + (timeout < 0 ? 0 : timeout);
+		/* a timeout past the end of time waits forever (saturates) */
+		c->parked_deadline = now_ms();
+		if (__builtin_add_overflow(c->parked_deadline, timeout < 0 ? 0 : timeout,
+					   &c->parked_deadline))
+			c->parked_deadline = INT64_MAX;
 		return 0;
 	}
 	reply(c, STORE_R_BAD, NULL, 0, 0);

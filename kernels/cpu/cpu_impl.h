@@ -10,12 +10,15 @@
 
 /* Hot loops are compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA
  * (x86-64-v3) and baseline x86-64, and the loader picks the best the CPU
- * runs (GCC/Clang function multiversioning through an ifunc), so the build
+ * runs (function multiversioning through an ifunc), so the build
  * stays portable (no -march) while the loops run 16 floats wide where they
  * can. Elsewhere one portable version. The v3/v4 versions contract a*b+c
  * into FMA, so their results may differ from the baseline one in the last
- * bit; each machine always runs the same version. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+ * bit; each machine always runs the same version. WEFT_TARGET_CLONES is
+ * set where the compiler names the ifunc after the function, so another
+ * file (cpu_table.c) can call it (cmake/target_clones.cmake: clang 14 does
+ * not, and gets the portable version). */
+#if defined(__x86_64__) && defined(WEFT_TARGET_CLONES)
 #define CPU_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_HOT
