@@ -490,7 +490,7 @@ static weft_status ds_fp16(struct ds *d, const weft_cfg *fp)
 			if (!strcmp(k, pass[j][0]))
 				break;
 		if (j == sizeof(pass) / sizeof(pass[0]))
-			return weft_cfg_error(n, "fp16.%s is not implemented by weft and would "
+			return weft_cfg_error(n, "weft has no fp16.%s, and leaving it out would "
 					      "change the run; remove it (weft reads enabled, "
 					      "loss_scale: 0, initial_scale_power, loss_scale_window, "
 					      "hysteresis, min_loss_scale)", k);
@@ -616,8 +616,8 @@ static weft_status ds_key(struct ds *d, const char *k, const weft_cfg *n)
 		if (weft_cfg_kind_of(n) != WEFT_CFG_MAP)
 			return weft_cfg_error(n, "must be a mapping like {enabled: true}");
 		if (en && weft_cfg_as_bool(en, &on))
-			return weft_cfg_error(en, "must be true or false ('auto' is a placeholder "
-					      "that Hugging Face's Trainer fills in; write the value)");
+			return weft_cfg_error(en, "must be true or false ('auto' is filled in by "
+					      "Hugging Face's Trainer, not by weft: write the value)");
 		if (!on)
 			return WEFT_OK;
 		if (k[0] == 'f')
@@ -651,7 +651,7 @@ static weft_status ds_key(struct ds *d, const char *k, const weft_cfg *n)
 		ignore(d, k);
 		return WEFT_OK;
 	}
-	return weft_cfg_error(n, "'%s' is not implemented by weft and ignoring it would change "
+	return weft_cfg_error(n, "weft has no '%s', and ignoring it would change "
 			      "the run; remove it (docs/config.md lists the DeepSpeed keys weft "
 			      "reads and those it ignores)", k);
 }
