@@ -41,38 +41,6 @@ static const char *yaml =
 	"data: {class: npy, x: x.npy, y: y.npy, batch_size: 8, val_fraction: 0.25}\n"
 	"optimizer: {name: sgd, lr: 5.0e-2}\n";
 
-/* metrics.csv: the value in column `col` of a row for `step`; NAN when
- * absent or empty in every such row. */
-static double csv_value(const char *csv, const char *col, int64_t step)
-{
-	char header[512];
-	const char *line, *nl = strchr(csv, '\n');
-	int want = -1, k = 0;
-
-	if (!nl || (size_t)(nl - csv) >= sizeof(header))
-		return NAN;
-	memcpy(header, csv, (size_t)(nl - csv));
-	header[nl - csv] = '\0';
-	for (char *tok = strtok(header, ","); tok; tok = strtok(NULL, ","), k++)
-		if (!strcmp(tok, col))
-			want = k;
-	if (want < 0)
-		return NAN;
-	for (line = nl + 1; *line; line = strchr(line, '\n') + 1) {
-		const char *p = line;
-
-		if (strtoll(line, NULL, 10) == step) { /* a step may have several rows */
-			for (int c = 0; c < want; c++)
-				p = strchr(p, ',') + 1;
-			if (*p != ',' && *p != '\n' && *p)
-				return strtod(p, NULL);
-		}
-		if (!strchr(line, '\n'))
-			break;
-	}
-	return NAN;
-}
-
 static double json_num(const weft_json_value *o, const char *key)
 {
 	const weft_json_value *v = weft_json_get(o, key);
@@ -100,7 +68,7 @@ static void topk_case(void)
 	csv = tt_read(tt_path("runs/topk/version_0/metrics.csv"), NULL);
 	WT_REQUIRE(csv);
 	for (int i = 2; i <= 6; i++)
-		all[i] = csv_value(csv, "val_loss", 10 * ((5 * i) / 10));
+		all[i] = tt_csv_value(csv, "val_loss", 10 * ((5 * i) / 10));
 	d = opendir(tt_path("%s", ck));
 	WT_REQUIRE(d);
 	while ((e = readdir(d))) {
@@ -122,7 +90,7 @@ static void topk_case(void)
 		WT_REQUIRE(weft_json_parse(file, text, strlen(text), &js) == WEFT_OK);
 		/* its own score: the validation at the newest multiple of 10 */
 		WT_CHECK(json_num(js, "monitor_step") == (double)(10 * (step / 10)));
-		WT_CLOSE(json_num(js, "monitor_score"), csv_value(csv, "val_loss", 10 * (step / 10)),
+		WT_CLOSE(json_num(js, "monitor_score"), tt_csv_value(csv, "val_loss", 10 * (step / 10)),
 			 1e-7, 0);
 		weft_json_free(js);
 		free(text);

@@ -77,37 +77,6 @@ static double tb_value(const seen *s, const char *tag, int64_t step, int *count)
 	return v;
 }
 
-/* metrics.csv: the value in column `col` of the row for `step`; NAN when
- * absent or empty. */
-static double csv_value(const char *csv, const char *col, int64_t step)
-{
-	char header[256];
-	const char *line, *nl = strchr(csv, '\n');
-	int want = -1, k = 0;
-
-	if (!nl || (size_t)(nl - csv) >= sizeof(header))
-		return NAN;
-	memcpy(header, csv, (size_t)(nl - csv));
-	header[nl - csv] = '\0';
-	for (char *tok = strtok(header, ","); tok; tok = strtok(NULL, ","), k++)
-		if (!strcmp(tok, col))
-			want = k;
-	if (want < 0)
-		return NAN;
-	for (line = nl + 1; *line; line = strchr(line, '\n') + 1) {
-		const char *p = line;
-
-		if (strtoll(line, NULL, 10) == step) {
-			for (int c = 0; c < want; c++)
-				p = strchr(p, ',') + 1;
-			return (*p == ',' || *p == '\n') ? NAN : strtod(p, NULL);
-		}
-		if (!strchr(line, '\n'))
-			break;
-	}
-	return NAN;
-}
-
 static void find_events_file(char *out, size_t len)
 {
 	DIR *d = opendir(tt_path("runs/logs/version_0"));
@@ -169,7 +138,7 @@ int main(void)
 
 		WT_CHECK(count == 1);
 		WT_CHECK(isfinite(v) && v > 0);
-		WT_CLOSE(v, csv_value(csv, "train_loss", train_steps[i]), 1e-6, 0);
+		WT_CLOSE(v, tt_csv_value(csv, "train_loss", train_steps[i]), 1e-6, 0);
 		tb_value(&s, "lr", train_steps[i], &count);
 		WT_CHECK(count == 1);
 	}
@@ -185,7 +154,7 @@ int main(void)
 		double a;
 
 		WT_CHECK(count == 1);
-		WT_CLOSE(v, csv_value(csv, "val_loss", val_steps[i]), 1e-6, 0);
+		WT_CLOSE(v, tt_csv_value(csv, "val_loss", val_steps[i]), 1e-6, 0);
 		a = tb_value(&s, "val_acc", val_steps[i], &count);
 		WT_CHECK(count == 1);
 		WT_CHECK(a >= 0 && a <= 1);

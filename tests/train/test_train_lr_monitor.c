@@ -23,38 +23,6 @@ static const char *yaml =
 	"optimizer: {name: sgd, lr: 1.0e-2}\n"
 	"lr_scheduler: {name: cosine, warmup_steps: 2}\n";
 
-/* metrics.csv: the value in column `col` of a row for `step`; NAN when
- * absent or empty in every such row. */
-static double csv_value(const char *csv, const char *col, int64_t step)
-{
-	char header[512];
-	const char *line, *nl = strchr(csv, '\n');
-	int want = -1, k = 0;
-
-	if (!nl || (size_t)(nl - csv) >= sizeof(header))
-		return NAN;
-	memcpy(header, csv, (size_t)(nl - csv));
-	header[nl - csv] = '\0';
-	for (char *tok = strtok(header, ","); tok; tok = strtok(NULL, ","), k++)
-		if (!strcmp(tok, col))
-			want = k;
-	if (want < 0)
-		return NAN;
-	for (line = nl + 1; *line; line = strchr(line, '\n') + 1) {
-		const char *p = line;
-
-		if (strtoll(line, NULL, 10) == step) {
-			for (int c = 0; c < want; c++)
-				p = strchr(p, ',') + 1;
-			if (*p != ',' && *p != '\n' && *p)
-				return strtod(p, NULL);
-		}
-		if (!strchr(line, '\n'))
-			break;
-	}
-	return NAN;
-}
-
 int main(void)
 {
 	char *csv;
@@ -70,10 +38,10 @@ int main(void)
 	csv = tt_read(tt_path("runs/step/version_0/metrics.csv"), NULL);
 	WT_REQUIRE(csv);
 	for (int step = 4; step <= 24; step += 4) {
-		WT_CHECK(!isnan(csv_value(csv, "lr-SGD", step)));
-		WT_CHECK(csv_value(csv, "lr-SGD", step) == csv_value(csv, "lr", step));
+		WT_CHECK(!isnan(tt_csv_value(csv, "lr-SGD", step)));
+		WT_CHECK(tt_csv_value(csv, "lr-SGD", step) == tt_csv_value(csv, "lr", step));
 	}
-	WT_CHECK(isnan(csv_value(csv, "lr-SGD", 5)));
+	WT_CHECK(isnan(tt_csv_value(csv, "lr-SGD", 5)));
 	free(csv);
 
 	rc = tt_weft("epoch", "fit", "--config", "m.yaml", "--trainer.name=epoch",
@@ -85,9 +53,9 @@ int main(void)
 	for (int step = 1; step <= 24; step++) {
 		int first = step == 1 || step == 13;
 
-		WT_CHECK(isnan(csv_value(csv, "lr-SGD", step)) == !first);
+		WT_CHECK(isnan(tt_csv_value(csv, "lr-SGD", step)) == !first);
 		if (first)
-			WT_CHECK(csv_value(csv, "lr-SGD", step) == csv_value(csv, "lr", step));
+			WT_CHECK(tt_csv_value(csv, "lr-SGD", step) == tt_csv_value(csv, "lr", step));
 	}
 	free(csv);
 

@@ -30,38 +30,6 @@ static const char *yaml =
 	"optimizer: {name: sgd, lr: 1.0e-2}\n"
 	"lr_scheduler: {name: cosine, warmup_steps: 4, min_lr_ratio: 0.1}\n";
 
-/* metrics.csv: the value in column `col` of a row for `step`; NAN when
- * absent or empty in every such row. */
-static double csv_value(const char *csv, const char *col, int64_t step)
-{
-	char header[512];
-	const char *line, *nl = strchr(csv, '\n');
-	int want = -1, k = 0;
-
-	if (!nl || (size_t)(nl - csv) >= sizeof(header))
-		return NAN;
-	memcpy(header, csv, (size_t)(nl - csv));
-	header[nl - csv] = '\0';
-	for (char *tok = strtok(header, ","); tok; tok = strtok(NULL, ","), k++)
-		if (!strcmp(tok, col))
-			want = k;
-	if (want < 0)
-		return NAN;
-	for (line = nl + 1; *line; line = strchr(line, '\n') + 1) {
-		const char *p = line;
-
-		if (strtoll(line, NULL, 10) == step) {
-			for (int c = 0; c < want; c++)
-				p = strchr(p, ',') + 1;
-			if (*p != ',' && *p != '\n' && *p)
-				return strtod(p, NULL);
-		}
-		if (!strchr(line, '\n'))
-			break;
-	}
-	return NAN;
-}
-
 /* The old schedule (horizon 20) at a real step tau >= warmup. */
 static double old_cosine(double tau)
 {
@@ -95,17 +63,17 @@ int main(void)
 
 	WT_STR_CONTAINS(tt_output("b", "err"), "max_steps is now 40 (the checkpoint's schedule "
 			"spanned 20): the cosine schedule continues from step 10");
-	WT_CLOSE(csv_value(b, "lr", 11), csv_value(a, "lr", 11), 1e-7, 0);
+	WT_CLOSE(tt_csv_value(b, "lr", 11), tt_csv_value(a, "lr", 11), 1e-7, 0);
 	for (int step = 12; step <= 40; step++) {
 		double tau = 10.0 + (double)(step - 1 - 10) * 10.0 / 30.0;
 
-		WT_CHECK(csv_value(b, "lr", step) <= csv_value(b, "lr", step - 1));
-		WT_CLOSE(csv_value(b, "lr", step), old_cosine(tau), 1e-7, 0);
+		WT_CHECK(tt_csv_value(b, "lr", step) <= tt_csv_value(b, "lr", step - 1));
+		WT_CLOSE(tt_csv_value(b, "lr", step), old_cosine(tau), 1e-7, 0);
 	}
 
 	WT_STR_CONTAINS(tt_output("c", "err"), "schedule ended at step 20");
 	for (int step = 21; step <= 30; step++)
-		WT_CLOSE(csv_value(c, "lr", step), 1e-3, 1e-7, 0);
+		WT_CLOSE(tt_csv_value(c, "lr", step), 1e-3, 1e-7, 0);
 	free(a);
 	free(b);
 	free(c);

@@ -14,6 +14,7 @@
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,38 @@ static inline void tt_make_text(size_t bytes)
 	}
 	tt_write(tt_path("corpus.txt"), buf, bytes);
 	free(buf);
+}
+
+/* metrics.csv: the value in column `col` of a row for `step`; NAN when
+ * absent or empty in every such row. */
+static inline double tt_csv_value(const char *csv, const char *col, int64_t step)
+{
+	char header[512];
+	const char *line, *nl = strchr(csv, '\n');
+	int want = -1, k = 0;
+
+	if (!nl || (size_t)(nl - csv) >= sizeof(header))
+		return NAN;
+	memcpy(header, csv, (size_t)(nl - csv));
+	header[nl - csv] = '\0';
+	for (char *tok = strtok(header, ","); tok; tok = strtok(NULL, ","), k++)
+		if (!strcmp(tok, col))
+			want = k;
+	if (want < 0)
+		return NAN;
+	for (line = nl + 1; *line; line = strchr(line, '\n') + 1) {
+		const char *p = line;
+
+		if (strtoll(line, NULL, 10) == step) { /* a step may have several rows */
+			for (int c = 0; c < want; c++)
+				p = strchr(p, ',') + 1;
+			if (*p != ',' && *p != '\n' && *p)
+				return strtod(p, NULL);
+		}
+		if (!strchr(line, '\n'))
+			break;
+	}
+	return NAN;
 }
 
 static inline double tt_now(void)
