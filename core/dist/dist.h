@@ -145,6 +145,22 @@ weft_status weft_store_connect(const char *host, int port, const char *secret,
 weft_status weft_dist_store_join(weft_dist_env *env, int64_t timeout_ms, weft_store_server **srv,
 				 weft_store_client **out);
 
+/* The numeric address of this end of c's connection ("10.1.2.3", "::1")
+ * into buf[0..len); returns buf, or NULL (buf "") when it cannot be read. */
+const char *weft_store_client_local_addr(weft_store_client *c, char *buf, size_t len);
+
+/* The address this rank's communicator should listen on, into buf: the
+ * local end of the store connection c, i.e. the interface that routes to
+ * the master. Where that is a loopback address but the job spans more
+ * than one node (env->local_world_size < env->world_size: the host name
+ * resolves to 127.0.x.1, Debian's default /etc/hosts), the first address
+ * of the same family on an interface that is up and not loopback. The
+ * interface's name goes to iface[0..ilen) ("" when unknown). Returns buf,
+ * or NULL when GLOO_SOCKET_IFNAME chooses the interface instead or no
+ * address was found (the backend's default then). */
+const char *weft_dist_bind_host(const weft_dist_env *env, weft_store_client *c, char *buf,
+				size_t len, char *iface, size_t ilen);
+
 /* Sets the default deadline of c's later calls made with a negative
  * timeout. */
 void weft_store_client_set_timeout(weft_store_client *c, int64_t timeout_ms);

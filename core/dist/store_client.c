@@ -295,6 +295,19 @@ void weft_store_client_shutdown(weft_store_client *c)
 		shutdown(c->fd, SHUT_RDWR);
 }
 
+const char *weft_store_client_local_addr(weft_store_client *c, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (len)
+		buf[0] = 0;
+	if (!c || !len || getsockname(c->fd, (struct sockaddr *)&ss, &sl) != 0 ||
+	    getnameinfo((struct sockaddr *)&ss, sl, buf, (socklen_t)len, NULL, 0, NI_NUMERICHOST))
+		return NULL;
+	return buf;
+}
+
 const weft_store *weft_store_client_vtable(weft_store_client *c)
 {
 	return &c->vt;

@@ -64,7 +64,7 @@ static comm_entry comm_take(const weft_pg *pg, const weft_comm *c)
 	return e;
 }
 
-static weft_pg *comm_find(const weft_comm *c)
+weft_pg *weft_tp_comm_find(const weft_comm *c)
 {
 	weft_pg *pg = NULL;
 
@@ -89,7 +89,7 @@ void weft_tp_comm_unregister(weft_pg *pg)
 weft_status weft_tp_host_comm_split(const weft_comm_ops *ops, weft_comm *comm, int32_t color,
 				    int32_t key, weft_comm **out)
 {
-	weft_pg *pg = comm ? comm_find(comm) : NULL, *sub = NULL;
+	weft_pg *pg = comm ? weft_tp_comm_find(comm) : NULL, *sub = NULL;
 	weft_status st;
 
 	*out = NULL;
@@ -97,7 +97,7 @@ weft_status weft_tp_host_comm_split(const weft_comm_ops *ops, weft_comm *comm, i
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "comm_split: this communicator was not "
 				      "made by the host (only the world communicator a strategy is "
 				      "given, and those split from it, can be split)");
-	if (weft_pg_ops(pg) != ops)
+	if (weft_pg_ops(pg) != ops && weft_tp_ledger_ops(weft_pg_ops(pg)) != ops)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "comm_split: group '%s' belongs to "
 				      "another comm backend", weft_pg_name(pg));
 	st = weft_pg_split(pg, color, key, &sub);

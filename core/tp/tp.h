@@ -231,6 +231,20 @@ weft_status weft_tp_gather_param(weft_tp_group *g, const weft_params *ps, size_t
 weft_status weft_tp_comm_register(weft_pg *pg);
 void weft_tp_comm_unregister(weft_pg *pg);
 
+/* The process group whose backend communicator is c, among the registered
+ * ones (the world and every comm_split result); NULL when c is not one. */
+weft_pg *weft_tp_comm_find(const weft_comm *c);
+
+/* The comm vtable strategies are given (weft_strategy_env.comm_ops): the
+ * backend's, except that every call on a registered communicator goes
+ * through its process group, so the collective ledger records it and a
+ * failed collective ends with the ledger's diagnosis (which rank fell
+ * behind, vanished or called something else). A communicator the host
+ * does not know goes to the backend as it is. One backend per process is
+ * wrapped; for another one this returns the backend itself. Never NULL
+ * for a non-NULL backend. Thread-safe. */
+const weft_comm_ops *weft_tp_ledger_ops(const weft_comm_ops *backend);
+
 /* The host members, contracts in weft/plugin.h. calls/elements/bytes of
  * tp_stats are [pass * WEFT_TP_NUM_COLL + kind]. */
 weft_status weft_tp_host_comm_split(const weft_comm_ops *ops, weft_comm *comm, int32_t color,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "pipeline/stage.h"
+#include "tp/tp.h"
 #include "train/trainer_impl.h"
 #include "weft/ops.h"
 
@@ -198,7 +199,7 @@ weft_status weft_trainer_setup_strategy(weft_trainer *t)
 		.local_world_size = t->denv.local_world_size > 0 ? t->denv.local_world_size : 1,
 		.device = t->tc.device,
 		.comm_timeout_ms = t->tc.comm_timeout_ms,
-		.comm_ops = t->pg ? weft_pg_ops(t->pg) : NULL,
+		.comm_ops = t->pg ? weft_tp_ledger_ops(weft_pg_ops(t->pg)) : NULL,
 		.world = t->pg ? weft_pg_comm(t->pg) : NULL,
 		.ctx = t->ctx,
 		.params = weft_model_params(t->model),

@@ -67,6 +67,7 @@ struct weft_trainer {
 	weft_store_client *store;
 	weft_pg *pg;
 	char pg_name[64];
+	char comm_bind[64];               /* where the communicator listens ( default) */
 
 	/* plugins */
 	weft_registry *reg;

@@ -86,8 +86,28 @@ weft_status weft_trainer_relaunch(weft_trainer *t, int *exit_code)
 	return WEFT_OK;
 }
 
+/* Where the communicator listens: the interface this rank reaches the
+ * store through (dist/bind.c), said once per node when the job spans
+ * nodes. NULL: the backend's default (GLOO_SOCKET_IFNAME set, or nothing
+ * found). */
+static const char *comm_bind_host(weft_trainer *t)
+{
+	char iface[64];
+
+	if (!weft_dist_bind_host(&t->denv, t->store, t->comm_bind, sizeof(t->comm_bind), iface,
+				 sizeof(iface)))
+		return NULL;
+	if (t->denv.local_rank == 0 && t->denv.local_world_size < t->world)
+		weft_log(WEFT_LOG_INFO, "node %d: communicators listen on %s%s%s%s (the interface "
+			 "that reaches the store at %s:%d; set GLOO_SOCKET_IFNAME to choose another)",
+			 t->denv.node_rank, t->comm_bind, *iface ? " (" : "", iface,
+			 *iface ? ")" : "", t->denv.store_host, t->denv.store_port);
+	return t->comm_bind;
+}
+
 static weft_status setup_dist(weft_trainer *t)
 {
+	const char *bind;
 	int64_t want = weft_trainer_one_process_strategy(t) ? 1 :
 		       t->tc.devices_auto ? t->denv.world_size : t->tc.devices * t->tc.num_nodes;
 	weft_status st;
@@ -129,12 +149,13 @@ static weft_status setup_dist(weft_trainer *t)
 	 * rank's GPU (weft_device_map_apply chose it before), which comm nccl
 	 * binds its communicator to; splits inherit it. Host buffers (the
 	 * loss, eval sums, the config hash) still pass: nccl stages them. */
+	bind = comm_bind_host(t);
 	if (t->tc.device.type == WEFT_DEVICE_CUDA)
 		return weft_pg_create_dev(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
-					  t->tc.comm_timeout_ms, NULL, t->tc.comm_options,
+					  t->tc.comm_timeout_ms, bind, t->tc.comm_options,
 					  WEFT_COMM_DEVICE_CUDA, t->tc.device.index, &t->pg);
 	return weft_pg_create_opts(t->comm_ops, t->store, t->rank, t->world, t->pg_name,
-				   t->tc.comm_timeout_ms, NULL, t->tc.comm_options, &t->pg);
+				   t->tc.comm_timeout_ms, bind, t->tc.comm_options, &t->pg);
 }
 
 static weft_status setup_optimizer(weft_trainer *t)
