@@ -399,10 +399,6 @@ static weft_status sanity_check(weft_trainer *t)
 
 	if (n == 0 || !t->val_loader || t->val_batches < 1)
 		return WEFT_OK;
-	/* the pipeline strategies' eval_step needs the state their first
-	 * train_step makes: they validate only once training has begun */
-	if (!strcmp(t->tc.strategy_name, "pp") || !strcmp(t->tc.strategy_name, "hybrid"))
-		return WEFT_OK;
 	if (n < 0 || n > t->val_batches)
 		n = t->val_batches;
 	st = weft_trainer_validate(t, t->val_loader, n, &loss, &acc);

@@ -278,14 +278,12 @@ static weft_status plan(pp_strategy *s, int m)
 	g_host->mem_free(s->fl);
 	g_host->mem_free(s->ev);
 	g_host->mem_free(s->counts);
-	g_host->mem_free(s->ctx_free);
 	s->actions = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(weft_pp_action));
 	s->fl = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)m * (size_t)s->o.v * sizeof(pp_inflight));
 	s->ev = g_host->mem_alloc(WEFT_MEM_OTHER, (cap + 8) * sizeof(weft_step_event));
 	s->counts = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)m * sizeof(int64_t));
-	s->ctx_free = g_host->mem_alloc(WEFT_MEM_OTHER, sizeof(s->all_ctx));
 	s->sched_m = 0;
-	if (!s->actions || !s->fl || !s->ev || !s->counts || !s->ctx_free)
+	if (!s->actions || !s->fl || !s->ev || !s->counts)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': schedule of %d micro-batches",
 					 m);
 	s->cap_ev = cap + 8;
@@ -592,7 +590,6 @@ void pp_destroy(void *p)
 	g_host->mem_free(s->fl);
 	g_host->mem_free(s->ev);
 	g_host->mem_free(s->counts);
-	g_host->mem_free(s->ctx_free);
 	free(s);
 }
 

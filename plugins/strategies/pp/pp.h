@@ -114,9 +114,10 @@ typedef struct pp_strategy {
 	pp_msgs msgs;
 
 	/* contexts, one per micro-batch chunk in flight */
-	weft_ctx **ctx_free;
 	int n_ctx_free, n_ctx;
 	weft_ctx *all_ctx[256];
+	weft_ctx *ctx_free[256];        /* of all_ctx, those not in use; evaluation
+					 * takes one before any schedule exists */
 
 	/* per step */
 	weft_pp_action *actions;
