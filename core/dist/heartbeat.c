@@ -19,7 +19,9 @@ typedef struct heartbeat {
 	pthread_t thread;
 	atomic_int stop;
 	int rank, world, restart;
+	int store_rank;             /* the rank whose process serves the store; -1: none */
 	int64_t interval_ms, timeout_ms;
+	weft_status fail;           /* why the beats stopped */
 } heartbeat;
 
 /* What a watcher knows of the rank it watches. */
@@ -141,11 +143,11 @@ static int watch(heartbeat *h, watched *w)
 
 		snprintf(name, sizeof(name), "hb/%d", w->rank);
 		weft_dist_job_key(key, sizeof(key), h->restart, name);
-		if (weft_store_check(h->beat, key, &exists))
+		if ((h->fail = weft_store_check(h->beat, key, &exists)))
 			return -1;
 		if (!exists)
 			return 0; /* not started yet: watched from its first beat */
-		if (weft_store_get(h->beat, key, h->timeout_ms, &v, &n))
+		if ((h->fail = weft_store_get(h->beat, key, h->timeout_ms, &v, &n)))
 			return -1;
 		now = now_ms();
 		if (!strcmp(v, "done")) {
@@ -184,8 +186,20 @@ static void *beat_main(void *arg)
 		weft_status st;
 
 		snprintf(val, sizeof(val), "%d %llu", (int)getpid(), ++count);
-		if (weft_store_set(h->beat, key, val, strlen(val)) || watch(h, &w))
+		if ((h->fail = weft_store_set(h->beat, key, val, strlen(val))) || watch(h, &w)) {
+			if (h->fail == WEFT_ERR_TIMEOUT && h->store_rank >= 0 &&
+			    h->store_rank != h->rank && !atomic_load(&h->stop)) {
+				/* the store answers nothing, yet its connection
+				 * stands: the process that serves it is stopped or
+				 * wedged. Nobody can hear a verdict now: say it here. */
+				weft_log(WEFT_LOG_ERROR, "rank %d (which serves the store) has "
+					 "stopped responding: the store did not answer for %lld s; "
+					 "this rank stops, its collectives cannot complete",
+					 h->store_rank, (long long)(h->timeout_ms / 1000));
+				_exit(1);
+			}
 			break; /* the store is gone: the job is ending */
+		}
 		/* the pause between beats is a wait for a verdict */
 		st = weft_store_get(h->verdict, stuck, h->interval_ms, &v, &n);
 		if (!st) {
@@ -229,7 +243,7 @@ weft_status weft_heartbeat_start(const weft_dist_env *env, const char *host,
 		return weft_error_set(WEFT_ERR_NOMEM, "heartbeat: out of memory");
 	*h = (heartbeat){ .rank = env->rank, .world = env->world_size,
 			  .restart = env->restart_count, .interval_ms = interval,
-			  .timeout_ms = timeout };
+			  .timeout_ms = timeout, .store_rank = env->store_served_by_rank0 ? 0 : -1 };
 	if ((st = weft_store_connect(host, env->store_port, env->secret, connect_timeout_ms,
 				     &h->beat)) ||
 	    (st = weft_store_connect(host, env->store_port, env->secret, connect_timeout_ms,

@@ -352,6 +352,8 @@ static weft_status roundtrip(weft_store_client *c, uint8_t cmd, int64_t timeout_
 	}
 	deadline = now_ms() + timeout_ms + REPLY_GRACE_MS;
 	rc = recv_all(c->fd, rhead, 4, deadline);
+	if (rc == -2)
+		goto out_silent;
 	if (rc)
 		goto out_broken;
 	flen = store_get_u32(rhead);
@@ -366,7 +368,10 @@ static weft_status roundtrip(weft_store_client *c, uint8_t cmd, int64_t timeout_
 		c->buf = p;
 		c->cap = flen + 1;
 	}
-	if (recv_all(c->fd, c->buf, flen, deadline))
+	rc = recv_all(c->fd, c->buf, flen, deadline);
+	if (rc == -2)
+		goto out_silent;
+	if (rc)
 		goto out_broken;
 	if (c->buf[0] == STORE_R_TIMEOUT)
 		return weft_error_set(WEFT_ERR_TIMEOUT, "store at %s: %s timed out after %lld ms",
@@ -383,6 +388,14 @@ static weft_status roundtrip(weft_store_client *c, uint8_t cmd, int64_t timeout_
 		*rlen = ritem.len;
 	}
 	return WEFT_OK;
+out_silent:
+	/* the connection stands but nothing answers: the process serving the
+	 * store is stopped or wedged; the reply may still come, so the
+	 * connection is out of step and not used again */
+	c->broken = 1;
+	return weft_error_set(WEFT_ERR_TIMEOUT, "store at %s: no answer to %s within %lld ms (the "
+			      "process that serves it is stopped or wedged)", c->addr, what,
+			      (long long)(timeout_ms + REPLY_GRACE_MS));
 out_broken:
 	c->broken = 1;
 	return weft_error_set(WEFT_ERR_COMM, "store at %s: connection lost during %s (the "
