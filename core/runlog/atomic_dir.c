@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,22 @@ static void parent_of(const char *path, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)(slash - path), path);
 }
 
+const char *weft_atomic_dir_host_tag(void)
+{
+	static char tag[9];
+
+	if (!tag[0]) {
+		char host[256] = "";
+		uint32_t h = 2166136261u; /* FNV-1a */
+
+		gethostname(host, sizeof(host) - 1);
+		for (const char *c = host; *c; c++)
+			h = (h ^ (uint8_t)*c) * 16777619u;
+		snprintf(tag, sizeof(tag), "%08x", h);
+	}
+	return tag;
+}
+
 /* The length of directory path `path` without its trailing slashes, into
  * *len; refuses an empty path and one too long for the names derived from
  * it (`.tmp-<pid>`, `.del-<pid>`). Errors: WEFT_ERR_INVALID_ARG. */
@@ -109,7 +126,8 @@ weft_status weft_atomic_dir_begin(const char *final_path, weft_atomic_dir **out)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory starting '%s'", final_path);
 	d->fd = -1;
 	snprintf(d->final_path, sizeof(d->final_path), "%.*s", (int)n, final_path);
-	snprintf(d->tmp_path, sizeof(d->tmp_path), "%s.tmp-%ld", d->final_path, (long)getpid());
+	snprintf(d->tmp_path, sizeof(d->tmp_path), "%s.tmp-%ld-%s", d->final_path, (long)getpid(),
+		 weft_atomic_dir_host_tag());
 	remove_flat_dir(d->tmp_path);
 	if (mkdir(d->tmp_path, 0777) != 0) {
 		st = weft_error_set(WEFT_ERR_IO, "cannot create directory '%s': %s", d->tmp_path,
@@ -389,7 +407,8 @@ weft_status weft_atomic_dir_commit(weft_atomic_dir *d)
 		} else if (errno == EINVAL || errno == ENOSYS) {
 			char old[PATH_LEN + 16];
 
-			snprintf(old, sizeof(old), "%s.old-%ld", d->final_path, (long)getpid());
+			snprintf(old, sizeof(old), "%s.old-%ld-%s", d->final_path, (long)getpid(),
+				 weft_atomic_dir_host_tag());
 			if (rename(d->final_path, old) != 0 || rename(d->tmp_path, d->final_path) != 0) {
 				st = weft_error_set(WEFT_ERR_IO, "cannot replace '%s': %s",
 						    d->final_path, strerror(errno));
@@ -437,7 +456,8 @@ weft_status weft_atomic_dir_remove(const char *path)
 	base = strrchr(p, '/');
 	base = base ? base + 1 : p;
 	parent_of(p, parent, sizeof(parent));
-	snprintf(hidden, sizeof(hidden), "%s/.%s.del-%ld", parent, base, (long)getpid());
+	snprintf(hidden, sizeof(hidden), "%s/.%s.del-%ld-%s", parent, base, (long)getpid(),
+		 weft_atomic_dir_host_tag());
 	remove_flat_dir(hidden); /* an earlier removal of this name by this pid */
 	if (rename(p, hidden) != 0) {
 		if (errno == ENOENT)
@@ -519,9 +539,12 @@ static int writer_may_run(long pid, const struct stat *sb)
 }
 
 /* The pid in a leftover's name `name`: `<base>.tmp-<pid>`,
- * `<base>.old-<pid>` or `.<base>.del-<pid>`, with any <base> when `base` is
- * NULL, and only the .tmp- kind of that base otherwise; 0 for other names. */
-static long leftover_pid(const char *name, const char *base)
+ * `<base>.old-<pid>` or `.<base>.del-<pid>`, each optionally followed by
+ * `-<host tag>` (8 hex digits, weft_atomic_dir_host_tag), with any <base>
+ * when `base` is NULL, and only the .tmp- kind of that base otherwise; 0
+ * for other names. *foreign: the name carries another host's tag (its
+ * writer cannot be seen from here). */
+static long leftover_pid(const char *name, const char *base, int *foreign)
 {
 	const char *dot = strrchr(name, '.');
 	size_t stem;
@@ -545,6 +568,11 @@ static long leftover_pid(const char *name, const char *base)
 		return 0;
 	errno = 0;
 	pid = strtol(dot + 5, &end, 10);
+	*foreign = 0;
+	if (*end == '-' && strlen(end + 1) == 8 && strspn(end + 1, "0123456789abcdef") == 8) {
+		*foreign = strcmp(end + 1, weft_atomic_dir_host_tag()) != 0;
+		end += 9;
+	}
 	if (*end || errno || pid <= 0)
 		return 0;
 	return pid;
@@ -566,10 +594,12 @@ static weft_status clean_leftovers(const char *parent, const char *base, int *re
 				       : weft_error_set(WEFT_ERR_IO, "cannot list '%s': %s", parent,
 							strerror(errno));
 	while ((e = readdir(d))) {
-		long pid = leftover_pid(e->d_name, base);
+		int foreign = 0;
+		long pid = leftover_pid(e->d_name, base, &foreign);
 		struct stat sb;
 
-		if (!pid)
+		/* another host's leftover: its writer may run there, unseen */
+		if (!pid || foreign)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", parent, e->d_name);
 		if (lstat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || writer_may_run(pid, &sb))

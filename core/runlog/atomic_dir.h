@@ -72,8 +72,17 @@ weft_status weft_atomic_dir_commit(weft_atomic_dir *d);
 /* Removes the temporary directory and frees `d`. NULL is ignored. */
 void weft_atomic_dir_abort(weft_atomic_dir *d);
 
+/* This host's tag in the names of in-progress and leftover directories
+ * (`<name>.tmp-<pid>-<tag>`): 8 hex digits of a hash of the host name, so
+ * that on a file system shared by several hosts a leftover whose writer
+ * runs on another host (where its pid means nothing here) is never taken
+ * for this host's and removed. Names without a tag (older weft) count as
+ * this host's. */
+const char *weft_atomic_dir_host_tag(void);
+
 /* Removes `<final_path>.tmp-<pid>` directories left by processes that are
- * no longer running (a crash mid-save). *removed (optional) gets the count.
+ * no longer running (a crash mid-save); another host's are kept.
+ * *removed (optional) gets the count.
  * The writer counts as gone when no process <pid> runs, or when the one
  * that does started after the directory last changed (the pid was reused,
  * as a restarted container reuses its pids).

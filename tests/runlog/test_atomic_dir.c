@@ -81,7 +81,7 @@ int main(void)
 		WT_CHECK(strcmp(weft_json_get(&files->items[0], "sha256")->string, hex) == 0);
 	}
 	weft_json_free(m);
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", dir, (long)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%s", dir, (long)getpid(), weft_atomic_dir_host_tag());
 	WT_CHECK(!exists(tmp));
 
 	/* Every needed file must be listed: an unlisted one is refused by
@@ -167,7 +167,8 @@ int main(void)
 		waitpid(kid, &status, 0);
 		WT_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 		WT_CHECK(!exists(crash));
-		snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", crash, (long)kid);
+		snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%s", crash, (long)kid,
+			 weft_atomic_dir_host_tag());
 		WT_CHECK(exists(tmp));
 		WT_FAILS(weft_manifest_verify(crash), WEFT_ERR_NOT_FOUND, crash);
 		WT_OK(weft_atomic_dir_clean_stale(crash, &removed));

@@ -7,7 +7,10 @@
  *     (`.tmp-<pid>`, `.old-<pid>`, `.<name>.del-<pid>`) of a dead process,
  *     and of a live pid that started after the folder last changed (a
  *     reused pid); it keeps the leftover of a live process that may be its
- *     writer, symlinks, plain files and the checkpoints themselves.
+ *     writer, symlinks, plain files and the checkpoints themselves; a name
+ *     tagged with this host (`.tmp-<pid>-<tag>`) is judged as untagged ones,
+ *     one tagged with another host's is kept (its writer is not visible
+ *     here, on a file system shared by hosts).
  * Counts are exact: no tolerance applies. */
 #include <fcntl.h>
 #include <signal.h>
@@ -78,7 +81,8 @@ static void remove_case(void)
 	WT_OK(weft_atomic_dir_write_file(d, "model.safetensors", "weights", 7));
 	WT_OK(weft_atomic_dir_commit(d));
 	WT_OK(weft_atomic_dir_remove(dir));
-	snprintf(hidden, sizeof(hidden), "%s/.epoch=0-step=4.del-%ld", root, (long)getpid());
+	snprintf(hidden, sizeof(hidden), "%s/.epoch=0-step=4.del-%ld-%s", root, (long)getpid(),
+		 weft_atomic_dir_host_tag());
 	WT_CHECK(!exists(dir));
 	WT_CHECK(!exists(hidden));
 	/* a missing directory is fine */
@@ -91,7 +95,8 @@ static void remove_case(void)
 	WT_OK(weft_atomic_dir_commit(d));
 	snprintf(sub, sizeof(sub), "%s/not-flat", dir);
 	WT_REQUIRE(mkdir(sub, 0777) == 0);
-	snprintf(hidden, sizeof(hidden), "%s/.epoch=1-step=8.del-%ld", root, (long)getpid());
+	snprintf(hidden, sizeof(hidden), "%s/.epoch=1-step=8.del-%ld-%s", root, (long)getpid(),
+		 weft_atomic_dir_host_tag());
 	WT_FAILS(weft_atomic_dir_remove(dir), WEFT_ERR_IO, hidden, "deleted at the next start");
 	WT_CHECK(!exists(dir));
 	WT_CHECK(exists(hidden));
@@ -100,6 +105,8 @@ static void remove_case(void)
 	WT_OK(weft_atomic_dir_remove(hidden));
 	WT_CHECK(!exists(hidden));
 }
+
+static char tagged_mine[700], tagged_other[700];
 
 static void clean_case(void)
 {
@@ -136,9 +143,23 @@ static void clean_case(void)
 	WT_REQUIRE(close(open(at("file.tmp-%ld", dead), O_WRONLY | O_CREAT, 0666)) == 0);
 	leftover(at("epoch=0-step=20.tmp-%ldx", dead));
 	leftover(at("epoch=0-step=24.del-%ld", dead)); /* .del- only as a hidden name */
+	/* tagged names: this host's dead writer goes, another host's stays */
+	{
+		char mine[64], other[64];
+
+		snprintf(mine, sizeof(mine), "ours.tmp-%%ld-%s", weft_atomic_dir_host_tag());
+		snprintf(other, sizeof(other), "theirs.tmp-%%ld-%08x",
+			 (unsigned)strtoul(weft_atomic_dir_host_tag(), NULL, 16) ^ 1u);
+		leftover(at(mine, dead));
+		leftover(at(other, dead));
+		snprintf(tagged_mine, sizeof(tagged_mine), "%s", at(mine, dead));
+		snprintf(tagged_other, sizeof(tagged_other), "%s", at(other, dead));
+	}
 
 	WT_OK(weft_atomic_dir_clean_stale_in(root, &removed));
-	WT_CHECK(removed == 4);
+	WT_CHECK(removed == 5);
+	WT_CHECK(!exists(tagged_mine));
+	WT_CHECK(exists(tagged_other));
 	WT_CHECK(!exists(at("epoch=0-step=4.tmp-%ld", dead)));
 	WT_CHECK(!exists(at(".epoch=0-step=8.del-%ld", dead)));
 	WT_CHECK(!exists(at("last.old-%ld", dead)));
