@@ -2,7 +2,9 @@
  * collectives are nccl_ops.c's, the vtable and entry symbol nccl_entry.c's).
  *
  * - The unique id travels through the rendezvous store: rank 0 makes it
- *   and sets "<group name>/nccl/unique_id"; the others wait for the key.
+ *   and sets "<group name>/nccl/<generation>/unique_id"; the others wait
+ *   for the key (nccl_rendezvous.h: a re-created group never reads the id
+ *   of an earlier one).
  * - Communicators are non-blocking (ncclConfig_t.blocking = 0): init, every
  *   collective and finalize return at once, and the plugin polls
  *   ncclCommGetAsyncError against a deadline (the comm's timeout). When the
@@ -493,39 +495,35 @@ void nccl_destroy(weft_comm *c)
 	nccl_host->mem_free(c);
 }
 
-/* The unique id: made by rank 0, read by the others through the store. */
+/* ncclGetUniqueId for nccl_exchange_id. */
+static weft_status make_id(void *arg, void *id, size_t bytes)
+{
+	weft_comm *c = arg;
+	char who[256];
+	ncclResult_t r;
+
+	(void)bytes;
+	r = ncclGetUniqueId(id);
+	if (r != ncclSuccess)
+		return nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclGetUniqueId failed: %s",
+					    nccl_who(c, who, sizeof(who)), ncclGetErrorString(r));
+	return WEFT_OK;
+}
+
+/* The unique id of this init of the group: made by rank 0, read by the
+ * others through the store under this generation's key. */
 static weft_status exchange_id(const weft_comm_init_args *a, weft_comm *c, ncclUniqueId *id)
 {
-	char key[320], who[256];
-	void *val = NULL;
-	size_t len = 0;
-	ncclResult_t r;
+	char who[256];
+	int64_t gen;
 	weft_status st;
 
-	snprintf(key, sizeof(key), "%s/nccl/unique_id", c->name);
-	if (a->rank == 0) {
-		r = ncclGetUniqueId(id);
-		if (r != ncclSuccess)
-			return nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclGetUniqueId failed: %s",
-						    nccl_who(c, who, sizeof(who)),
-						    ncclGetErrorString(r));
-		return a->store->set(a->store->ctx, key, id, sizeof(*id));
-	}
-	st = a->store->get(a->store->ctx, key, a->timeout_ms, &val, &len);
-	if (st)
-		return nccl_host->error_wrap(st, "%s: waiting for rank 0's NCCL id (is rank 0 "
-					     "running, with trainer.comm=nccl too?)",
-					     nccl_who(c, who, sizeof(who)));
-	if (len != sizeof(*id)) {
-		a->store->release(a->store->ctx, val);
-		return nccl_host->error_set(WEFT_ERR_COMM, "%s: store key %s holds %zu bytes, not an "
-					    "NCCL unique id (%zu bytes): is rank 0 a different "
-					    "weft build?", nccl_who(c, who, sizeof(who)), key, len,
-					    sizeof(*id));
-	}
-	memcpy(id, val, sizeof(*id));
-	a->store->release(a->store->ctx, val);
-	return WEFT_OK;
+	st = nccl_exchange_id(nccl_host, a->store, c->name, c->rank, a->timeout_ms,
+			      nccl_who(c, who, sizeof(who)), make_id, c, id, sizeof(*id), &gen);
+	if (!st)
+		nccl_host->log(WEFT_LOG_DEBUG, "%s: NCCL id of generation %lld exchanged", who,
+			       (long long)gen);
+	return st;
 }
 
 static weft_status check_device(const weft_comm_init_args *a)

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "nccl_rendezvous.h"
 #include "nccl_stage.h"
 #include "weft/comm.h"
 
