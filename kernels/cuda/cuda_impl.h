@@ -28,11 +28,27 @@ typedef struct cuda_ctx {
 	 * and [2] are counters (accuracy). check_host is pinned. */
 	unsigned long long *check_dev;
 	unsigned long long *check_host;
-	/* Per-row float scratch for loss reductions, grown on demand (counted
-	 * under WEFT_MEM_OTHER) and kept: steady state allocates nothing. */
+	/* Per-row float scratch for loss reductions and the embedding
+	 * gradient's sort, grown on demand (at least doubling, counted under
+	 * WEFT_MEM_OTHER) and kept: steady state allocates nothing. A block it
+	 * outgrew is kept on `retired` until ctx_destroy, never freed while
+	 * the context lives: cudaFree waits for the whole device, which may be
+	 * stuck behind a collective of a lost peer. */
 	float *rows;
 	size_t rows_bytes;
+	struct cuda_retired *retired;
+	/* WEFT_CUDA_SYNC_CHECK=1 when the context was made: cuda_launched waits
+	 * for every kernel, so a fault is reported by the kernel that caused it
+	 * rather than by a later call. */
+	int sync_check;
 } cuda_ctx;
+
+/* A row scratch block outgrown by cuda_rows_reserve, freed at ctx_destroy. */
+struct cuda_retired {
+	void *ptr;
+	size_t bytes;
+	struct cuda_retired *next;
+};
 
 /* ---- cuda_common.c: shared by every file, below them all ---- */
 
@@ -56,7 +72,11 @@ weft_status cuda_fail(const char *kernel, int32_t index, cudaError_t err, const 
 weft_status cuda_blas_fail(const char *kernel, int32_t index, cublasStatus_t err,
 			   const char *fmt, ...) WEFT_PRINTF(4, 5);
 
-/* After a kernel launch: WEFT_OK, or cuda_fail with the launch error. */
+/* After a kernel launch: WEFT_OK, or an error naming `kernel` and the
+ * sizes (fmt). With c->sync_check it also waits for the kernel, so a fault
+ * while it runs is reported as its own ("failed while running"); without,
+ * a fault of a running kernel surfaces at some later call, and the message
+ * says so and how to find the kernel (WEFT_CUDA_SYNC_CHECK=1). */
 weft_status cuda_launched(const cuda_ctx *c, const char *kernel, const char *fmt, ...)
 	WEFT_PRINTF(3, 4);
 
@@ -64,7 +84,9 @@ weft_status cuda_launched(const cuda_ctx *c, const char *kernel, const char *fmt
  * handle live in it). WEFT_ERR_INVALID_ARG naming the kernel otherwise. */
 weft_status cuda_need_ctx(const cuda_ctx *c, const char *kernel);
 
-/* Makes c->rows hold at least `bytes`. Errors: cuda_fail (NOMEM). */
+/* Makes c->rows hold at least `bytes` (its old contents are not kept).
+ * Never frees: an outgrown block goes to c->retired. Errors: cuda_fail
+ * (NOMEM). */
 weft_status cuda_rows_reserve(cuda_ctx *c, const char *kernel, size_t bytes);
 
 /* Resets check_dev[0..3) to (ULLONG_MAX, 0, 0) on the stream. */
@@ -72,6 +94,10 @@ weft_status cuda_check_reset(cuda_ctx *c, const char *kernel);
 
 /* Copies check_dev to check_host and waits for it. */
 weft_status cuda_check_fetch(cuda_ctx *c, const char *kernel);
+
+/* Reads WEFT_CUDA_SYNC_CHECK into *on: unset, empty or "0" is 0, "1" is 1;
+ * another value is WEFT_ERR_INVALID_ARG saying what to set. */
+weft_status cuda_sync_check_env(int *on);
 
 /* Bytes of one element of a floating dtype (4 or 2). */
 static inline size_t cuda_dt_size(weft_dtype dt)

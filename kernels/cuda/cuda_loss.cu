@@ -23,18 +23,65 @@ __global__ void k_embed_fwd(int64_t n, int64_t dim, int dt, const void *idx, int
 	}
 }
 
-__global__ void k_embed_bwd(int64_t n, int64_t dim, int dt, const void *idx, int idx_dt,
+/* Embedding backward without atomics. Many positions share an id (a
+ * frequent token), and adding their gradients with atomicAdd in BF16/F16
+ * rounds every add to 16 bits (the sum stops growing once the addends fall
+ * below half an ulp of it) in an order that changes from run to run. So the
+ * positions are sorted by (id, position), and one thread per (id, column)
+ * sums its run of positions in F32, in position order, and adds the sum to
+ * the table once: one rounding to the dtype, the same bits every run.
+ *
+ * The sort key of position i: id << 32 | i, or EMBED_SKIP for a negative id
+ * (the forward reported it) and for the padding up to a power of two;
+ * EMBED_SKIP sorts last. */
+#define EMBED_SKIP 0xffffffffffffffffull
+
+__global__ void k_embed_keys(int64_t n, int64_t npad, const void *idx, int idx_dt,
+			     unsigned long long *keys)
+{
+	GRID_STRIDE(i, npad) {
+		int64_t id = i < n ? ld_index(idx, i, idx_dt) : -1;
+
+		keys[i] = id < 0 || id >= 0xffffffffll ? EMBED_SKIP :
+			  (unsigned long long)id << 32 | (unsigned long long)i;
+	}
+}
+
+/* One compare-exchange step (k, j) of a bitonic sort of npad keys (a power
+ * of two); keys are distinct (they hold the position) except EMBED_SKIP. */
+__global__ void k_embed_sort_step(int64_t npad, int64_t k, int64_t j, unsigned long long *keys)
+{
+	GRID_STRIDE(i, npad) {
+		int64_t l = i ^ j;
+
+		if (l > i) {
+			unsigned long long a = keys[i], b = keys[l];
+			bool up = (i & k) == 0;
+
+			if ((a > b) == up) {
+				keys[i] = b;
+				keys[l] = a;
+			}
+		}
+	}
+}
+
+/* Thread (s, j) with s the first sorted position of its id: the column-j
+ * sum of that id's rows of dy, in F32, added to dtable once. */
+__global__ void k_embed_bwd(int64_t n, int64_t dim, int dt, const unsigned long long *keys,
 			    const void *dy, void *dtable)
 {
 	GRID_STRIDE(e, n * dim) {
-		int64_t i = e / dim, j = e % dim, at = ld_index(idx, i, idx_dt) * dim + j;
+		int64_t s = e / dim, j = e % dim, at;
+		unsigned long long id = keys[s] >> 32;
+		float sum = 0.0f;
 
-		if (dt == WEFT_BF16)
-			atomicAdd((__nv_bfloat16 *)dtable + at, ((const __nv_bfloat16 *)dy)[e]);
-		else if (dt == WEFT_F16)
-			atomicAdd((__half *)dtable + at, ((const __half *)dy)[e]);
-		else
-			atomicAdd((float *)dtable + at, ((const float *)dy)[e]);
+		if (keys[s] == EMBED_SKIP || (s > 0 && keys[s - 1] >> 32 == id))
+			continue;
+		for (int64_t t = s; t < n && keys[t] >> 32 == id; t++)
+			sum += ld(dy, (int64_t)(keys[t] & 0xffffffffull) * dim + j, dt);
+		at = (int64_t)id * dim + j;
+		st(dtable, at, dt, ld(dtable, at, dt) + sum);
 	}
 }
 
@@ -243,13 +290,36 @@ extern "C" weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_
 	const char *name = "embedding_backward";
 	cuda_ctx *c = (cuda_ctx *)kctx;
 	weft_status ret = cuda_need_ctx(c, name);
+	unsigned long long *keys;
+	int64_t npad = 1;
 
 	if (ret || (ret = check_idx_dt(name, idx_dt)))
 		return ret;
 	if (n <= 0 || dim <= 0 || !dtable)
 		return WEFT_OK;
-	k_embed_bwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(n, dim, dt, idx,
-									     idx_dt, dy, dtable);
+	if (n >= 0xffffffffll) /* positions live in the low 32 bits of a sort key */
+		return cuda_host->error_set(WEFT_ERR_UNSUPPORTED, "cuda:%d kernel %s: %lld "
+					    "positions; at most 2^32 - 2 per call: split the batch",
+					    (int)c->index, name, (long long)n);
+	while (npad < n)
+		npad <<= 1;
+	if ((ret = cuda_rows_reserve(c, name, (size_t)npad * sizeof(*keys))))
+		return ret;
+	keys = (unsigned long long *)c->rows;
+	k_embed_keys<<<grid_for(npad, THREADS), THREADS, 0, c->stream>>>(n, npad, idx, idx_dt,
+									   keys);
+	if ((ret = cuda_launched(c, name, "n %lld: sort keys", (long long)n)))
+		return ret;
+	for (int64_t k = 2; k <= npad; k <<= 1)
+		for (int64_t j = k >> 1; j > 0; j >>= 1) {
+			k_embed_sort_step<<<grid_for(npad, THREADS), THREADS, 0, c->stream>>>(
+				npad, k, j, keys);
+			if ((ret = cuda_launched(c, name, "n %lld: sorting, step %lld/%lld",
+						 (long long)n, (long long)k, (long long)j)))
+				return ret;
+		}
+	k_embed_bwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(n, dim, dt, keys, dy,
+									     dtable);
 	return cuda_launched(c, name, "%s n %lld dim %lld", cuda_dt_name(dt), (long long)n,
 			     (long long)dim);
 }

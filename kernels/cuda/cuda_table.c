@@ -22,6 +22,14 @@ static void cuda_ctx_destroy(void *kctx)
 		cudaFree(c->rows);
 		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
 	}
+	while (c->retired) {
+		struct cuda_retired *r = c->retired;
+
+		c->retired = r->next;
+		cudaFree(r->ptr);
+		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)r->bytes);
+		cuda_host->mem_free(r);
+	}
 	if (c->check_host)
 		cudaFreeHost(c->check_host);
 	if (c->check_dev)
@@ -46,6 +54,10 @@ static weft_status cuda_ctx_create(int32_t index, void **kctx)
 	if (!c)
 		return WEFT_ERR_NOMEM;
 	c->index = index;
+	if ((st = cuda_sync_check_env(&c->sync_check))) {
+		cuda_host->mem_free(c);
+		return st;
+	}
 	err = cudaSetDevice(index);
 	if (err == cudaSuccess) {
 		what = "cudaStreamCreate";
@@ -66,9 +78,12 @@ static weft_status cuda_ctx_create(int32_t index, void **kctx)
 	bst = cublasCreate(&c->blas);
 	if (bst == CUBLAS_STATUS_SUCCESS)
 		bst = cublasSetStream(c->blas, c->stream);
-	/* F32 GEMMs in full F32 (no TF32), so they match the CPU kernels */
+	/* F32 GEMMs in full F32 (no TF32), so they match the CPU kernels; and
+	 * BF16/F16 GEMMs never reduce split-K partial sums in their own 16-bit
+	 * type (cuBLAS may otherwise, even with an F32 compute type) */
 	if (bst == CUBLAS_STATUS_SUCCESS)
-		bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+		bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH |
+					CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
 	if (bst != CUBLAS_STATUS_SUCCESS) {
 		st = cuda_blas_fail("ctx_create", index, bst, "cublasCreate");
 		goto out_destroy;
@@ -160,9 +175,12 @@ static const char *kind_name(weft_copy_kind kind)
 
 /* Copies: with a context, on its stream (a copy from pinned host memory is
  * waited for, so the caller may reuse its buffer as with the CPU table);
- * without one, cudaMemcpy on the legacy default stream of the device that
- * holds the device side (made current), which is ordered after every
- * context's (blocking) stream on it. */
+ * without one, on the legacy default stream of the device that holds the
+ * device side (made current), which is ordered after every context's
+ * (blocking) stream on it, and waited for: device.h promises that a call
+ * without a context returns when the work is done, and cudaMemcpy alone
+ * does not (device to device, and from pageable memory to the device, it
+ * returns once the copy is queued or staged). */
 static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t bytes,
 			     weft_copy_kind kind)
 {
@@ -181,7 +199,9 @@ static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t byte
 	if (!c) {
 		err = use_device_of(kind == WEFT_COPY_DEVICE_TO_HOST ? src : dst);
 		if (err == cudaSuccess)
-			err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+			err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy);
+		if (err == cudaSuccess)
+			err = cudaStreamSynchronize(cudaStreamLegacy);
 		return err == cudaSuccess ? WEFT_OK :
 		       cuda_fail("copy", -1, err, "%zu bytes %s", bytes, kind_name(kind));
 	}
@@ -202,6 +222,9 @@ static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t byte
 	       cuda_fail("copy", c->index, err, "%zu bytes %s", bytes, kind_name(kind));
 }
 
+/* Zeroing: on the context's stream, or without one on the legacy default
+ * stream of the device holding dst, waited for (cudaMemset of device memory
+ * returns before the memory is set; device.h promises it is done). */
 static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
 {
 	cuda_ctx *c = kctx;
@@ -213,7 +236,9 @@ static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
 	if (!c) {
 		err = use_device_of(dst);
 		if (err == cudaSuccess)
-			err = cudaMemset(dst, 0, bytes);
+			err = cudaMemsetAsync(dst, 0, bytes, cudaStreamLegacy);
+		if (err == cudaSuccess)
+			err = cudaStreamSynchronize(cudaStreamLegacy);
 		return err == cudaSuccess ? WEFT_OK : cuda_fail("zero", -1, err, "%zu bytes", bytes);
 	}
 	if ((st = cuda_need_ctx(c, "zero")))

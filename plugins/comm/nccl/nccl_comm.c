@@ -2,12 +2,20 @@
  * collectives are nccl_ops.c's, the vtable and entry symbol nccl_entry.c's).
  *
  * - The unique id travels through the rendezvous store: rank 0 makes it
- *   and sets "<group name>/nccl/unique_id"; the others wait for the key.
+ *   and sets "<group name>/nccl/<generation>/unique_id"; the others wait
+ *   for the key (nccl_rendezvous.h: a re-created group never reads the id
+ *   of an earlier one).
  * - Communicators are non-blocking (ncclConfig_t.blocking = 0): init, every
  *   collective and finalize return at once, and the plugin polls
  *   ncclCommGetAsyncError against a deadline (the comm's timeout). When the
  *   deadline passes it calls ncclCommAbort and reports WEFT_ERR_TIMEOUT:
- *   a stuck peer never hangs this rank.
+ *   a stuck peer never hangs this rank. A watchdog thread per communicator
+ *   does the same for collectives nobody is waiting for (the host may be
+ *   blocked elsewhere, in cudaFree or a device-wide synchronize that waits
+ *   for the stuck NCCL kernel): it aborts the communicator once a pending
+ *   collective is older than the timeout or NCCL reports an error.
+ * - Every use of the ncclComm_t holds the comm's lock, since another
+ *   thread (wait, abort, the watchdog) may abort it at any moment.
  * - Collectives run on the communicator's own stream. Before each, an
  *   event recorded on the legacy default stream (which waits for every
  *   blocking stream of the device: the CUDA kernel table's compute streams
@@ -162,6 +170,16 @@ static weft_comm_work *take_work_locked(weft_comm *c)
 static void put_work(weft_comm *c, weft_comm_work *w)
 {
 	pthread_mutex_lock(&c->mu);
+	if (w->pending) {
+		if (w->pend_prev)
+			w->pend_prev->pend_next = w->pend_next;
+		else
+			c->pending = w->pend_next;
+		if (w->pend_next)
+			w->pend_next->pend_prev = w->pend_prev;
+		w->pend_prev = w->pend_next = NULL;
+		w->pending = 0;
+	}
 	if (w->stage) {
 		w->stage->next = c->free_stages;
 		c->free_stages = w->stage;
@@ -331,6 +349,16 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 	err = k ? stage_out_locked(c, k, w) : cudaSuccess;
 	if (err == cudaSuccess)
 		err = cudaEventRecord(w->done, c->stream);
+	if (err == cudaSuccess) {
+		/* for the watchdog: pending from now until wait hands it back */
+		w->issued_ms = now_ms();
+		w->pending = 1;
+		w->pend_prev = NULL;
+		w->pend_next = c->pending;
+		if (c->pending)
+			c->pending->pend_prev = w;
+		c->pending = w;
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (err != cudaSuccess) {
 		st = fail_cuda(c, what, err);
@@ -381,11 +409,17 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 			st = fail_cuda(c, what, err);
 			break;
 		}
-		if (!atomic_load(&c->nc_aborted) && ncclCommGetAsyncError(c->nc, &r) == ncclSuccess &&
-		    r != ncclSuccess && r != ncclInProgress) {
-			st = fail_nccl(c, WEFT_ERR_COMM, what, "failed (a peer has probably exited; "
-				       "see its log)", r);
-			break;
+		/* nc only under the lock (another thread may abort it); when an
+		 * issuer holds it, skip the check this round */
+		if (pthread_mutex_trylock(&c->mu) == 0) {
+			if (!atomic_load(&c->nc_aborted) &&
+			    ncclCommGetAsyncError(c->nc, &r) == ncclSuccess && r != ncclSuccess &&
+			    r != ncclInProgress)
+				st = fail_nccl(c, WEFT_ERR_COMM, what, "failed (a peer has probably "
+					       "exited; see its log)", r);
+			pthread_mutex_unlock(&c->mu);
+			if (st != WEFT_OK)
+				break;
 		}
 		if (atomic_load(&c->broken)) {
 			char who[256];
@@ -399,7 +433,9 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 
 			snprintf(how, sizeof(how), "did not finish within %lld ms; a peer is stuck, "
 				 "behind, or called a different collective", (long long)limit);
+			pthread_mutex_lock(&c->mu); /* fail_nccl reads nc's last error */
 			st = fail_nccl(c, WEFT_ERR_TIMEOUT, what, how, ncclInProgress);
+			pthread_mutex_unlock(&c->mu);
 			break;
 		}
 		pause_round(round);
@@ -433,6 +469,108 @@ weft_status nccl_test(weft_comm_work *w, int *done)
 	return WEFT_OK;
 }
 
+/* ---- the watchdog ---- */
+
+/* One look at c: aborts nc when a pending collective outlived the timeout,
+ * NCCL reports an asynchronous error, or c is broken and nc still live
+ * (nccl_abort found the lock busy). Skips the round when another thread
+ * holds mu: issue and destroy hold it only within their own deadlines. */
+static void watch_once(weft_comm *c)
+{
+	char who[256], msg[512];
+	ncclResult_t r = ncclSuccess;
+	int64_t now = now_ms();
+
+	if (pthread_mutex_trylock(&c->mu))
+		return;
+	if (!c->nc || atomic_load(&c->nc_aborted))
+		goto out_unlock;
+	if (atomic_load(&c->broken)) {
+		abort_nc_locked(c);
+		goto out_unlock;
+	}
+	for (weft_comm_work *w = c->pending; w; w = w->pend_next) {
+		cudaError_t err;
+
+		if (now - w->issued_ms <= c->timeout_ms)
+			continue;
+		err = cudaEventQuery(w->done);
+		if (err != cudaErrorNotReady) {
+			cudaGetLastError(); /* done, or a CUDA error that wait reports */
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "%s: watchdog: %s did not finish within %lld ms of its "
+			 "issue (a peer is stuck, behind, or called a different collective); the "
+			 "communicator was aborted", nccl_who(c, who, sizeof(who)), w->what,
+			 (long long)c->timeout_ms);
+		nccl_break(c, msg);
+		nccl_host->log(WEFT_LOG_WARN, "%s", msg);
+		abort_nc_locked(c);
+		goto out_unlock;
+	}
+	if (ncclCommGetAsyncError(c->nc, &r) == ncclSuccess && r != ncclSuccess &&
+	    r != ncclInProgress) {
+		snprintf(msg, sizeof(msg), "%s: watchdog: NCCL reported %s (a peer has probably "
+			 "exited; see its log); the communicator was aborted",
+			 nccl_who(c, who, sizeof(who)), ncclGetErrorString(r));
+		nccl_break(c, msg);
+		nccl_host->log(WEFT_LOG_WARN, "%s", msg);
+		abort_nc_locked(c);
+	}
+out_unlock:
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void *watchdog_main(void *arg)
+{
+	weft_comm *c = arg;
+
+	cudaSetDevice(c->device); /* cudaEventQuery on c's GPU */
+	pthread_mutex_lock(&c->wd_mu);
+	while (!c->wd_stop) {
+		struct timespec dl;
+
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += NCCL_WATCH_MS * 1000000L;
+		dl.tv_sec += dl.tv_nsec / 1000000000L;
+		dl.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &dl);
+		if (c->wd_stop)
+			break;
+		pthread_mutex_unlock(&c->wd_mu);
+		watch_once(c);
+		pthread_mutex_lock(&c->wd_mu);
+	}
+	pthread_mutex_unlock(&c->wd_mu);
+	return NULL;
+}
+
+/* Starts c's watchdog. Errors: WEFT_ERR_COMM naming pthread_create's. */
+static weft_status watchdog_start(weft_comm *c)
+{
+	char who[256];
+	int rc;
+
+	rc = pthread_create(&c->watchdog, NULL, watchdog_main, c);
+	if (rc)
+		return nccl_host->error_set(WEFT_ERR_COMM, "%s: cannot start the watchdog thread: %s",
+					    nccl_who(c, who, sizeof(who)), strerror(rc));
+	c->watchdog_running = 1;
+	return WEFT_OK;
+}
+
+static void watchdog_stop(weft_comm *c)
+{
+	if (!c->watchdog_running)
+		return;
+	pthread_mutex_lock(&c->wd_mu);
+	c->wd_stop = 1;
+	pthread_cond_signal(&c->wd_cv);
+	pthread_mutex_unlock(&c->wd_mu);
+	pthread_join(c->watchdog, NULL);
+	c->watchdog_running = 0;
+}
+
 /* ---- lifecycle ---- */
 
 void nccl_abort(weft_comm *c)
@@ -440,7 +578,8 @@ void nccl_abort(weft_comm *c)
 	if (!c)
 		return;
 	nccl_break(c, "aborted by the host");
-	/* never block: a thread inside a collective aborts nc when it sees the flag */
+	/* never block: a thread inside a collective aborts nc when it sees the
+	 * flag, or else the watchdog does within NCCL_WATCH_MS */
 	if (pthread_mutex_trylock(&c->mu) == 0) {
 		abort_nc_locked(c);
 		pthread_mutex_unlock(&c->mu);
@@ -451,6 +590,7 @@ void nccl_destroy(weft_comm *c)
 {
 	if (!c)
 		return;
+	watchdog_stop(c);
 	pthread_mutex_lock(&c->mu);
 	cudaSetDevice(c->device);
 	if (c->nc && !atomic_load(&c->nc_aborted)) {
@@ -490,42 +630,40 @@ void nccl_destroy(weft_comm *c)
 		cudaStreamDestroy(c->stream);
 	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->wd_cv);
+	pthread_mutex_destroy(&c->wd_mu);
 	nccl_host->mem_free(c);
 }
 
-/* The unique id: made by rank 0, read by the others through the store. */
+/* ncclGetUniqueId for nccl_exchange_id. */
+static weft_status make_id(void *arg, void *id, size_t bytes)
+{
+	weft_comm *c = arg;
+	char who[256];
+	ncclResult_t r;
+
+	(void)bytes;
+	r = ncclGetUniqueId(id);
+	if (r != ncclSuccess)
+		return nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclGetUniqueId failed: %s",
+					    nccl_who(c, who, sizeof(who)), ncclGetErrorString(r));
+	return WEFT_OK;
+}
+
+/* The unique id of this init of the group: made by rank 0, read by the
+ * others through the store under this generation's key. */
 static weft_status exchange_id(const weft_comm_init_args *a, weft_comm *c, ncclUniqueId *id)
 {
-	char key[320], who[256];
-	void *val = NULL;
-	size_t len = 0;
-	ncclResult_t r;
+	char who[256];
+	int64_t gen;
 	weft_status st;
 
-	snprintf(key, sizeof(key), "%s/nccl/unique_id", c->name);
-	if (a->rank == 0) {
-		r = ncclGetUniqueId(id);
-		if (r != ncclSuccess)
-			return nccl_host->error_set(WEFT_ERR_COMM, "%s: ncclGetUniqueId failed: %s",
-						    nccl_who(c, who, sizeof(who)),
-						    ncclGetErrorString(r));
-		return a->store->set(a->store->ctx, key, id, sizeof(*id));
-	}
-	st = a->store->get(a->store->ctx, key, a->timeout_ms, &val, &len);
-	if (st)
-		return nccl_host->error_wrap(st, "%s: waiting for rank 0's NCCL id (is rank 0 "
-					     "running, with trainer.comm=nccl too?)",
-					     nccl_who(c, who, sizeof(who)));
-	if (len != sizeof(*id)) {
-		a->store->release(a->store->ctx, val);
-		return nccl_host->error_set(WEFT_ERR_COMM, "%s: store key %s holds %zu bytes, not an "
-					    "NCCL unique id (%zu bytes): is rank 0 a different "
-					    "weft build?", nccl_who(c, who, sizeof(who)), key, len,
-					    sizeof(*id));
-	}
-	memcpy(id, val, sizeof(*id));
-	a->store->release(a->store->ctx, val);
-	return WEFT_OK;
+	st = nccl_exchange_id(nccl_host, a->store, c->name, c->rank, a->timeout_ms,
+			      nccl_who(c, who, sizeof(who)), make_id, c, id, sizeof(*id), &gen);
+	if (!st)
+		nccl_host->log(WEFT_LOG_DEBUG, "%s: NCCL id of generation %lld exchanged", who,
+			       (long long)gen);
+	return st;
 }
 
 static weft_status check_device(const weft_comm_init_args *a)
@@ -583,6 +721,15 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 	c->device = a->device_index;
 	c->timeout_ms = a->timeout_ms;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->wd_mu, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->wd_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	deadline = now_ms() + a->timeout_ms;
 	err = cudaSetDevice(c->device);
 	if (err == cudaSuccess)
@@ -628,6 +775,8 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 		}
 		goto out_destroy;
 	}
+	if ((st = watchdog_start(c)))
+		goto out_destroy;
 	nccl_host->log(WEFT_LOG_DEBUG, "%s connected on cuda:%d", nccl_who(c, who, sizeof(who)),
 		       (int)c->device);
 	*out = c;

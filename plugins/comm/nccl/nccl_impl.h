@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "nccl_rendezvous.h"
 #include "nccl_stage.h"
 #include "weft/comm.h"
 
@@ -42,6 +43,11 @@ struct weft_comm_work {
 	const void *out_src;          /* ... from the pinned block */
 	size_t out_bytes;
 	struct weft_comm_work *next;  /* free list */
+	/* issued and not yet waited for: on the comm's pending list (under
+	 * its mu), which the watchdog reads */
+	int64_t issued_ms;
+	int pending;
+	struct weft_comm_work *pend_prev, *pend_next;
 };
 
 struct weft_comm {
@@ -61,7 +67,27 @@ struct weft_comm {
 	atomic_int broken;     /* a collective failed or timed out, or abort was called */
 	atomic_int nc_aborted; /* ncclCommAbort was called: nc must not be used */
 	char broken_reason[512];
+
+	/* Every call that reads nc (ncclCommGetAsyncError, ncclGetLastError,
+	 * ncclCommAbort, the collectives) holds mu: another thread may abort
+	 * it at any moment. */
+	struct weft_comm_work *pending; /* issued, not yet waited for (under mu) */
+
+	/* The watchdog: a thread that, every NCCL_WATCH_MS, aborts nc when a
+	 * pending collective is older than the timeout, NCCL reports an
+	 * asynchronous error, or the comm was marked broken (abort) while its
+	 * lock was busy. So a stuck collective ends by the deadline even when
+	 * no thread waits for it: one blocked in cudaFree or a device-wide
+	 * synchronize, or one that never calls wait. */
+	pthread_t watchdog;
+	int watchdog_running;
+	pthread_mutex_t wd_mu;
+	pthread_cond_t wd_cv;
+	int wd_stop; /* under wd_mu */
 };
+
+/* The watchdog's period (ms). */
+#define NCCL_WATCH_MS 100
 
 /* "comm 'world' rank 1/4" into buf. */
 const char *nccl_who(const weft_comm *c, char *buf, size_t len);
