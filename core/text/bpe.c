@@ -6,10 +6,13 @@
 #include "text/text_impl.h"
 
 /* Words up to this many bytes are cached; the cache is emptied when it
- * holds CACHE_MAX words (the corpus' common words come back at once). */
+ * holds CACHE_MAX words or its arenas are full (the corpus' common words
+ * come back at once). About 5 MB per encoder. */
 #define CACHE_WORD_MAX 48
 #define CACHE_SLOTS (1u << 17)
 #define CACHE_MAX (CACHE_SLOTS / 2)
+#define CACHE_KEY_BYTES (1u << 20)
+#define CACHE_IDS (1u << 18)
 
 typedef struct cache_slot {
 	uint64_t hash;      /* 0: empty */
@@ -31,9 +34,9 @@ struct weft_tokenizer_encoder {
 	const weft_tokenizer *t;
 	cache_slot *slots;
 	size_t n_cached;
-	uint8_t *keys;      /* CACHE_MAX * CACHE_WORD_MAX bytes */
+	uint8_t *keys;      /* CACHE_KEY_BYTES */
 	size_t keys_len;
-	uint32_t *cids;     /* cached ids; a word has at most as many ids as bytes */
+	uint32_t *cids;     /* CACHE_IDS cached ids */
 	size_t cids_len;
 	symbol *sym;
 	merge_item *heap;
@@ -95,8 +98,8 @@ weft_status weft_tokenizer_encoder_create(const weft_tokenizer *t, weft_tokenize
 		goto out_nomem;
 	e->t = t;
 	e->slots = calloc(CACHE_SLOTS, sizeof(*e->slots));
-	e->keys = malloc((size_t)CACHE_MAX * CACHE_WORD_MAX);
-	e->cids = malloc((size_t)CACHE_MAX * CACHE_WORD_MAX * sizeof(*e->cids));
+	e->keys = malloc(CACHE_KEY_BYTES);
+	e->cids = malloc(CACHE_IDS * sizeof(*e->cids));
 	if (!e->slots || !e->keys || !e->cids)
 		goto out_nomem;
 	*out = e;
@@ -321,7 +324,9 @@ static weft_status encode_piece(weft_tokenizer_encoder *e, const uint8_t *w, siz
 	}
 	if (st)
 		return st;
-	if (e->n_cached >= CACHE_MAX) {
+	/* a word has at most as many ids as bytes */
+	if (e->n_cached >= CACHE_MAX || e->keys_len + n > CACHE_KEY_BYTES ||
+	    e->cids_len + n > CACHE_IDS) {
 		cache_clear(e);
 		slot = (size_t)h & (CACHE_SLOTS - 1);
 	}

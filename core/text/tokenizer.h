@@ -99,4 +99,21 @@ weft_status weft_tokenizer_decode(const weft_tokenizer *t, const uint32_t *ids, 
 size_t weft_tokenizer_cut_point(const weft_tokenizer *t, const char *text, size_t len,
 				size_t from);
 
+/* Encodes n texts at once on as many threads as there are encoders (one
+ * per thread, all of the same tokenizer): texts[i] (lens[i] bytes) is
+ * appended to outs[i], so the result does not depend on the thread count.
+ * Blocks until all are done. Errors: WEFT_ERR_NOMEM; WEFT_ERR_IO when a
+ * thread cannot be started. */
+weft_status weft_tokenizer_encode_many(weft_tokenizer_encoder *const *encoders, int n_encoders,
+				       const char *const *texts, const size_t *lens, size_t n,
+				       weft_token_ids *outs);
+
+/* Splits `len` bytes of text into pieces of about `target` bytes at
+ * weft_tokenizer_cut_point positions (so they encode apart to the ids of
+ * the whole), writing the end of each piece to ends[] (at most max_pieces;
+ * the last end is len). Returns the count of pieces (1 when the text has
+ * no cut point or the tokenizer cannot be cut). */
+size_t weft_tokenizer_split(const weft_tokenizer *t, const char *text, size_t len,
+			    size_t target, size_t *ends, size_t max_pieces);
+
 #endif /* WEFT_TEXT_TOKENIZER_H */
