@@ -460,7 +460,15 @@ static weft_status build(weft_tokenizer *t, weft_json_value *root)
 	t->unk_id = -1;
 	unk = weft_json_get(model, "unk_token");
 	if (str_of(unk)) {
-		t->unk_id = weft_tokenizer_token_id(t, unk->string);
+		size_t n = strlen(unk->string);
+
+		/* an added token's id, else the vocabulary's (bpe.c looks up the
+		 * same way; the added texts still point into the JSON tree here) */
+		for (size_t a = 0; a < t->n_added && t->unk_id < 0; a++)
+			if (t->added[a].len == n && !memcmp(t->added[a].text, unk->string, n))
+				t->unk_id = t->added[a].id;
+		if (t->unk_id < 0)
+			t->unk_id = txt_vocab_find(t, (const uint8_t *)unk->string, n);
 		if (t->unk_id < 0)
 			return fail(t, WEFT_ERR_CORRUPT, "model.unk_token '%s' is not in the "
 				    "vocabulary%s", unk->string, "");

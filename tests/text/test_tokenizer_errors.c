@@ -53,6 +53,23 @@ int main(void)
 	weft_tokenizer_encoder_free(e);
 	weft_tokenizer_free(t);
 
+	/* a byte the vocabulary lacks becomes unk_token */
+	p = write_json("unk.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,"
+		       "\"ab\":2,\"<unk>\":3},\"merges\":[\"a b\"],\"unk_token\":\"<unk>\"},"
+		       PRE_GPT2 "," DEC "}");
+	WT_OK(weft_tokenizer_load(p, &t));
+	WT_OK(weft_tokenizer_encoder_create(t, &e));
+	ids = (weft_token_ids){ 0 };
+	WT_OK(weft_tokenizer_encode(e, "azb", 3, &ids));
+	WT_CHECK(ids.n == 3 && ids.ids[0] == 0 && ids.ids[1] == 3 && ids.ids[2] == 1);
+	WT_CHECK(weft_tokenizer_eos_id(t) == -1);
+	free(ids.ids);
+	weft_tokenizer_encoder_free(e);
+	weft_tokenizer_free(t);
+	p = write_json("unk2.json", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
+		       "\"merges\":[],\"unk_token\":\"<unk>\"}," PRE_GPT2 "," DEC "}");
+	WT_FAILS(weft_tokenizer_load(p, &t), WEFT_ERR_CORRUPT, "unk_token '<unk>'");
+
 	WT_FAILS(weft_tokenizer_load("/nonexistent/tokenizer.json", &t), WEFT_ERR_NOT_FOUND,
 		 "/nonexistent/tokenizer.json");
 	p = write_json("broken.json", "{\"model\": [");
