@@ -40,6 +40,10 @@ int weft_cmd_ckpt(int argc, char **argv);
  * core/text). */
 int weft_cmd_tokenize(int argc, char **argv);
 
+/* `weft generate --ckpt CHECKPOINT --prompt TEXT ...`: text from a
+ * language model (cmd_generate.c, core/generate). */
+int weft_cmd_generate(int argc, char **argv);
+
 /* Prints "weft: <status>: <last error>" to stderr and returns 1. */
 int weft_cli_fail(void);
 
