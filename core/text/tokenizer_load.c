@@ -489,7 +489,8 @@ static weft_status build(weft_tokenizer *t, weft_json_value *root)
 		t->added_first[ad->text[0]] = 1;
 		t->added_has_space |= memchr(ad->text, ' ', ad->len) != NULL;
 	}
-	qsort(t->added, t->n_added, sizeof(*t->added), by_first_then_longest);
+	if (t->n_added)
+		qsort(t->added, t->n_added, sizeof(*t->added), by_first_then_longest);
 	return WEFT_OK;
 }
 
