@@ -216,9 +216,9 @@ static weft_status add_unit(run *r, const char *text, size_t len, int64_t at, in
 	return WEFT_OK;
 }
 
-/* One document: pieces of about PIECE_BYTES, cut where encoding apart
- * changes nothing. */
-static weft_status add_doc(run *r, const char *text, size_t len, int64_t at)
+/* A span of a document: pieces of about PIECE_BYTES, cut where encoding
+ * apart changes nothing; `doc_end` when it ends the document. */
+static weft_status add_span(run *r, const char *text, size_t len, int64_t at, int doc_end)
 {
 	size_t ends[64], start = 0;
 
@@ -228,7 +228,7 @@ static weft_status add_doc(run *r, const char *text, size_t len, int64_t at)
 		size_t piece_start = 0;
 
 		for (size_t k = 0; k < n; k++) {
-			int last = k + 1 == n && start + ends[k] == len;
+			int last = doc_end && k + 1 == n && start + ends[k] == len;
 			weft_status st = add_unit(r, text + start + piece_start, ends[k] - piece_start,
 						  at + (int64_t)(start + piece_start), last);
 
@@ -239,6 +239,22 @@ static weft_status add_doc(run *r, const char *text, size_t len, int64_t at)
 		start += ends[n - 1];
 	}
 	return WEFT_OK;
+}
+
+/* One document; one that spans the validation split is cut at the first
+ * cut point from the split on, so a single long text splits too. */
+static weft_status add_doc(run *r, const char *text, size_t len, int64_t at)
+{
+	if (at < r->val_from && r->val_from < at + (int64_t)len) {
+		size_t cut = weft_tokenizer_cut_point(r->tok, text, len, (size_t)(r->val_from - at));
+		weft_status st;
+
+		if (cut > 0) {
+			st = add_span(r, text, cut, at, 0);
+			return st ? st : add_span(r, text + cut, len - cut, at + (int64_t)cut, 1);
+		}
+	}
+	return add_span(r, text, len, at, 1);
 }
 
 static weft_status add_file(run *r, char *text, size_t len, int64_t at, const char *delim)

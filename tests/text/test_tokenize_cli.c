@@ -163,6 +163,22 @@ static void test_pieces(weft_tokenizer *t)
 		same = weft_tokens_at(&got, i) == whole.ids[i];
 	WT_CHECK(same);
 	weft_tokens_free(&got);
+	/* one long document split for validation: cut near 10% from its end */
+	snprintf(args, sizeof(args), "--tokenizer %s --out %s --val-fraction 0.1 %s",
+		 tok_fixture("gpt2_style.json"), tmp("one_train.bin"), tmp("big.txt"));
+	WT_CHECK(run(args) == 0);
+	{
+		weft_tokens tr, va;
+
+		WT_OK(weft_tokens_from_bin(tmp("one_train.bin"), &tr));
+		WT_OK(weft_tokens_from_bin(tmp("one_val.bin"), &va));
+		/* the cut is the first space between letters after the split: within a
+		 * line of text, so the share is 10% within half a point */
+		WT_CLOSE((double)va.n / (double)(tr.n + va.n), 0.1, 0, 0.005);
+		WT_CHECK(tr.n + va.n == (int64_t)whole.n + 1); /* + the end-of-text */
+		weft_tokens_free(&tr);
+		weft_tokens_free(&va);
+	}
 	weft_tokenizer_encoder_free(e);
 	free(whole.ids);
 	free(all);
