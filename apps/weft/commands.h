@@ -35,6 +35,15 @@ int weft_cmd_plan(int argc, char **argv);
 /* `weft ckpt inspect|export|reshard DIR ...` (cmd_ckpt.c). */
 int weft_cmd_ckpt(int argc, char **argv);
 
+/* `weft tokenize --tokenizer FILE --out TRAIN.bin FILES...`: text ->
+ * llm.c token files, encoded on several threads (cmd_tokenize.c,
+ * core/text). */
+int weft_cmd_tokenize(int argc, char **argv);
+
+/* `weft generate --ckpt CHECKPOINT --prompt TEXT ...`: text from a
+ * language model (cmd_generate.c, core/generate). */
+int weft_cmd_generate(int argc, char **argv);
+
 /* Prints "weft: <status>: <last error>" to stderr and returns 1. */
 int weft_cli_fail(void);
 

@@ -15,6 +15,8 @@ static const weft_command commands[] = {
 	{ "bench", weft_cmd_bench, "benchmarks: `weft bench comm` prints the nccl-tests table" },
 	{ "plan", weft_cmd_plan, "bytes per rank and communication per step, before launch" },
 	{ "ckpt", weft_cmd_ckpt, "inspect a checkpoint, export its weights, reshard it" },
+	{ "tokenize", weft_cmd_tokenize, "text files -> llm.c token files with a BPE tokenizer.json" },
+	{ "generate", weft_cmd_generate, "sample text from a trained language model" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -191,6 +191,11 @@ static weft_status load_lm(weft_data_module *m, const weft_cfg *data, int cls)
 		st = weft_tokens_from_text(list, n, &m->all_tokens);
 		if (st)
 			return at(st, data, "paths");
+		st = opt_str(data, "tokenizer", &path);
+		if (!st && path)
+			st = weft_tokens_tokenize(&m->all_tokens, path);
+		if (st)
+			return at(st, data, "tokenizer");
 	} else {
 		if ((st = req_str(data, "path", "tokens", &path)) ||
 		    (st = opt_str(data, "val_path", &val_path)))

@@ -146,6 +146,16 @@ static inline uint32_t weft_tokens_at(const weft_tokens *t, int64_t i)
  * files hold no bytes at all. */
 weft_status weft_tokens_from_text(const char *const *paths, size_t n, weft_tokens *out);
 
+/* Replaces a text stream's bytes (from weft_tokens_from_text) by their ids
+ * under the byte-level BPE tokenizer.json at `tokenizer_path` (core/text):
+ * uint16 ids when its vocabulary has at most 65536 ids, uint32 otherwise;
+ * vocab becomes the tokenizer's. The text is cut into pieces that encode
+ * apart to the same ids and encoded on up to 8 threads. No end-of-text
+ * token is added (files are concatenated as bytes first).
+ * Errors: those of weft_tokenizer_load (naming the file);
+ * WEFT_ERR_INVALID_ARG when the text gives no tokens; WEFT_ERR_NOMEM. */
+weft_status weft_tokens_tokenize(weft_tokens *t, const char *tokenizer_path);
+
 /* Opens a token .bin file (memory-mapped, read-only): llm.c's format when
  * the first int32 is 20240520 (version 1, uint16 tokens) or 20240801
  * (version 7, uint32 tokens): a 256 x int32 header whose third entry is the
