@@ -403,8 +403,24 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 		cudaError_t err = cudaEventQuery(w->done);
 		ncclResult_t r = ncclSuccess;
 
-		if (err == cudaSuccess)
+		if (err == cudaSuccess) {
+			/* done, but an aborted communicator or an asynchronous
+			 * error leaves the buffer unreduced: say so, never OK */
+			char who[256];
+
+			pthread_mutex_lock(&c->mu);
+			if (atomic_load(&c->broken))
+				st = nccl_host->error_set(WEFT_ERR_CANCELLED, "%s: %s was aborted (%s)",
+							  nccl_who(c, who, sizeof(who)), what,
+							  reason_of(c));
+			else if (!atomic_load(&c->nc_aborted) &&
+				 ncclCommGetAsyncError(c->nc, &r) == ncclSuccess &&
+				 r != ncclSuccess && r != ncclInProgress)
+				st = fail_nccl(c, WEFT_ERR_COMM, what, "failed (a peer has probably "
+					       "exited; see its log)", r);
+			pthread_mutex_unlock(&c->mu);
 			break;
+		}
 		if (err != cudaErrorNotReady) {
 			st = fail_cuda(c, what, err);
 			break;
@@ -694,7 +710,7 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	char who[256];
 	ncclUniqueId id;
-	int timed_out, cancelled;
+	int timed_out = 0, cancelled = 0;
 	int64_t deadline;
 	cudaError_t err;
 	ncclResult_t r;
