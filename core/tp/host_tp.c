@@ -97,7 +97,9 @@ weft_status weft_tp_host_comm_split(const weft_comm_ops *ops, weft_comm *comm, i
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "comm_split: this communicator was not "
 				      "made by the host (only the world communicator a strategy is "
 				      "given, and those split from it, can be split)");
-	if (weft_pg_ops(pg) != ops && weft_tp_ledger_ops(weft_pg_ops(pg)) != ops)
+	/* the backend's table or the ledger's copy of it (comm_ledger.c),
+	 * which keeps the backend's init */
+	if (weft_pg_ops(pg) != ops && weft_pg_ops(pg)->init != ops->init)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "comm_split: group '%s' belongs to "
 				      "another comm backend", weft_pg_name(pg));
 	st = weft_pg_split(pg, color, key, &sub);
