@@ -2,11 +2,17 @@
 
 # weft_core_subsystem(NAME SOURCES a.c b.c [LIBS x y])
 # A core subsystem: static PIC library weft_NAME, part of libweft.so.
+# Compiled with hidden visibility: libweft.so exports only what the SDK
+# headers declare WEFT_API (tests/structure checks it); the weft program,
+# the tests and the benchmarks link these libraries themselves to reach
+# the internals.
 function(weft_core_subsystem name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
   add_library(weft_${name} STATIC ${A_SOURCES})
   target_link_libraries(weft_${name} PUBLIC weft_sdk ${A_LIBS})
   target_include_directories(weft_${name} PUBLIC ${CMAKE_SOURCE_DIR}/core)
+  set_target_properties(weft_${name} PROPERTIES C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden)
   target_compile_definitions(weft_${name} PRIVATE
     WEFT_BUILD_PLUGIN_DIR="${WEFT_PLUGIN_DIR}"
     WEFT_INSTALL_PLUGIN_DIR="${WEFT_INSTALL_PLUGIN_DIR}")
@@ -25,7 +31,9 @@ function(weft_add_core_library)
       target_link_libraries(weft PRIVATE ${deps})
     endif()
   endforeach()
-  set_target_properties(weft PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  set_target_properties(weft PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+    C_VISIBILITY_PRESET hidden LINK_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/libweft.map)
+  target_link_options(weft PRIVATE "LINKER:--version-script=${CMAKE_SOURCE_DIR}/cmake/libweft.map")
   install(TARGETS weft EXPORT weftTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
@@ -52,6 +60,19 @@ function(weft_add_plugin name)
   string(FIND "${CMAKE_CURRENT_SOURCE_DIR}/" "${CMAKE_SOURCE_DIR}/plugins/" at)
   if(at EQUAL 0)
     set_property(GLOBAL APPEND PROPERTY WEFT_PRODUCT_MODULES ${name})
+  endif()
+  # tests/structure checks that the plugins of plugins/ and examples/plugins/
+  # (built in the tree by tests/sdk) see sdk/include alone
+  set(boundary ${at})
+  foreach(src ${A_SOURCES})
+    get_filename_component(src ${src} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    string(FIND "${src}" "${CMAKE_SOURCE_DIR}/examples/plugins/" ex)
+    if(ex EQUAL 0)
+      set(boundary 0)
+    endif()
+  endforeach()
+  if(boundary EQUAL 0)
+    set_property(GLOBAL APPEND PROPERTY WEFT_SDK_BOUNDARY_MODULES ${name})
   endif()
 endfunction()
 

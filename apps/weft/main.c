@@ -1,9 +1,17 @@
 /* weft: the command line. `weft <command> [options]`. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "plugin/registry.h"
 #include "weft/weft.h"
+
+#ifndef WEFT_INSTALL_LIBDIR
+#define WEFT_INSTALL_LIBDIR "lib"
+#endif
 
 static const weft_command commands[] = {
 	{ "fit", weft_cmd_fit, "train a model from a YAML config" },
@@ -44,8 +52,34 @@ static void usage(FILE *out)
 	fprintf(out, "\n`weft <command> --help` describes each command.\n");
 }
 
+/* This program has the core built in (libweft.so exports the SDK alone, so
+ * it links the core's libraries), so "the plugins beside libweft" are
+ * PREFIX/LIBDIR/weft/plugins beside the PREFIX/bin it runs from: an
+ * installed weft finds its own plugins wherever the prefix was moved, the
+ * build tree's build/lib/weft/plugins. Nothing is set when that directory
+ * does not exist (the search falls back to the build and install ones). */
+static void set_plugin_home(void)
+{
+	char exe[PATH_MAX], dir[PATH_MAX + 64], *slash, *real;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0 || (size_t)n >= sizeof(exe) - 1)
+		return;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	snprintf(dir, sizeof(dir), "%s/../%s/weft/plugins", exe, WEFT_INSTALL_LIBDIR);
+	real = realpath(dir, NULL);
+	if (real)
+		weft_registry_set_program_dir(real);
+	free(real);
+}
+
 int main(int argc, char **argv)
 {
+	set_plugin_home();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

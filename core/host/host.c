@@ -7,6 +7,7 @@
 #include "train/clip.h"
 #include "tp/tp.h"
 #include "nn/nn_impl.h"
+#include "tensor/cuda_extras.h"
 #include "weft/ops.h"
 
 static weft_status host_params_add(weft_params *ps, const char *name, int dtype, int32_t ndim,
@@ -151,6 +152,7 @@ static const weft_host host = {
 	.op_reshape = weft_op_reshape,
 	.ctx_kernels = host_ctx_kernels,
 	.parallel_for = weft_cpu_parallel_for,
+	.cuda_extras = weft_cuda_extras_find,
 };
 
 const weft_host *weft_host_services(void)

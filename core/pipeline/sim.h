@@ -1,4 +1,4 @@
-/* core/pipeline: a simulator of pipeline schedules (schedule.h).
+/* core/pipeline: a simulator of pipeline schedules (weft/pp_schedule.h).
  *
  * Each rank runs its action list in order on its own clock: a forward or
  * backward of one chunk takes cost->forward / v or cost->backward / v (the
@@ -17,7 +17,7 @@
 #ifndef WEFT_PIPELINE_SIM_H
 #define WEFT_PIPELINE_SIM_H
 
-#include "pipeline/schedule.h"
+#include "weft/pp_schedule.h"
 #include "weft/status.h"
 
 #ifdef __cplusplus

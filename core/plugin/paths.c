@@ -137,11 +137,21 @@ weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, co
 	return WEFT_OK;
 }
 
+/* Set by a program that has the core built in (weft_registry_set_program_dir). */
+static char program_dir[4096];
+
+void weft_registry_set_program_dir(const char *dir)
+{
+	snprintf(program_dir, sizeof(program_dir), "%s", dir ? dir : "");
+}
+
 /* "<directory of the shared object holding this code>/weft/plugins" into
  * buf: for an installed libweft (PREFIX/LIBDIR/libweft.so) that is the
  * install's plugin directory wherever the prefix was installed or moved to
  * (`cmake --install --prefix`, a copied tree); for the build tree's
- * libweft it is the build's plugin directory. 0 when it cannot be told. */
+ * libweft it is the build's plugin directory. A program that has the core
+ * built in gives its own (weft_registry_set_program_dir). 0 when it cannot
+ * be told. */
 static int self_relative_dir(char *buf, size_t len)
 {
 	char *real = NULL;
@@ -149,6 +159,8 @@ static int self_relative_dir(char *buf, size_t len)
 	Dl_info info;
 	int ok;
 
+	if (program_dir[0])
+		return snprintf(buf, len, "%s", program_dir) < (int)len;
 	if (!dladdr((void *)self_relative_dir, &info) || !info.dli_fname)
 		return 0;
 	/* "PREFIX/bin/../lib/libweft.so" (found through $ORIGIN) reads better

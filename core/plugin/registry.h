@@ -108,6 +108,14 @@ weft_status weft_registry_add_path_list(weft_registry *reg, const char *list, co
  * configure-time install directory (if it exists). Errors: as add_dir. */
 weft_status weft_registry_add_default_paths(weft_registry *reg);
 
+/* For a program that has the core built in rather than running libweft.so
+ * (the weft command: libweft exports the SDK alone): `dir` is the plugin
+ * directory that belongs to it (PREFIX/LIBDIR/weft/plugins beside its
+ * bin/), which the default search path then takes for the directory next
+ * to libweft. NULL or "" goes back to asking the dynamic linker. Call it
+ * before the first scan; not thread-safe. */
+void weft_registry_set_program_dir(const char *dir);
+
 /* Reads the config's `plugins:` mapping (NULL: nothing to do):
  *   paths: [DIR, ...]   directories searched before the defaults
  *   load:  [FILE, ...]  plugin files that must load

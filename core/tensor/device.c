@@ -85,6 +85,18 @@ void weft_kernels_set_loader(weft_kernels_loader_fn fn)
 	pthread_mutex_unlock(&registry_lock);
 }
 
+const weft_kernel_table *weft_kernels_registered(weft_device_type type)
+{
+	const weft_kernel_table *t = NULL;
+
+	if ((unsigned)type >= WEFT_DEVICE_TYPE_COUNT)
+		return NULL;
+	pthread_mutex_lock(&registry_lock);
+	t = registry[type];
+	pthread_mutex_unlock(&registry_lock);
+	return t;
+}
+
 weft_status weft_kernels_get(weft_device dev, const weft_kernel_table **out)
 {
 	const weft_kernel_table *t;

@@ -3,7 +3,7 @@
 #include <strings.h>
 
 #include "weft/tensor.h"
-#include "cpu/half.h"
+#include "weft/half.h"
 
 static const struct {
 	const char *name;  /* safetensors */
@@ -51,10 +51,10 @@ weft_status weft_dtype_parse(const char *text, weft_dtype *out)
 			      text ? text : "(null)");
 }
 
-uint16_t weft_f32_to_f16(float x) { return half_from_f32_f16(x); }
-float weft_f16_to_f32(uint16_t h) { return half_f16_to_f32(h); }
-uint16_t weft_f32_to_bf16(float x) { return half_from_f32_bf16(x); }
-float weft_bf16_to_f32(uint16_t h) { return half_bf16_to_f32(h); }
+uint16_t weft_f32_to_f16(float x) { return weft_half_f32_to_f16(x); }
+float weft_f16_to_f32(uint16_t h) { return weft_half_f16_to_f32(h); }
+uint16_t weft_f32_to_bf16(float x) { return weft_half_f32_to_bf16(x); }
+float weft_bf16_to_f32(uint16_t h) { return weft_half_bf16_to_f32(h); }
 
 weft_status weft_convert_host(int64_t n, weft_dtype src_dt, const void *src, weft_dtype dst_dt,
 			      void *dst)
@@ -69,6 +69,6 @@ weft_status weft_convert_host(int64_t n, weft_dtype src_dt, const void *src, wef
 		memmove(dst, src, (size_t)n * weft_dtype_size(src_dt));
 		return WEFT_OK;
 	}
-	half_convert(n, src_dt, src, dst_dt, dst);
+	weft_half_convert(n, src_dt, src, dst_dt, dst);
 	return WEFT_OK;
 }

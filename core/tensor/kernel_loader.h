@@ -28,4 +28,8 @@ typedef const weft_kernel_table *(*weft_kernels_loader_fn)(weft_device_type type
  * load kernel libraries). Thread-safe. */
 void weft_kernels_set_loader(weft_kernels_loader_fn fn);
 
+/* The table registered for `type` (by weft_kernels_register or a loader
+ * that succeeded), or NULL: never loads anything. Thread-safe. */
+const weft_kernel_table *weft_kernels_registered(weft_device_type type);
+
 #endif /* WEFT_TENSOR_KERNEL_LOADER_H */

@@ -1,47 +1,29 @@
 /* 16-mixed's overflow test where the gradients live: host memory on the
  * CPU; device memory on CUDA, through the CUDA kernel library's fused
- * unscale_check (kernels/cuda/kernels_cuda.h) with factor 1, so only the
- * one flag crosses to the host. */
-#include <dlfcn.h>
-#include <stdatomic.h>
+ * unscale_check (weft/cuda_extras.h, found by tensor/cuda_extras.h) with
+ * factor 1, so only the one flag crosses to the host. */
 #include <stdint.h>
 
-#include "cuda/kernels_cuda.h"
+#include "tensor/cuda_extras.h"
 #include "train/precision.h"
 #include "weft/autograd.h"
 
-static _Atomic(const weft_cuda_extras *) extras_found;
-
-/* The extras of the library that provides kernel table k (found from the
- * object the table itself lives in: the library is already loaded), or
- * NULL with the last error set. Remembered once found. */
+/* The extras with an unscale_check, or NULL with the last error set. */
 static const weft_cuda_extras *cuda_extras(const weft_kernel_table *k)
 {
-	const weft_cuda_extras *ex = atomic_load(&extras_found);
-	weft_cuda_extras_fn fn = NULL;
-	Dl_info info;
-	void *h;
+	const weft_cuda_extras *ex = NULL;
+	const char *file = NULL;
 
-	if (ex)
-		return ex;
-	if (!dladdr((const void *)k, &info) || !info.dli_fname) {
-		weft_error_set(WEFT_ERR_UNSUPPORTED, "16-mixed on %s: cannot find the library of "
-			       "its kernels", k->head.name);
+	if (weft_cuda_extras_find(&ex, &file) != WEFT_OK) {
+		weft_error_wrap(WEFT_ERR_UNSUPPORTED, "16-mixed on %s", k->head.name);
 		return NULL;
 	}
-	h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-	if (h) {
-		fn = (weft_cuda_extras_fn)(uintptr_t)dlsym(h, WEFT_CUDA_EXTRAS_SYMBOL);
-		dlclose(h); /* the core keeps it loaded; drop NOLOAD's reference */
-	}
-	ex = fn ? fn() : NULL;
-	if (!ex || !WEFT_HAS_MEMBER(ex, weft_cuda_extras, unscale_check) || !ex->unscale_check) {
+	if (!WEFT_HAS_MEMBER(ex, weft_cuda_extras, unscale_check) || !ex->unscale_check) {
 		weft_error_set(WEFT_ERR_UNSUPPORTED, "16-mixed on %s: %s has no %s with an "
 			       "unscale_check; rebuild the CUDA kernels with this weft",
-			       k->head.name, info.dli_fname, WEFT_CUDA_EXTRAS_SYMBOL);
+			       k->head.name, file, WEFT_CUDA_EXTRAS_SYMBOL);
 		return NULL;
 	}
-	atomic_store(&extras_found, ex);
 	return ex;
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cpu_impl.h"
-#include "half.h"
+#include "weft/half.h"
 #include "weft/memory.h"
 
 /* Whether a product goes to cpu_sgemm: on a CPU that runs it, for the
@@ -155,8 +155,8 @@ weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b
 				      "%zu bytes of scratch and got none", (long long)m,
 				      (long long)n, (long long)k, cpu_gemm_lowp_scratch(in_dt, na, nb));
 	wb = wa + na;
-	half_convert(na, in_dt, a, WEFT_F32, wa);
-	half_convert(nb, in_dt, b, WEFT_F32, wb);
+	weft_half_convert(na, in_dt, a, WEFT_F32, wa);
+	weft_half_convert(nb, in_dt, b, WEFT_F32, wb);
 	return cpu_gemm(kctx, WEFT_F32, trans_a, trans_b, m, n, k, alpha, wa, lda, stride_a, wb,
 			ldb, stride_b, beta, c, ldc, stride_c, batch);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cpu_impl.h"
-#include "half.h"
+#include "weft/half.h"
 
 /* Copies and fills of host memory split over the CPU threads from
  * CPY_GRAIN bytes a thread (a gradient zeroed at the start of a step, a
@@ -250,7 +250,7 @@ typedef struct cvt_args {
 	void *dst;
 } cvt_args;
 
-/* F32 -> BF16 and back over a range: half.h's conversions (rounding to
+/* F32 -> BF16 and back over a range: weft/half.h's conversions (rounding to
  * nearest even, NaN kept quiet with its sign) in loops that vectorize. */
 CPU_HOT
 static void f32_to_bf16_range(void *p, int64_t i0, int64_t i1)
@@ -260,7 +260,7 @@ static void f32_to_bf16_range(void *p, int64_t i0, int64_t i1)
 	uint16_t *restrict D = c->dst;
 
 	for (int64_t i = i0; i < i1; i++)
-		D[i] = half_from_f32_bf16(S[i]);
+		D[i] = weft_half_f32_to_bf16(S[i]);
 }
 
 CPU_HOT
@@ -271,7 +271,7 @@ static void bf16_to_f32_range(void *p, int64_t i0, int64_t i1)
 	float *restrict D = c->dst;
 
 	for (int64_t i = i0; i < i1; i++)
-		D[i] = half_bf16_to_f32(S[i]);
+		D[i] = weft_half_bf16_to_f32(S[i]);
 }
 
 weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *src,
@@ -289,7 +289,7 @@ weft_status cpu_convert(void *kctx, int64_t n, weft_dtype src_dt, const void *sr
 	else if (src_dt == WEFT_BF16 && dst_dt == WEFT_F32)
 		cpu_parallel_for(n, CPU_GRAIN, bf16_to_f32_range, &c);
 	else
-		half_convert(n, src_dt, src, dst_dt, dst);
+		weft_half_convert(n, src_dt, src, dst_dt, dst);
 	return WEFT_OK;
 }
 

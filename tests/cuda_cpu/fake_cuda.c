@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/kernels_cuda.h"
+#include "weft/cuda_extras.h"
 #include "fake_cuda.h"
 
 #define EXPORT __attribute__((visibility("default")))

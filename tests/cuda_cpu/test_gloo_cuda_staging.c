@@ -20,7 +20,7 @@
 #include "weft/comm.h"
 #include "weft_test.h"
 #include "fake_cuda.h"
-#include "../../plugins/comm/gloo/half.h"
+#include "weft/half.h"
 
 #define P 3
 #define DEV 2 /* the device index the buffers claim; copies must carry it */
@@ -107,12 +107,12 @@ static void round_of_collectives(weft_comm *c, int r, int round)
 
 	/* all_reduce avg, bf16, in place: (1 + 2 + 3) * v / 3 = 2 v */
 	for (int i = 0; i < m; i++)
-		((uint16_t *)dev_host(bf))[i] = weft_f32_to_bf16((float)((r + 1) * (i % 7 + 1)));
+		((uint16_t *)dev_host(bf))[i] = weft_half_f32_to_bf16((float)((r + 1) * (i % 7 + 1)));
 	WT_OK(ops->all_reduce(c, DB(bf, m, WEFT_COMM_BF16), DB(bf, m, WEFT_COMM_BF16),
 			      WEFT_COMM_AVG, NULL));
 	bad = 0;
 	for (int i = 0; i < m; i++)
-		bad += weft_bf16_to_f32(((uint16_t *)dev_host(bf))[i]) != (float)(2 * (i % 7 + 1));
+		bad += weft_half_bf16_to_f32(((uint16_t *)dev_host(bf))[i]) != (float)(2 * (i % 7 + 1));
 	rcheck(!bad, r, "round %d: all_reduce bf16 avg in place: %d wrong", round, bad);
 
 	/* all_reduce from host memory into device memory (mixed sides) */

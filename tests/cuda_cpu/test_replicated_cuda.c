@@ -26,10 +26,13 @@
  *   - ddp on 2 ranks (threads, comm gloo staging the fake device memory,
  *     rank 1 starting from other weights) equals the CPU run bit for bit;
  *   - every pinned and device block is freed with the strategy;
- *   - strategies that cannot run on CUDA refuse it at create with advice. */
+ *   - strategies that cannot run on CUDA refuse it at create with advice;
+ *   - on an older weft whose host table lacks cuda_extras (ABI 1.3) the
+ *     strategy refuses cuda naming both versions. */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,6 +579,36 @@ static void no_library(void)
 	run_free(&r);
 }
 
+/* A strategy built for ABI 1.3 loaded by an older weft, whose host table
+ * ends before cuda_extras: on cuda it refuses, naming both versions,
+ * instead of reading past the table. The plugin's entry is called again
+ * with such a table (the registry loaded it with the real one, which is
+ * given back afterwards). */
+static void old_host(void)
+{
+	weft_host old = *weft_host_services();
+	weft_plugin_entry_fn entry = NULL;
+	Dl_info info;
+	void *h = NULL;
+	run r;
+
+	old.head.abi_version = WEFT_ABI_MAKE(1, 2);
+	old.head.struct_size = (uint32_t)offsetof(weft_host, cuda_extras);
+	WT_REQUIRE(dladdr((const void *)single_ops, &info) && info.dli_fname);
+	h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+	WT_REQUIRE(h != NULL);
+	entry = (weft_plugin_entry_fn)(uintptr_t)dlsym(h, WEFT_PLUGIN_ENTRY_SYMBOL);
+	WT_REQUIRE(entry != NULL);
+	WT_REQUIRE(entry(&old) != NULL);
+	WT_OK(run_init(&r, 0, "sgd", "{name: sgd, lr: 0.1}", 0.0));
+	r.env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
+	WT_FAILS(run_setup(&r), WEFT_ERR_UNSUPPORTED, "parameters are on cuda:0",
+		 "host has no cuda_extras (ABI 1.2, 1.3 needed)", "accelerator: cpu");
+	run_free(&r);
+	WT_REQUIRE(entry(weft_host_services()) != NULL);
+	dlclose(h); /* the registry keeps it loaded */
+}
+
 /* pp is only created here (it refuses cuda before building a stage): the
  * env must offer stages, which this test never builds. */
 static weft_status cb_stage_create(void *trainer, uint32_t parts, int64_t layer_begin,
@@ -671,6 +704,7 @@ int main(void)
 		return wt_done("test_replicated_cuda");
 	refusals();
 	no_library();
+	old_host();
 
 	/* the fake is found by file name among the loaded objects, as the real
 	 * library is */

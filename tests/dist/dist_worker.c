@@ -19,7 +19,7 @@
 #include "weft/log.h"
 #include "weft/memory.h"
 #include "weft_test.h"
-#include "../../plugins/comm/gloo/half.h"
+#include "weft/half.h"
 
 static int R, P;
 
@@ -35,8 +35,8 @@ static void put(void *base, weft_comm_dtype dt, size_t i, double v)
 	case WEFT_COMM_F64: ((double *)base)[i] = v; break;
 	case WEFT_COMM_I32: ((int32_t *)base)[i] = (int32_t)v; break;
 	case WEFT_COMM_I64: ((int64_t *)base)[i] = (int64_t)v; break;
-	case WEFT_COMM_BF16: ((uint16_t *)base)[i] = weft_f32_to_bf16((float)v); break;
-	case WEFT_COMM_F16: ((uint16_t *)base)[i] = weft_f32_to_f16((float)v); break;
+	case WEFT_COMM_BF16: ((uint16_t *)base)[i] = weft_half_f32_to_bf16((float)v); break;
+	case WEFT_COMM_F16: ((uint16_t *)base)[i] = weft_half_f32_to_f16((float)v); break;
 	default: break;
 	}
 }
@@ -48,8 +48,8 @@ static double get(const void *base, weft_comm_dtype dt, size_t i)
 	case WEFT_COMM_F64: return ((const double *)base)[i];
 	case WEFT_COMM_I32: return ((const int32_t *)base)[i];
 	case WEFT_COMM_I64: return (double)((const int64_t *)base)[i];
-	case WEFT_COMM_BF16: return weft_bf16_to_f32(((const uint16_t *)base)[i]);
-	case WEFT_COMM_F16: return weft_f16_to_f32(((const uint16_t *)base)[i]);
+	case WEFT_COMM_BF16: return weft_half_bf16_to_f32(((const uint16_t *)base)[i]);
+	case WEFT_COMM_F16: return weft_half_f16_to_f32(((const uint16_t *)base)[i]);
 	default: return 0;
 	}
 }
@@ -63,8 +63,8 @@ static double avg_of(double s, int p, weft_comm_dtype dt)
 	case WEFT_COMM_F64: return s / p;
 	case WEFT_COMM_I32:
 	case WEFT_COMM_I64: return (double)((int64_t)s / p);
-	case WEFT_COMM_BF16: return weft_bf16_to_f32(weft_f32_to_bf16((float)s / (float)p));
-	case WEFT_COMM_F16: return weft_f16_to_f32(weft_f32_to_f16((float)s / (float)p));
+	case WEFT_COMM_BF16: return weft_half_bf16_to_f32(weft_half_f32_to_bf16((float)s / (float)p));
+	case WEFT_COMM_F16: return weft_half_f16_to_f32(weft_half_f32_to_f16((float)s / (float)p));
 	default: return 0;
 	}
 }

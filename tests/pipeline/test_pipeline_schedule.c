@@ -1,10 +1,10 @@
-/* Pipeline schedules (core/pipeline/schedule.h) and the simulator
+/* Pipeline schedules (weft/pp_schedule.h) and the simulator
  * (sim.h): structural properties of every schedule over a grid of
  * (p, m, v), the in-flight bounds that set activation memory, the
  * bubble against the textbook formulas, and the configuration errors. */
 #include <stdlib.h>
 
-#include "pipeline/schedule.h"
+#include "weft/pp_schedule.h"
 #include "pipeline/sim.h"
 #include "weft/status.h"
 #include "weft_test.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "base/json.h"
-#include "pipeline/schedule.h"
+#include "weft/pp_schedule.h"
 #include "pipeline/sim.h"
 #include "pipeline/timeline.h"
 #include "weft_test.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/kernels_cuda.h"
+#include "weft/cuda_extras.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

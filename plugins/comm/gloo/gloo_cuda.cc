@@ -3,16 +3,15 @@
  * GPU (which NCCL refuses) can still train together.
  *
  * How the plugin reaches CUDA. It must build and load on machines without
- * the CUDA toolkit, so it does not link libcudart; the host services table
- * has no device copies; and dlopen'ing libcudart by soname would tie the
- * plugin to one toolkit version and duplicate the CUDA error handling. A
- * CUDA buffer can only exist in a process where core/tensor already loaded
- * weft_kernels_cuda.so (on the first use of a cuda device), and that
- * library exports the extras table (kernels/cuda/kernels_cuda.h) with
- * pinned host allocation and a synchronous copy. So the plugin looks for
- * the loaded library among the process's objects (dl_iterate_phdr, by file
- * name), takes the table with dlopen(RTLD_NOLOAD) and dlsym, and does every
- * CUDA operation through it. Nothing is loaded that was not loaded already.
+ * the CUDA toolkit, so it does not link libcudart, and dlopen'ing
+ * libcudart by soname would tie the plugin to one toolkit version and
+ * duplicate the CUDA error handling. A CUDA buffer can only exist in a
+ * process where core/tensor already loaded weft_kernels_cuda.so (on the
+ * first use of a cuda device), and that library's extras table
+ * (weft/cuda_extras.h) has pinned host allocation and a synchronous copy.
+ * The host hands that table out (host->cuda_extras, since ABI 1.3: the
+ * core's one lookup, which loads nothing), and every CUDA operation of
+ * this plugin goes through it.
  *
  * Ordering. copy_sync runs on the device's legacy default stream, which
  * waits for everything issued earlier on every blocking stream of the
@@ -30,10 +29,6 @@
  * when the handle is recycled. All are freed with the communicator. */
 #include <atomic>
 #include <cstring>
-#include <mutex>
-
-#include <dlfcn.h>
-#include <link.h>
 
 #include "gloo_impl.h"
 
@@ -41,24 +36,7 @@ namespace weft_gloo {
 
 namespace {
 
-constexpr const char *kKernelsFile = "weft_kernels_cuda.so";
-
 std::atomic<const weft_cuda_extras *> extras{ nullptr };
-std::mutex lookup_mu;
-
-int find_kernels(struct dl_phdr_info *info, size_t, void *data)
-{
-	const char *name = info->dlpi_name, *base;
-
-	if (!name || !*name)
-		return 0;
-	base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	if (strcmp(base, kKernelsFile) != 0)
-		return 0;
-	*(std::string *)data = name;
-	return 1;
-}
 
 /* The extras table of the loaded kernel library, or NULL with the reason
  * in *why. Only a success is remembered: the library may be loaded later
@@ -66,33 +44,26 @@ int find_kernels(struct dl_phdr_info *info, size_t, void *data)
 const weft_cuda_extras *lookup(std::string *why)
 {
 	const weft_cuda_extras *ex = extras.load(std::memory_order_acquire);
-	std::string path;
+	const char *file = nullptr;
 
 	if (ex)
 		return ex;
-	std::lock_guard<std::mutex> g(lookup_mu);
-	if ((ex = extras.load(std::memory_order_relaxed)))
-		return ex;
-	dl_iterate_phdr(find_kernels, &path);
-	if (path.empty()) {
-		*why = std::string(kKernelsFile) + " is not loaded in this process (a CUDA buffer "
-		       "must come from a tensor on a cuda device, which loads it)";
+	if (!WEFT_HAS_MEMBER(host, weft_host, cuda_extras) || !host->cuda_extras) {
+		*why = "this weft's host has no cuda_extras (ABI " +
+		       std::to_string(WEFT_ABI_VERSION_MAJOR(host->head.abi_version)) + "." +
+		       std::to_string(WEFT_ABI_VERSION_MINOR(host->head.abi_version)) +
+		       ", 1.3 needed): use the weft this plugin was built with";
 		return nullptr;
 	}
-	void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-	if (!h) {
-		const char *e = dlerror();
-		*why = path + ": " + (e ? e : "dlopen(RTLD_NOLOAD) failed");
+	if (host->cuda_extras(&ex, &file) != WEFT_OK) {
+		*why = host->error_last();
 		return nullptr;
 	}
-	auto fn = (weft_cuda_extras_fn)(uintptr_t)dlsym(h, WEFT_CUDA_EXTRAS_SYMBOL);
-	/* the core keeps the library loaded; drop the reference NOLOAD took */
-	dlclose(h);
-	ex = fn ? fn() : nullptr;
-	if (!ex || !WEFT_HAS_MEMBER(ex, weft_cuda_extras, copy_sync) || !ex->host_alloc ||
+	if (!WEFT_HAS_MEMBER(ex, weft_cuda_extras, copy_sync) || !ex->host_alloc ||
 	    !ex->host_free || !ex->copy_sync) {
-		*why = path + " has no staging copies (" WEFT_CUDA_EXTRAS_SYMBOL "'s copy_sync): it "
-		       "was built for an older weft; rebuild it with this one";
+		*why = std::string(file ? file : "the CUDA kernel library") + " has no staging "
+		       "copies (" WEFT_CUDA_EXTRAS_SYMBOL "'s copy_sync): it was built for an "
+		       "older weft; rebuild it with this one";
 		return nullptr;
 	}
 	extras.store(ex, std::memory_order_release);

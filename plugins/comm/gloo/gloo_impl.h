@@ -23,7 +23,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "cuda/kernels_cuda.h"
+#include "weft/cuda_extras.h"
 #include "weft/comm.h"
 
 namespace weft_gloo {

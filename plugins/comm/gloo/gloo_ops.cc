@@ -18,7 +18,7 @@
 #include <gloo/broadcast.h>
 
 #include "gloo_impl.h"
-#include "half.h"
+#include "weft/half.h"
 
 namespace weft_gloo {
 
@@ -43,10 +43,10 @@ void widen(float *dst, const void *src, size_t n, weft_comm_dtype dt)
 
 	if (dt == WEFT_COMM_BF16)
 		for (size_t i = 0; i < n; i++)
-			dst[i] = weft_bf16_to_f32(s[i]);
+			dst[i] = weft_half_bf16_to_f32(s[i]);
 	else
 		for (size_t i = 0; i < n; i++)
-			dst[i] = weft_f16_to_f32(s[i]);
+			dst[i] = weft_half_f16_to_f32(s[i]);
 }
 
 void narrow(void *dst, const float *src, size_t n, weft_comm_dtype dt)
@@ -55,10 +55,10 @@ void narrow(void *dst, const float *src, size_t n, weft_comm_dtype dt)
 
 	if (dt == WEFT_COMM_BF16)
 		for (size_t i = 0; i < n; i++)
-			d[i] = weft_f32_to_bf16(src[i]);
+			d[i] = weft_half_f32_to_bf16(src[i]);
 	else
 		for (size_t i = 0; i < n; i++)
-			d[i] = weft_f32_to_f16(src[i]);
+			d[i] = weft_half_f32_to_f16(src[i]);
 }
 
 ms remaining(clk::time_point deadline)

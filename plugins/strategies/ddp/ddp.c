@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "weft/half.h"
 #include "replicated.h"
 #include "replicated_plan.h"
 
@@ -64,6 +64,12 @@ static weft_comm_dtype wire_dtype(const ddp *s)
 {
 	return s->comm_hook == HOOK_BF16 ? WEFT_COMM_BF16 :
 	       s->comm_hook == HOOK_FP16 ? WEFT_COMM_F16 : WEFT_COMM_F32;
+}
+
+/* The dtype the comm hook compresses gradients to (weft/half.h rounds). */
+static weft_dtype hook_dtype(const ddp *s)
+{
+	return s->comm_hook == HOOK_BF16 ? WEFT_BF16 : WEFT_F16;
 }
 
 static weft_comm_device comm_device(const weft_strategy_env *env)
@@ -246,8 +252,8 @@ static weft_status launch(ddp *s, ddp_bucket *b)
 	weft_status st;
 
 	if (s->comm_hook != HOOK_NONE) {
-		ddp_pack_half(s->rep.grads + b->begin, s->half + b->begin, n,
-			      s->comm_hook == HOOK_BF16);
+		weft_half_convert(n, WEFT_F32, s->rep.grads + b->begin, hook_dtype(s),
+				  s->half + b->begin);
 		buf.data = s->half + b->begin;
 	}
 	b->t_launch = weft_clock_ns();
@@ -459,8 +465,8 @@ static weft_status wait_all(ddp *s, int64_t *exposed)
 			st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of gradient bucket "
 						"%zu", k);
 		if (!w && s->comm_hook != HOOK_NONE)
-			ddp_unpack_half(s->half + b->begin, s->rep.grads + b->begin,
-					b->end - b->begin, s->comm_hook == HOOK_BF16);
+			weft_half_convert(b->end - b->begin, hook_dtype(s), s->half + b->begin,
+					  WEFT_F32, s->rep.grads + b->begin);
 	}
 	return st;
 }

@@ -29,10 +29,10 @@
  *
  * How the CUDA library is reached: this plugin links no CUDA. The library
  * (weft_kernels_cuda.so) is already loaded when a tensor lives on a CUDA
- * device; its extras table (kernels/cuda/kernels_cuda.h) is found among the
- * process's objects by file name, as comm gloo does, and gives pinned host
- * memory, copy_sync, adamw_step and sum_squares. The fused path also needs
- * the kernel table and the device context env->ctx computes on, from the
+ * device; the host hands out its extras table (weft/cuda_extras.h:
+ * pinned host memory, copy_sync, adamw_step and sum_squares) through
+ * host->cuda_extras, the core's one lookup. The fused path also needs the
+ * kernel table and the device context env->ctx computes on, from the
  * host's ctx_kernels, to allocate its state and to launch on the compute
  * stream.
  *
@@ -46,18 +46,14 @@
  * memory already; the fused state is copied to a host mirror when the
  * trainer asks for the state, and the mirror is copied back before the
  * next step (the trainer may have loaded a checkpoint into it). */
-#include <dlfcn.h>
-#include <link.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/kernels_cuda.h"
+#include "weft/cuda_extras.h"
 #include "replicated.h"
-
-#define KERNELS_FILE "weft_kernels_cuda.so"
 
 /* A stretch of consecutive parameters with the same decay flag: one fused
  * kernel launch. */
@@ -84,49 +80,37 @@ struct replicated_dev {
 	float *mirror_slots[8];
 };
 
-static int find_kernels(struct dl_phdr_info *info, size_t size, void *data)
-{
-	const char *name = info->dlpi_name, *base;
-
-	(void)size;
-	if (!name || !*name)
-		return 0;
-	base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	if (strcmp(base, KERNELS_FILE) != 0)
-		return 0;
-	snprintf(data, 4096, "%s", name);
-	return 1;
-}
-
-/* The extras of the loaded CUDA kernel library, or NULL with the last
- * error set (WEFT_ERR_UNSUPPORTED). */
+/* The extras of the loaded CUDA kernel library with the staging copies, or
+ * NULL with the last error set (WEFT_ERR_UNSUPPORTED). */
 static const weft_cuda_extras *find_extras(const weft_strategy_env *env)
 {
-	char path[4096] = "";
 	const weft_cuda_extras *ex = NULL;
-	weft_cuda_extras_fn fn = NULL;
-	void *h;
+	const char *file = NULL;
 
-	dl_iterate_phdr(find_kernels, path);
-	if (!path[0]) {
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, cuda_extras) || !g_host->cuda_extras) {
 		g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy: the parameters are on cuda:%d "
-				  "but %s is not loaded in this process (device tensors are made "
-				  "through it); use accelerator: cpu, or a build with CUDA",
-				  (int)env->device.index, KERNELS_FILE);
+				  "but this weft's host has no cuda_extras (ABI %u.%u, 1.3 needed); "
+				  "use the weft this plugin was built with, or accelerator: cpu",
+				  (int)env->device.index,
+				  WEFT_ABI_VERSION_MAJOR(g_host->head.abi_version),
+				  WEFT_ABI_VERSION_MINOR(g_host->head.abi_version));
 		return NULL;
 	}
-	h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-	if (h) {
-		fn = (weft_cuda_extras_fn)(uintptr_t)dlsym(h, WEFT_CUDA_EXTRAS_SYMBOL);
-		dlclose(h); /* the core keeps the library loaded */
+	if (g_host->cuda_extras(&ex, &file) != WEFT_OK) {
+		char why[512];
+
+		/* copied: the message below is written over the last error */
+		snprintf(why, sizeof(why), "%s", g_host->error_last());
+		g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy: the parameters are on cuda:%d "
+				  "but %s; use accelerator: cpu, or a build with CUDA",
+				  (int)env->device.index, why);
+		return NULL;
 	}
-	ex = fn ? fn() : NULL;
-	if (!ex || !WEFT_HAS_MEMBER(ex, weft_cuda_extras, copy_sync) || !ex->host_alloc ||
+	if (!WEFT_HAS_MEMBER(ex, weft_cuda_extras, copy_sync) || !ex->host_alloc ||
 	    !ex->host_free || !ex->copy_sync) {
 		g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy: %s has no staging copies (%s's "
 				  "copy_sync): it was built for an older weft; rebuild it with "
-				  "this one", path, WEFT_CUDA_EXTRAS_SYMBOL);
+				  "this one", file, WEFT_CUDA_EXTRAS_SYMBOL);
 		return NULL;
 	}
 	return ex;

@@ -4,7 +4,7 @@
  * (pp_config.c); rank r holds stages r, r + pp, ... (its chunks), each
  * built by the trainer as a model of its own (env->stage_create) with the
  * whole model's parameter names and values. One optimizer step runs the
- * schedule core/pipeline/schedule.c gives for (kind, rank, pp, m, v) over
+ * schedule weft/pp_schedule.h gives for (kind, rank, pp, m, v) over
  * the trainer's m micro-batches: every forward runs on a context of its
  * own taken from a pool, so a micro-batch's activations are released when
  * its backward finished (1F1B holds at most pp of them, GPipe all m).

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "pipeline/schedule.h"
+#include "weft/pp_schedule.h"
 #include "weft/step.h"
 
 extern const weft_host *g_host; /* host.c */

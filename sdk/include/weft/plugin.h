@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1
-#define WEFT_ABI_MINOR 2
+#define WEFT_ABI_MINOR 3
 #define WEFT_ABI_MAKE(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define WEFT_ABI_VERSION WEFT_ABI_MAKE(WEFT_ABI_MAJOR, WEFT_ABI_MINOR)
 #define WEFT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
@@ -102,6 +102,7 @@ struct weft_ctx_options;
 struct weft_comm;     /* weft/comm.h (comm_split, since ABI 1.1) */
 struct weft_comm_ops;
 struct weft_kernel_table; /* weft/device.h (ctx_kernels, since ABI 1.1) */
+struct weft_cuda_extras;  /* weft/cuda_extras.h (cuda_extras, since ABI 1.3) */
 
 /* Services the host gives every plugin. Valid for the life of the process.
  * Members are only appended; check head.struct_size (WEFT_HAS_MEMBER)
@@ -317,6 +318,23 @@ typedef struct weft_host {
 	 * optimizer step over disjoint ranges of the flat buffers, say. */
 	void (*parallel_for)(int64_t n, int64_t grain,
 			     void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
+
+	/* ---- since ABI 1.3: the CUDA kernel library's extras; check
+	 * WEFT_HAS_MEMBER(host, weft_host, cuda_extras) first. ----
+	 * The extras table (struct weft_cuda_extras, weft/cuda_extras.h: the
+	 * fused AdamW step, the loss-scale check, the clipping sum of squares,
+	 * pinned host memory and synchronous staging copies) of the CUDA
+	 * kernel library this process computes with, in *out, borrowed for
+	 * the life of the process; the library's path in *file (static
+	 * storage, for messages; file may be NULL). The core finds it once,
+	 * in the object holding the CUDA kernel table; it never loads the
+	 * library (device memory exists only once a tensor on a cuda device
+	 * loaded it). Check WEFT_HAS_MEMBER(ex, weft_cuda_extras, member) and
+	 * that the member is not NULL before calling one. Thread-safe; does
+	 * not block. Errors (*out NULL): WEFT_ERR_UNSUPPORTED saying why: the
+	 * library is not loaded in this process, or it has no extras (built
+	 * for an older weft: rebuild it). */
+	weft_status (*cuda_extras)(const struct weft_cuda_extras **out, const char **file);
 } weft_host;
 
 /* The entry symbol's name and type. */
