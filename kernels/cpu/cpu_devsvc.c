@@ -127,6 +127,7 @@ weft_status cpu_sum_squares_ranges(void *kctx, const float *x, const weft_elem_r
 
 /* ---- optim_step: the Adam family, as the built-in plugin rounds it -------- */
 
+
 typedef struct adam_job {
 	const weft_optim_kernel *k;
 	float *p, *m, *v, *vmax;
@@ -170,6 +171,41 @@ static void adam_part(void *arg, int64_t i0, int64_t i1)
 	}
 }
 
+/* ---- optim_step: SGD, as the built-in plugin rounds it ------------------- */
+
+typedef struct sgd_job {
+	const weft_optim_kernel *k;
+	float *p, *buf;
+	const float *g;
+	int l2;
+} sgd_job;
+
+/* The update of elements [i0, i1): plugins/optim/builtin/sgd.c's sgd_run,
+ * operation for operation. */
+static void sgd_part(void *arg, int64_t i0, int64_t i1)
+{
+	const sgd_job *j = arg;
+	const weft_optim_kernel *c = j->k;
+	float *restrict p = j->p, *restrict buf = j->buf;
+	const float *restrict g = j->g;
+	const float gs = c->grad_scale, wd = c->weight_decay, mom = c->momentum;
+	const float damp1 = c->one_minus_dampening, neg_lr = c->neg_lr;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float d = g[i] * gs;
+
+		if (j->l2)
+			d = d + wd * p[i];
+		if (buf) {
+			float b = c->first ? d : buf[i] * mom + damp1 * d;
+
+			buf[i] = b;
+			d = c->nesterov ? d + mom * b : b;
+		}
+		p[i] = p[i] + neg_lr * d;
+	}
+}
+
 weft_status cpu_optim_step(void *kctx, const weft_optim_kernel *k, const weft_optim_range *ranges,
 			   size_t n, float *params, const float *grads, float *const *slots)
 {
@@ -178,10 +214,11 @@ weft_status cpu_optim_step(void *kctx, const weft_optim_kernel *k, const weft_op
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "optim_step: the update description "
 				      "is %u bytes, older than this table's %zu; rebuild the caller "
 				      "against this SDK", k ? k->struct_size : 0u, sizeof(*k));
-	if (k->kind != WEFT_OPTIM_KERNEL_ADAM)
+	if (k->kind != WEFT_OPTIM_KERNEL_ADAM && k->kind != WEFT_OPTIM_KERNEL_SGD)
 		return weft_error_set(WEFT_ERR_UNSUPPORTED, "optim_step: the cpu table has no kernel "
-				      "for update kind %d (it has adam/adamw, kind %d)",
-				      (int)k->kind, (int)WEFT_OPTIM_KERNEL_ADAM);
+				      "for update kind %d (it has adam/adamw, kind %d, and sgd, "
+				      "kind %d)", (int)k->kind, (int)WEFT_OPTIM_KERNEL_ADAM,
+				      (int)WEFT_OPTIM_KERNEL_SGD);
 	for (size_t i = 0; i < n; i++) {
 		const weft_optim_range *r = &ranges[i];
 		weft_status st = check_range("optim_step", i, r->param, r->grad, r->count);
@@ -191,6 +228,19 @@ weft_status cpu_optim_step(void *kctx, const weft_optim_kernel *k, const weft_op
 			st = check_range("optim_step", i, r->state, 0, 0);
 		if (st)
 			return st;
+		if (k->kind == WEFT_OPTIM_KERNEL_SGD) {
+			sgd_job sj = {
+				.k = k,
+				.p = params + r->param,
+				.g = grads + r->grad,
+				.buf = k->momentum_on ? slots[0] + r->state : NULL,
+				.l2 = r->decay && k->l2,
+			};
+
+			if (r->count)
+				cpu_parallel_for(r->count, CPU_GRAIN, sgd_part, &sj);
+			continue;
+		}
 		j = (adam_job){
 			.k = k,
 			.p = params + r->param,

@@ -76,6 +76,27 @@ __global__ void k_adam_range(int64_t n, weft_optim_kernel c, int l2, int dec, fl
 	}
 }
 
+/* One range of optim_step for SGD, rounded as plugins/optim/builtin/sgd.c
+ * rounds it. */
+__global__ void k_sgd_range(int64_t n, weft_optim_kernel c, int l2, float *p, const float *g,
+			    float *buf)
+{
+	GRID_STRIDE(i, n) {
+		float d = __fmul_rn(g[i], c.grad_scale);
+
+		if (l2)
+			d = __fadd_rn(d, __fmul_rn(c.weight_decay, p[i]));
+		if (buf) {
+			float b = c.first ? d : __fadd_rn(__fmul_rn(buf[i], c.momentum),
+							  __fmul_rn(c.one_minus_dampening, d));
+
+			buf[i] = b;
+			d = c.nesterov ? __fadd_rn(d, __fmul_rn(c.momentum, b)) : b;
+		}
+		p[i] = __fadd_rn(p[i], __fmul_rn(c.neg_lr, d));
+	}
+}
+
 static int floating(weft_dtype dt)
 {
 	return dt == WEFT_F32 || dt == WEFT_BF16 || dt == WEFT_F16;
@@ -138,10 +159,11 @@ extern "C" weft_status cuda_optim_step(void *kctx, const weft_optim_kernel *k,
 					    "description is %u bytes, older than this table's %zu; "
 					    "rebuild the caller against this SDK", name,
 					    k ? k->struct_size : 0u, sizeof(*k));
-	if (k->kind != WEFT_OPTIM_KERNEL_ADAM)
+	if (k->kind != WEFT_OPTIM_KERNEL_ADAM && k->kind != WEFT_OPTIM_KERNEL_SGD)
 		return cuda_host->error_set(WEFT_ERR_UNSUPPORTED, "cuda kernel %s: no kernel for "
-					    "update kind %d (there is one for adam/adamw, kind %d)",
-					    name, (int)k->kind, (int)WEFT_OPTIM_KERNEL_ADAM);
+					    "update kind %d (there are adam/adamw, kind %d, and "
+					    "sgd, kind %d)", name, (int)k->kind,
+					    (int)WEFT_OPTIM_KERNEL_ADAM, (int)WEFT_OPTIM_KERNEL_SGD);
 	for (size_t i = 0; i < n; i++) {
 		const weft_optim_range *r = &ranges[i];
 
@@ -150,6 +172,16 @@ extern "C" weft_status cuda_optim_step(void *kctx, const weft_optim_kernel *k,
 						    "has a negative offset or count", name, i);
 		if (r->count == 0)
 			continue;
+		if (k->kind == WEFT_OPTIM_KERNEL_SGD) {
+			k_sgd_range<<<grid_for(r->count, THREADS), THREADS, 0, c->stream>>>(
+				r->count, *k, r->decay && k->l2, params + r->param,
+				grads + r->grad, k->momentum_on ? slots[0] + r->state : NULL);
+			ret = cuda_launched(c, name, "sgd, range %zu of %zu, n %lld", i, n,
+					    (long long)r->count);
+			if (ret)
+				return ret;
+			continue;
+		}
 		k_adam_range<<<grid_for(r->count, THREADS), THREADS, 0, c->stream>>>(
 			r->count, *k, r->decay && k->l2, r->decay && k->decoupled,
 			params + r->param, grads + r->grad, slots[0] + r->state,

@@ -1,8 +1,9 @@
 /* The device services of strategies on the CPU table (weft/device.h,
  * since ABI 1.3), against what they replace, bit for bit:
- *   - optim_step over ranges equals the built-in adam / adamw plugin's
- *     step() (memcmp of parameters and every slot after 5 steps) for L2
- *     decay, decoupled decay and amsgrad, with a grad_scale, when the
+ *   - optim_step over ranges equals the built-in adam / adamw / sgd
+ *     plugin's step() (memcmp of parameters and every slot after 5 steps)
+ *     for L2 decay, decoupled decay and amsgrad; sgd with and without
+ *     momentum, dampening, Nesterov and decay; with a grad_scale, when the
  *     ranges cut the buffer at the segments and when the gradients and
  *     the state are packed at other offsets than the parameters (a ZeRO
  *     shard's layout); padding no range covers stays untouched;
@@ -61,13 +62,19 @@ static void compare(const char *name, const char *yaml, int packed)
 	weft_config *cfg = ot_config(yaml);
 	void *st = NULL;
 	weft_optim_adam_params ap = { .struct_size = sizeof(ap) };
+	weft_optim_sgd_params sp = { .struct_size = sizeof(sp) };
+	int adam;
+	double wd;
 	size_t nslots;
 	float *p1, *p2, *g, *g2, *s1[3] = { 0 }, *s2[3] = { 0 };
 	weft_optim_range r[NSEG];
 	int64_t gofs = packed ? 11 : 0, sofs = packed ? 7 : 0, at = 0;
 
 	WT_OK(ops->create(weft_cfg_get(weft_config_root(cfg), "optimizer"), &st));
-	WT_REQUIRE(ops->adam_params && ops->adam_params(st, &ap));
+	adam = ops->adam_params && ops->adam_params(st, &ap);
+	WT_REQUIRE(adam || (WEFT_HAS_MEMBER(ops, weft_optim_ops, sgd_params) && ops->sgd_params &&
+			    ops->sgd_params(st, &sp)));
+	wd = adam ? ap.weight_decay : sp.weight_decay;
 	nslots = ops->state_slots(st);
 	p1 = calloc((size_t)total, sizeof(float));
 	p2 = calloc((size_t)total, sizeof(float));
@@ -86,7 +93,7 @@ static void compare(const char *name, const char *yaml, int packed)
 					   .grad = packed ? gofs + at : segs[s].offset,
 					   .state = packed ? sofs + at : segs[s].offset,
 					   .count = segs[s].numel,
-					   .decay = segs[s].decay && ap.weight_decay != 0.0 };
+					   .decay = segs[s].decay && wd != 0.0 };
 		at += segs[s].numel;
 	}
 	for (int step = 1; step <= STEPS; step++) {
@@ -99,8 +106,13 @@ static void compare(const char *name, const char *yaml, int packed)
 			memcpy(g2 + r[s].grad, g + segs[s].offset,
 			       (size_t)segs[s].numel * sizeof(float));
 		WT_OK(ops->step(st, segs, NSEG, p1, g, s1, 0, total, &info));
-		weft_optim_kernel_adam(&ok, ap.decoupled, ap.amsgrad, ap.beta1, ap.beta2, ap.eps,
-				       ap.weight_decay, info.lr, info.step, info.grad_scale);
+		if (adam)
+			weft_optim_kernel_adam(&ok, ap.decoupled, ap.amsgrad, ap.beta1, ap.beta2,
+					       ap.eps, ap.weight_decay, info.lr, info.step,
+					       info.grad_scale);
+		else
+			weft_optim_kernel_sgd(&ok, sp.momentum, sp.dampening, sp.nesterov,
+					      sp.weight_decay, info.lr, info.step, info.grad_scale);
 		WT_OK(k->optim_step(NULL, &ok, r, NSEG, p2, g2, s2));
 	}
 	WT_CHECK(memcmp(p1, p2, (size_t)total * sizeof(float)) == 0);
@@ -185,7 +197,7 @@ static void refusals(void)
 	weft_optim_kernel_adam(&ok, 1, 0, 0.9, 0.999, 1e-8, 0.0, 1e-3, 1, 1.0);
 	ok.kind = 7;
 	WT_FAILS(k->optim_step(NULL, &ok, &r, 1, &p, &g, slots), WEFT_ERR_UNSUPPORTED,
-		 "no kernel for update kind 7", "adam/adamw");
+		 "no kernel for update kind 7", "adam/adamw, kind 0, and sgd, kind 1");
 	ok.kind = WEFT_OPTIM_KERNEL_ADAM;
 	ok.struct_size = 8;
 	WT_FAILS(k->optim_step(NULL, &ok, &r, 1, &p, &g, slots), WEFT_ERR_INVALID_ARG,
@@ -204,6 +216,11 @@ int main(void)
 		compare("adam", "optimizer: {weight_decay: 0.05}", packed);
 		compare("adamw", "optimizer: {weight_decay: 0.1, amsgrad: true}", packed);
 		compare("adam", "optimizer: {betas: [0.8, 0.99], eps: 1.0e-6}", packed);
+		compare("sgd", "optimizer: {}", packed);
+		compare("sgd", "optimizer: {weight_decay: 0.01}", packed);
+		compare("sgd", "optimizer: {momentum: 0.9, dampening: 0.1, weight_decay: 0.01}",
+			packed);
+		compare("sgd", "optimizer: {momentum: 0.9, nesterov: true}", packed);
 	}
 	sum_squares();
 	copies();

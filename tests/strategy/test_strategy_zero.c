@@ -528,11 +528,11 @@ static int errors(void)
 		c.steps = 1;
 		c.strategy = "zero_3";
 		c.env_cuda = 1;
-		c.sgd = 1;
-		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "optimizer 'sgd' has no device kernel",
-			 "use optimizer adam or adamw, or accelerator: cpu");
+		c.lion = 1;
+		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "optimizer 'lion' has no device kernel",
+			 "use optimizer adam, adamw or sgd, or accelerator: cpu");
 		h_result_free(&r);
-		c.sgd = 0;
+		c.lion = 0;
 		c.env_cuda = 0;
 		c.env_world_size = 2;
 		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "world size is 2", "set trainer.comm");

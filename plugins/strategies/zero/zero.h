@@ -129,7 +129,9 @@ typedef struct zero {
 	int32_t dev_index;
 	int on_cpu;                /* host memory: the plugin's step() may run on it */
 	int fused;                 /* the optimizer steps as k->optim_step */
+	int32_t kind;              /* weft_optim_kernel_kind, when fused */
 	weft_optim_adam_params ap; /* its hyper-parameters, when fused */
+	weft_optim_sgd_params sp;
 	weft_optim_range *opt_ranges; /* this rank's pieces cut by decay (fused) */
 	size_t n_opt_ranges;
 	weft_elem_range *sq_ranges; /* this rank's gradient pieces (clipping) */

@@ -8,12 +8,13 @@
  * the context's compute stream, so the collectives' staging copies and the
  * next forward see their results).
  *
- * The optimizer. When the optimizer is of the Adam family in a form the
- * table computes (weft_optim_ops.adam_params) its step runs as optim_step
- * over this rank's pieces, cut where weight decay starts or stops, on the
- * device, with the state slots on the device. Any other optimizer steps
- * through its plugin's step() on host memory, which only the CPU has:
- * on other devices create refuses it, naming the optimizers that run. */
+ * The optimizer. When the optimizer describes an update the table computes
+ * (weft_optim_ops.adam_params: adam, adamw; sgd_params: sgd) its step runs
+ * as optim_step over this rank's pieces, cut where weight decay starts or
+ * stops, on the device, with the state slots on the device. Any other
+ * optimizer (lion, a third party's) steps through its plugin's step() on
+ * host memory, which only the CPU has: on other devices create refuses
+ * it, naming the optimizers that run. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,23 +25,35 @@ static size_t f32_bytes(int64_t n)
 	return (size_t)(n > 0 ? n : 1) * sizeof(float);
 }
 
-/* Whether the optimizer's update is one optim_step computes; *why says what
- * rules it out. */
+/* Whether the optimizer's update is one optim_step computes (z->kind);
+ * *why says what rules it out. */
 static int optim_fits(zero *z, const char **why)
 {
 	const weft_optim_ops *ops = z->env->optim_ops;
+	const void *o = z->env->optim;
 
 	z->ap = (weft_optim_adam_params){ .struct_size = sizeof(z->ap) };
-	if (!WEFT_HAS_MEMBER(ops, weft_optim_ops, adam_params) || !ops->adam_params ||
-	    !ops->adam_params(z->env->optim, &z->ap)) {
-		*why = "it is not of the Adam family (adam, adamw)";
-		return 0;
+	z->sp = (weft_optim_sgd_params){ .struct_size = sizeof(z->sp) };
+	if (WEFT_HAS_MEMBER(ops, weft_optim_ops, adam_params) && ops->adam_params &&
+	    ops->adam_params(o, &z->ap)) {
+		z->kind = WEFT_OPTIM_KERNEL_ADAM;
+		if (z->ap.amsgrad ? z->n_slots != 3 : z->n_slots != 2) {
+			*why = "its state slots are not exp_avg, exp_avg_sq (and max_exp_avg_sq)";
+			return 0;
+		}
+		return 1;
 	}
-	if (z->ap.amsgrad ? z->n_slots != 3 : z->n_slots != 2) {
-		*why = "its state slots are not exp_avg, exp_avg_sq (and max_exp_avg_sq)";
-		return 0;
+	if (WEFT_HAS_MEMBER(ops, weft_optim_ops, sgd_params) && ops->sgd_params &&
+	    ops->sgd_params(o, &z->sp)) {
+		z->kind = WEFT_OPTIM_KERNEL_SGD;
+		if (z->n_slots != (z->sp.momentum != 0.0 ? 1u : 0u)) {
+			*why = "its state slots are not sgd's momentum_buffer";
+			return 0;
+		}
+		return 1;
 	}
-	return 1;
+	*why = "it describes no update a device kernel computes (adam, adamw and sgd do)";
+	return 0;
 }
 
 weft_status zero_dev_check(const weft_strategy_env *env, const char *label)
@@ -56,7 +69,7 @@ weft_status zero_dev_check(const weft_strategy_env *env, const char *label)
 	return g_host->error_set(WEFT_ERR_UNSUPPORTED,
 				 "strategy '%s' on accelerator: cuda steps the optimizer on the "
 				 "device, and optimizer '%s' has no device kernel (%s); use "
-				 "optimizer adam or adamw, or accelerator: cpu", label,
+				 "optimizer adam, adamw or sgd, or accelerator: cpu", label,
 				 env->optim_ops->head.name, why);
 }
 
@@ -160,7 +173,9 @@ weft_status zero_dev_layout(zero *z)
 			int64_t lo = g->offset > u->mine_lo ? g->offset : u->mine_lo;
 			int64_t hi = g->offset + g->numel < u->mine_hi ? g->offset + g->numel :
 									 u->mine_hi;
-			int decay = g->decay && z->ap.weight_decay != 0.0;
+			double wd = z->kind == WEFT_OPTIM_KERNEL_SGD ? z->sp.weight_decay :
+								       z->ap.weight_decay;
+			int decay = g->decay && wd != 0.0;
 			weft_optim_range *last;
 
 			if (lo >= hi)
@@ -263,8 +278,13 @@ weft_status zero_dev_step(zero *z, const weft_optim_step_info *in)
 	st = mirror_upload(z);
 	if (st)
 		return st;
-	weft_optim_kernel_adam(&ok, z->ap.decoupled, z->ap.amsgrad, z->ap.beta1, z->ap.beta2,
-			       z->ap.eps, z->ap.weight_decay, in->lr, in->step, in->grad_scale);
+	if (z->kind == WEFT_OPTIM_KERNEL_SGD)
+		weft_optim_kernel_sgd(&ok, z->sp.momentum, z->sp.dampening, z->sp.nesterov,
+				      z->sp.weight_decay, in->lr, in->step, in->grad_scale);
+	else
+		weft_optim_kernel_adam(&ok, z->ap.decoupled, z->ap.amsgrad, z->ap.beta1,
+				       z->ap.beta2, z->ap.eps, z->ap.weight_decay, in->lr, in->step,
+				       in->grad_scale);
 	st = z->k->optim_step(z->kctx, &ok, z->opt_ranges, z->n_opt_ranges, params, grads,
 			      z->slots);
 	if (st)

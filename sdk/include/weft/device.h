@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "weft/status.h"
 #include "weft/memory.h"
 #include "weft/plugin.h"
@@ -156,18 +157,22 @@ typedef struct weft_optim_range {
 typedef enum weft_optim_kernel_kind {
 	/* Adam and AdamW (weft/optim.h, weft_optim_adam_params), slots
 	 * exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad). */
-	WEFT_OPTIM_KERNEL_ADAM = 0
+	WEFT_OPTIM_KERNEL_ADAM = 0,
+	/* SGD with momentum, dampening, Nesterov and L2 decay (weft/optim.h,
+	 * weft_optim_sgd_params), slot momentum_buffer when momentum != 0. */
+	WEFT_OPTIM_KERNEL_SGD = 1
 } weft_optim_kernel_kind;
 
 /* The per-step description of a device optimizer update: the optimizer
  * plugin's hyper-parameters and the step's learning rate, turned into the
  * float coefficients the built-in plugin computes (in double, then
  * rounded to float), so that a kernel that rounds every operation as the
- * plugin does is bit-identical to it. weft_optim_kernel_adam fills it. */
+ * plugin does is bit-identical to it. weft_optim_kernel_adam and
+ * weft_optim_kernel_sgd fill it; members a kind does not use are 0. */
 typedef struct weft_optim_kernel {
 	uint32_t struct_size;        /* sizeof as the caller saw it */
 	int32_t kind;                /* weft_optim_kernel_kind */
-	int32_t l2;                  /* Adam's L2 term (decay ranges): g += weight_decay p */
+	int32_t l2;                  /* the L2 term (decay ranges): g += weight_decay p */
 	int32_t decoupled;           /* AdamW's decay (decay ranges): p *= decay_factor */
 	int32_t amsgrad;             /* slot 2 keeps max(v); v is read from it */
 	float grad_scale;            /* gradients are multiplied by this as read */
@@ -178,6 +183,12 @@ typedef struct weft_optim_kernel {
 	float bias_correction2_sqrt; /* sqrt(1 - beta2^step) */
 	float eps;
 	float neg_step_size;         /* -lr / (1 - beta1^step) */
+	/* SGD */
+	int32_t momentum_on;         /* slot 0 is the momentum buffer */
+	int32_t first;               /* step 1: the buffer starts as the gradient */
+	int32_t nesterov;
+	float momentum, one_minus_dampening;
+	float neg_lr;                /* -lr */
 } weft_optim_kernel;
 
 /* Fills *k for one Adam (decoupled 0) or AdamW (decoupled 1) step: `step`
@@ -198,23 +209,47 @@ static inline void weft_optim_kernel_adam(weft_optim_kernel *k, int decoupled, i
 	double t = (double)step;
 	double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
 
-	*k = (weft_optim_kernel){
-		.struct_size = (uint32_t)sizeof(*k),
-		.kind = WEFT_OPTIM_KERNEL_ADAM,
-		.l2 = !decoupled && weight_decay != 0.0,
-		.decoupled = decoupled && weight_decay != 0.0,
-		.amsgrad = amsgrad != 0,
-		.grad_scale = (float)grad_scale,
-		.weight_decay = (float)weight_decay,
-		.decay_factor = (float)(1.0 - lr * weight_decay),
-		.beta1 = (float)beta1,
-		.one_minus_beta1 = (float)(1.0 - beta1),
-		.beta2 = (float)beta2,
-		.one_minus_beta2 = (float)(1.0 - beta2),
-		.bias_correction2_sqrt = (float)sqrt(bc2),
-		.eps = (float)eps,
-		.neg_step_size = (float)-(lr / bc1),
-	};
+	memset(k, 0, sizeof(*k)); /* members this kind does not use are 0 */
+	k->struct_size = (uint32_t)sizeof(*k);
+	k->kind = WEFT_OPTIM_KERNEL_ADAM;
+	k->l2 = !decoupled && weight_decay != 0.0;
+	k->decoupled = decoupled && weight_decay != 0.0;
+	k->amsgrad = amsgrad != 0;
+	k->grad_scale = (float)grad_scale;
+	k->weight_decay = (float)weight_decay;
+	k->decay_factor = (float)(1.0 - lr * weight_decay);
+	k->beta1 = (float)beta1;
+	k->one_minus_beta1 = (float)(1.0 - beta1);
+	k->beta2 = (float)beta2;
+	k->one_minus_beta2 = (float)(1.0 - beta2);
+	k->bias_correction2_sqrt = (float)sqrt(bc2);
+	k->eps = (float)eps;
+	k->neg_step_size = (float)-(lr / bc1);
+}
+
+/* Fills *k for one SGD step (weft_optim_sgd_params' update), `step`
+ * 1-based:
+ *   d = g * grad_scale;  d = d + weight_decay * p   (l2, decay ranges)
+ *   b = d (first), else b = momentum * b + one_minus_dampening * d
+ *   d = nesterov ? d + momentum * b : b             (momentum_on)
+ *   p = p + neg_lr * d
+ * each operation rounded to float in that order. */
+static inline void weft_optim_kernel_sgd(weft_optim_kernel *k, double momentum,
+					 double dampening, int nesterov, double weight_decay,
+					 double lr, int64_t step, double grad_scale)
+{
+	memset(k, 0, sizeof(*k)); /* members this kind does not use are 0 */
+	k->struct_size = (uint32_t)sizeof(*k);
+	k->kind = WEFT_OPTIM_KERNEL_SGD;
+	k->l2 = weight_decay != 0.0;
+	k->grad_scale = (float)grad_scale;
+	k->weight_decay = (float)weight_decay;
+	k->momentum_on = momentum != 0.0;
+	k->first = step == 1;
+	k->nesterov = nesterov != 0;
+	k->momentum = (float)momentum;
+	k->one_minus_dampening = (float)(1.0 - dampening);
+	k->neg_lr = (float)-lr;
 }
 
 /* The kernels of one device kind. A `static const` struct in the code that
@@ -538,8 +573,9 @@ typedef struct weft_kernel_table {
 
 	/* (optional, NULL: as copy_ranges) One optimizer step over n ranges
 	 * of F32 parameters, gradients and state slots on this device
-	 * (weft_optim_range), as *k describes (weft_optim_kernel_adam): slots
-	 * holds the update's slot arrays (Adam: 2, 3 with amsgrad), indexed
+	 * (weft_optim_range), as *k describes (weft_optim_kernel_adam,
+	 * weft_optim_kernel_sgd): slots holds the update's slot arrays (Adam:
+	 * 2, 3 with amsgrad; SGD: 1 with momentum, else none), indexed
 	 * by the ranges' `state` offsets. params and slots are updated in
 	 * place; grads are only read. Element by element the results are
 	 * the bits the built-in optimizer plugin's step() gives on the same
