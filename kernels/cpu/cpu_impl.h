@@ -302,4 +302,13 @@ static inline int64_t cpu_index(weft_dtype idx_dt, const void *idx, int64_t i)
 	return idx_dt == WEFT_I64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
 }
 
+/* cpu_devsvc.c: the device services of strategies (weft/device.h, since
+ * ABI 1.3) */
+weft_status cpu_copy_ranges(void *kctx, size_t elem_bytes, const weft_copy_range *ranges,
+			    size_t n, void *dst, const void *src);
+weft_status cpu_sum_squares_ranges(void *kctx, const float *x, const weft_elem_range *ranges,
+				   size_t n, double *out);
+weft_status cpu_optim_step(void *kctx, const weft_optim_kernel *k, const weft_optim_range *ranges,
+			   size_t n, float *params, const float *grads, float *const *slots);
+
 #endif /* WEFT_CPU_IMPL_H */

@@ -112,6 +112,9 @@ static const weft_kernel_table cpu_table = {
 	.broadcast_rows = cpu_broadcast_rows,
 	.gemm_bias = cpu_gemm_bias,
 	.gemm_tn_sum = cpu_gemm_tn_sum,
+	.copy_ranges = cpu_copy_ranges,
+	.sum_squares_ranges = cpu_sum_squares_ranges,
+	.optim_step = cpu_optim_step,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

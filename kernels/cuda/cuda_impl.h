@@ -227,6 +227,14 @@ weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_
 weft_status cuda_unscale_check(void *kctx, weft_dtype dt, int64_t n, void *grad, float factor,
 			       float *found_nonfinite);
 weft_status cuda_sum_squares(void *kctx, int64_t n, const float *x, double *out);
+/* the device services of strategies (weft/device.h, since ABI 1.3) */
+weft_status cuda_sum_squares_ranges(void *kctx, const float *x, const weft_elem_range *ranges,
+				    size_t n, double *out);
+weft_status cuda_optim_step(void *kctx, const weft_optim_kernel *k,
+			    const weft_optim_range *ranges, size_t n, float *params,
+			    const float *grads, float *const *slots);
+weft_status cuda_copy_ranges(void *kctx, size_t elem_bytes, const weft_copy_range *ranges,
+			     size_t n, void *dst, const void *src);
 
 #ifdef __cplusplus
 }

@@ -394,6 +394,9 @@ static const weft_kernel_table cuda_table = {
 	.device_count = cuda_device_count,
 	.gemm_lowp = cuda_gemm_lowp,
 	.gemm_lowp_scratch = NULL,
+	.copy_ranges = cuda_copy_ranges,
+	.sum_squares_ranges = cuda_sum_squares_ranges,
+	.optim_step = cuda_optim_step,
 };
 
 static const weft_cuda_extras cuda_extras = {

@@ -648,14 +648,14 @@ static void cb_stage_free(void *trainer, void *stage)
 }
 
 /* Strategies that keep shards or stage copies in host memory refuse a
- * CUDA device when created, naming themselves and pointing at ddp. */
+ * CUDA device when created, naming themselves and pointing at ddp; zero
+ * refuses only an optimizer it cannot step on the device. */
 static void refusals(void)
 {
 	static const struct {
 		const char *name, *yaml, *says;
 	} cases[] = {
 		{ "tp", NULL, "strategy 'tp' runs on accelerator: cpu only" },
-		{ "zero_2", NULL, "strategy 'zero_2' packs shards in host memory" },
 		{ "pp", "{name: pp, pp: 1}", "strategy 'pp': runs on accelerator: cpu only" },
 		{ "dp", NULL, "strategy 'dp' spreads over CPU threads only" },
 	};
@@ -682,6 +682,31 @@ static void refusals(void)
 		if (s)
 			ops->destroy(s);
 		weft_config_free(cfg);
+		run_free(&r);
+	}
+	/* zero steps adam, adamw and sgd on the device (the kernel table's
+	 * optim_step); an optimizer that describes no device update is
+	 * refused with the optimizers that run */
+	{
+		const void *vt;
+		const weft_strategy_ops *ops;
+		void *s = NULL;
+		run r;
+
+		WT_OK(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "zero_2", &vt, NULL));
+		ops = vt;
+		WT_OK(run_init(&r, 0, "sgd", "{name: sgd, lr: 0.1}", 0.0));
+		r.env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
+		WT_OK(ops->create(NULL, &r.env, &s));
+		ops->destroy(s);
+		s = NULL;
+		run_free(&r);
+		WT_OK(run_init(&r, 0, "lion", "{name: lion, lr: 0.0001}", 0.0));
+		r.env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
+		WT_FAILS(ops->create(NULL, &r.env, &s), WEFT_ERR_UNSUPPORTED,
+			 "optimizer 'lion' has no device kernel", "use optimizer adam, adamw or sgd");
+		if (s)
+			ops->destroy(s);
 		run_free(&r);
 	}
 }

@@ -415,12 +415,15 @@ static weft_status job_optim(h_job *j, const h_config *c)
 	weft_tensor *flat;
 	weft_status st;
 
-	if (c->sgd)
+	if (c->lion)
+		snprintf(text, sizeof(text), "{name: lion, lr: %.17g}", c->lr);
+	else if (c->sgd)
 		snprintf(text, sizeof(text), "{name: sgd, lr: %.17g, momentum: 0.9}", c->lr);
 	else
 		snprintf(text, sizeof(text), "{name: adamw, lr: %.17g, weight_decay: 0.1, eps: %.17g}",
 			 c->lr, c->adam_eps > 0 ? c->adam_eps : 1e-8);
-	st = weft_registry_find(j->reg, WEFT_PLUGIN_OPTIM, c->sgd ? "sgd" : "adamw", &vt, NULL);
+	st = weft_registry_find(j->reg, WEFT_PLUGIN_OPTIM,
+				c->lion ? "lion" : c->sgd ? "sgd" : "adamw", &vt, NULL);
 	if (!st)
 		st = weft_config_load_string("optimizer", text, strlen(text), &j->optim_cfg);
 	if (st)

@@ -81,6 +81,9 @@ typedef struct h_config {
 	int gpt_tp;                /* > 1: rank r builds tp shard r % gpt_tp of the GPT
 				    * (weft_model_options.tp_size), as a trainer does from
 				    * strategy hybrid's plan */
+	/* ---- appended (zero on devices) ---- */
+	int lion;                  /* 1: lion instead of adamw (an optimizer with no
+				    * device kernel) */
 } h_config;
 
 typedef struct h_result {

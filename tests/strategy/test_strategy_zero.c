@@ -520,17 +520,19 @@ static int errors(void)
 	option_error("zero", "{name: zero, zero_optimization: [1, 2]}",
 		     "zero_optimization must be a mapping", "{stage: 2");
 	{
-		/* what the env cannot serve: a GPU, several ranks without a
-		 * communicator */
+		/* what the env cannot serve: an optimizer without a device
+		 * kernel on a GPU, several ranks without a communicator */
 		h_config c = base_config(H_MODEL_TOY, 1);
 		h_result r;
 
 		c.steps = 1;
 		c.strategy = "zero_3";
 		c.env_cuda = 1;
-		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "accelerator: cpu only",
-			 "on GPUs use strategy: ddp");
+		c.lion = 1;
+		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "optimizer 'lion' has no device kernel",
+			 "use optimizer adam, adamw or sgd, or accelerator: cpu");
 		h_result_free(&r);
+		c.lion = 0;
 		c.env_cuda = 0;
 		c.env_world_size = 2;
 		WT_FAILS(h_run(&c, &r), WEFT_ERR_UNSUPPORTED, "world size is 2", "set trainer.comm");

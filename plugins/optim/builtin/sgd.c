@@ -168,6 +168,18 @@ static weft_status sgd_step(const void *state, const weft_optim_segment *segs, s
 	return WEFT_OK;
 }
 
+/* sgd_params (weft/optim.h): sgd is exactly that update. */
+static int sgd_describe(const void *state, weft_optim_sgd_params *out)
+{
+	const struct sgd *o = state;
+
+	out->nesterov = o->nesterov;
+	out->momentum = o->momentum;
+	out->dampening = o->dampening;
+	out->weight_decay = o->weight_decay;
+	return 1;
+}
+
 const weft_optim_ops optim_sgd_ops = {
 	.head = WEFT_PLUGIN_HEAD(weft_optim_ops, "sgd"),
 	.create = sgd_create,
@@ -175,4 +187,5 @@ const weft_optim_ops optim_sgd_ops = {
 	.state_slots = sgd_state_slots,
 	.slot_name = sgd_slot_name,
 	.step = sgd_step,
+	.sgd_params = sgd_describe,
 };

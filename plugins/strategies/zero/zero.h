@@ -123,10 +123,52 @@ typedef struct zero {
 	zwork *q;
 	size_t q_head, q_tail, q_cap;
 
+	/* device services (zero_dev.c) */
+	const weft_kernel_table *k; /* the model context's kernels */
+	void *kctx;                /* and their device context */
+	int32_t dev_index;
+	int on_cpu;                /* host memory: the plugin's step() may run on it */
+	int fused;                 /* the optimizer steps as k->optim_step */
+	int32_t kind;              /* weft_optim_kernel_kind, when fused */
+	weft_optim_adam_params ap; /* its hyper-parameters, when fused */
+	weft_optim_sgd_params sp;
+	weft_optim_range *opt_ranges; /* this rank's pieces cut by decay (fused) */
+	size_t n_opt_ranges;
+	weft_elem_range *sq_ranges; /* this rank's gradient pieces (clipping) */
+	size_t n_sq_ranges;
+	float *mirror;             /* host copy of device slots for a checkpoint, or NULL */
+	float *mirror_slots[ZERO_MAX_SLOTS];
+
 	/* this step */
 	int64_t busy_ns, last_done_ns, exposed_ns, bytes, elements, calls;
 	int64_t gathers;
 } zero;
+
+/* ---- zero_dev.c (below all): the device services ---- */
+/* Refuses, at create, a device other than the CPU with an optimizer that
+ * has no device kernel (one clear message naming what runs). */
+weft_status zero_dev_check(const weft_strategy_env *env, const char *label);
+/* Takes the context's kernel table, checks its services, and chooses how
+ * the optimizer steps (setup, before any buffer is made). */
+weft_status zero_dev_init(zero *z);
+/* The device ranges of this rank's pieces (after zero_build_units). */
+weft_status zero_dev_layout(zero *z);
+void zero_dev_fini(zero *z);
+/* n floats of device memory counted under cat (zeroed when `zeroed`), or
+ * NULL with an error naming `what`. Free with zero_dfree and the same n. */
+float *zero_dalloc(zero *z, weft_mem_category cat, int64_t n, int zeroed, const char *what);
+void zero_dfree(zero *z, weft_mem_category cat, float *p, int64_t n);
+/* Stream-ordered: dst[0..n) = src[0..n); = 0; += src. */
+weft_status zero_dcopy(zero *z, float *dst, const float *src, int64_t n);
+weft_status zero_dzero(zero *z, float *dst, int64_t n);
+weft_status zero_dadd(zero *z, float *dst, const float *src, int64_t n);
+/* The sum of squares of this rank's gradient pieces (waits for it). */
+weft_status zero_dev_sumsq(zero *z, double *out);
+/* The optimizer step over this rank's pieces. */
+weft_status zero_dev_step(zero *z, const weft_optim_step_info *in);
+/* The slots as host memory for a checkpoint (device slots are copied to a
+ * host mirror, which the next step copies back). */
+weft_status zero_dev_state(zero *z, float *const **slots);
 
 /* ---- zero_layout.c (bottom): the pools, the units, shard memory ---- */
 /* A buffer of `elems` floats (not zeroed), or NULL with the error set. */
@@ -139,7 +181,7 @@ void zero_pool_put(zpool *pool, float *buf, int64_t elems);
  * gathered modules, whose sizes differ by orders of magnitude). */
 weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform);
 /* Frees the pool's free buffers and its classes. */
-void zero_pool_fini(zpool *pool);
+void zero_pool_fini(zero *z, zpool *pool);
 weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
 /* Cuts the flat buffer into units and this rank's pieces (setup): units,
  * unit_of, param_off, shard_numel, max_chunk, ranges. */
@@ -148,13 +190,13 @@ weft_status zero_build_units(zero *z);
 void zero_point_params(zero *z, const zunit *u, float *buf);
 /* Points the unit's parameters' gradients at buf, or NULL. */
 void zero_point_grads(zero *z, const zunit *u, float *buf);
-/* Frees one of the model's flat F32 buffers (CPU only). */
-void zero_drop_flat(weft_tensor *flat);
-/* n zeroed floats in category `cat`, or NULL with an out-of-memory error
- * naming `what`. */
+/* Frees one of the model's flat F32 buffers (of category cat). */
+void zero_drop_flat(zero *z, weft_tensor *flat, weft_mem_category cat);
+/* n zeroed floats of device memory in category `cat`, or NULL with an
+ * out-of-memory error naming `what`. */
 float *zero_alloc_f32(zero *z, weft_mem_category cat, int64_t n, const char *what);
 /* Stage 3: copies this rank's pieces of the parameters out of `full`. */
-void zero_take_shard(zero *z, const float *full);
+weft_status zero_take_shard(zero *z, const float *full);
 /* Stage 3: persistent units get their resident buffer, filled from `full`. */
 weft_status zero_place_persistent(zero *z, const float *full);
 

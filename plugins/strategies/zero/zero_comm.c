@@ -4,7 +4,9 @@
  * autograd hooks that launch them, and the blocking collectives on the
  * staging buffer (stages 1, 2) and of persistent units (stage 3) that the
  * step (zero_step.c, which describes the stages) runs after the optimizer.
- */
+ * Buffers are filled, packed and summed through zero_dev.c's services
+ * (stream-ordered on the compute stream, which the comm backend's staging
+ * or its own stream orders after), never by this file's code. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +35,10 @@ static weft_status enqueue(zero *z, weft_comm_work *w, int kind, size_t unit, in
 /* Applies a finished collective: a gathered unit becomes usable; a
  * reduce-scattered bucket adds its averaged piece to the gradient shard
  * and goes back to the pool. */
-static void retire(zero *z, zwork *e, int64_t now)
+static weft_status retire(zero *z, zwork *e, int64_t now)
 {
+	weft_status st;
+
 	zunit *u = &z->units[e->unit];
 	int64_t start = e->t_launch > z->last_done_ns ? e->t_launch : z->last_done_ns;
 
@@ -43,19 +47,17 @@ static void retire(zero *z, zwork *e, int64_t now)
 	if (e->kind == ZW_AG) {
 		u->ag = 2;
 		zero_point_params(z, u, u->pbuf);
-		return;
+		return WEFT_OK;
 	}
-	{
-		const float *src = u->gbuf + (int64_t)z->rank * u->chunk;
-		float *dst = z->gshard + u->packed;
-		int64_t n = u->mine_hi - u->mine_lo;
-
-		for (int64_t i = 0; i < n; i++)
-			dst[i] += src[i];
-	}
+	st = zero_dadd(z, z->gshard + u->packed, u->gbuf + (int64_t)z->rank * u->chunk,
+		       u->mine_hi - u->mine_lo);
 	zero_point_grads(z, u, NULL);
 	zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 	u->gbuf = NULL;
+	if (st)
+		return g_host->error_wrap(st, "strategy '%s': adding unit %zu's reduced gradients "
+					  "to the shard", z->label, e->unit);
+	return WEFT_OK;
 }
 
 /* Waits for queue entries up to and including index `upto`. */
@@ -82,7 +84,7 @@ static weft_status wait_through(zero *z, size_t upto)
 			continue;
 		}
 		if (!st)
-			retire(z, e, t1);
+			st = retire(z, e, t1);
 	}
 	if (z->q_head == z->q_tail)
 		z->q_head = z->q_tail = 0;
@@ -95,22 +97,25 @@ weft_status zero_drain(zero *z)
 }
 
 /* Retires finished collectives at the head without waiting. */
-static void poll(zero *z)
+static weft_status poll(zero *z)
 {
-	while (z->q_head < z->q_tail) {
+	weft_status st = WEFT_OK;
+
+	while (!st && z->q_head < z->q_tail) {
 		zwork *e = &z->q[z->q_head];
 		int done = 0;
 
 		if (z->ops->test(e->work, &done) || !done)
-			return;
+			return WEFT_OK;
 		if (z->ops->wait(e->work, -1))
-			return; /* broken: the next wait reports it */
+			return WEFT_OK; /* broken: the next wait reports it */
 		e->work = NULL;
 		z->q_head++;
-		retire(z, e, weft_clock_ns());
+		st = retire(z, e, weft_clock_ns());
 	}
 	if (z->q_head == z->q_tail)
 		z->q_head = z->q_tail = 0;
+	return st;
 }
 
 /* ---- stage 3: gathering ------------------------------------------------- */
@@ -130,9 +135,15 @@ static weft_status launch_ag(zero *z, size_t k, int blocking)
 					 "gathering unit %zu (%lld bytes)", z->label, z->rank, k,
 					 (long long)(z->world * u->chunk * 4));
 	mine = u->pbuf + (int64_t)z->rank * u->chunk;
-	memcpy(mine, z->pshard + u->packed, (size_t)piece * sizeof(float));
-	if (piece < u->chunk)
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
+	st = zero_dcopy(z, mine, z->pshard + u->packed, piece);
+	if (!st)
+		st = zero_dzero(z, mine + piece, u->chunk - piece);
+	if (st) {
+		zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
+		u->pbuf = NULL;
+		return g_host->error_wrap(st, "strategy '%s': packing unit %zu for its all-gather",
+					  z->label, k);
+	}
 	z->live_elems += u->hi - u->lo;
 	u->ag = 1;
 	z->bytes += z->world * u->chunk * 4;
@@ -260,9 +271,8 @@ static weft_status grad_bucket(zero *z, size_t k)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
 					 "for the gradient bucket of unit %zu", z->label, z->rank,
 					 k);
-	memset(u->gbuf, 0, (size_t)(z->world * u->chunk) * sizeof(float));
 	zero_point_grads(z, u, u->gbuf);
-	return WEFT_OK;
+	return zero_dzero(z, u->gbuf, z->world * u->chunk);
 }
 
 static weft_status launch_rs(zero *z, size_t k)
@@ -282,8 +292,7 @@ static weft_status launch_rs(zero *z, size_t k)
 	if (z->world == 1) {
 		zwork e = { .kind = ZW_RS, .unit = k, .t_launch = t0 };
 
-		retire(z, &e, weft_clock_ns());
-		return WEFT_OK;
+		return retire(z, &e, weft_clock_ns());
 	}
 	send = zero_buf(z, u->gbuf, z->world * u->chunk);
 	recv = zero_buf(z, u->gbuf + (int64_t)z->rank * u->chunk, u->chunk);
@@ -369,8 +378,12 @@ static weft_status grad_final_hook(struct weft_ctx *ctx, const struct weft_hook_
 	if (!u || !z->reducing)
 		return WEFT_OK;
 	u->ready++;
-	if (z->q_head < z->q_tail)
-		poll(z);
+	if (z->q_head < z->q_tail) {
+		weft_status st = poll(z);
+
+		if (st)
+			return st;
+	}
 	return zero_launch_ready(z);
 }
 
@@ -449,19 +462,21 @@ weft_status zero_staged(zero *z, size_t k, int reduce)
 	weft_status st = WEFT_OK;
 
 	if (reduce) {
-		memcpy(z->staging, z->full_grads + u->lo, (size_t)len * sizeof(float));
-		memset(z->staging + len, 0, (size_t)(z->world * u->chunk - len) * sizeof(float));
-		if (z->world > 1)
+		st = zero_dcopy(z, z->staging, z->full_grads + u->lo, len);
+		if (!st)
+			st = zero_dzero(z, z->staging + len, z->world * u->chunk - len);
+		if (!st && z->world > 1)
 			st = z->ops->reduce_scatter(z->comm, &all, &one, WEFT_COMM_AVG, NULL);
 		if (!st)
-			memcpy(z->full_grads + u->mine_lo, mine, (size_t)piece * sizeof(float));
+			st = zero_dcopy(z, z->full_grads + u->mine_lo, mine, piece);
 	} else {
-		memcpy(mine, z->full_params + u->mine_lo, (size_t)piece * sizeof(float));
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
-		if (z->world > 1)
+		st = zero_dcopy(z, mine, z->full_params + u->mine_lo, piece);
+		if (!st)
+			st = zero_dzero(z, mine + piece, u->chunk - piece);
+		if (!st && z->world > 1)
 			st = z->ops->all_gather(z->comm, &one, &all, NULL);
 		if (!st)
-			memcpy(z->full_params + u->lo, z->staging, (size_t)len * sizeof(float));
+			st = zero_dcopy(z, z->full_params + u->lo, z->staging, len);
 	}
 	if (st)
 		return g_host->error_wrap(st, "strategy '%s': %s of unit %zu (elements %lld..%lld)",
@@ -492,8 +507,12 @@ weft_status zero_refresh_persistent(zero *z)
 		if (!u->persist)
 			continue;
 		mine = u->pbuf + (int64_t)z->rank * u->chunk;
-		memcpy(mine, z->pshard + u->packed, (size_t)piece * sizeof(float));
-		memset(mine + piece, 0, (size_t)(u->chunk - piece) * sizeof(float));
+		st = zero_dcopy(z, mine, z->pshard + u->packed, piece);
+		if (!st)
+			st = zero_dzero(z, mine + piece, u->chunk - piece);
+		if (st)
+			return g_host->error_wrap(st, "strategy '%s': packing persistent unit %zu",
+						  z->label, k);
 		z->bytes += z->world * u->chunk * 4;
 		z->elements += z->world * u->chunk;
 		z->calls++;

@@ -2,7 +2,9 @@
  * buffer pools, the unit layout (with the checkpoint ranges), pointing the
  * model's parameters and gradients into unit buffers, and the shard memory
  * (zero.h has the layout). The collectives over them are zero_comm.c's,
- * the strategy's members zero_step.c's; nothing here calls either. */
+ * the strategy's members zero_step.c's; nothing here calls either. Memory
+ * is allocated, copied and freed through zero_dev.c's services, so it may
+ * live on any device. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +16,7 @@ weft_comm_buf zero_buf(const zero *z, float *data, int64_t count)
 		.data = data,
 		.count = count,
 		.dtype = WEFT_COMM_F32,
-		.device = WEFT_COMM_DEVICE_CPU,
+		.device = z->on_cpu ? WEFT_COMM_DEVICE_CPU : WEFT_COMM_DEVICE_CUDA,
 		.device_index = z->env->device.index,
 	};
 }
@@ -71,7 +73,7 @@ float *zero_pool_get(zero *z, zpool *pool, int64_t elems)
 	}
 	if (c->n_free)
 		return c->free_list[--c->n_free];
-	b = g_host->mem_alloc(pool->cat, (size_t)c->elems * sizeof(float));
+	b = zero_dalloc(z, pool->cat, c->elems, 0, "a unit buffer");
 	if (!b)
 		return NULL;
 	c->n_total++;
@@ -87,11 +89,11 @@ void zero_pool_put(zpool *pool, float *buf, int64_t elems)
 		c->free_list[c->n_free++] = buf;
 }
 
-void zero_pool_fini(zpool *pool)
+void zero_pool_fini(zero *z, zpool *pool)
 {
 	for (size_t i = 0; i < pool->n_cls; i++) {
 		for (size_t k = 0; k < pool->cls[i].n_free; k++)
-			g_host->mem_free(pool->cls[i].free_list[k]);
+			zero_dfree(z, pool->cat, pool->cls[i].free_list[k], pool->cls[i].elems);
 		free(pool->cls[i].free_list);
 	}
 	free(pool->cls);
@@ -188,40 +190,51 @@ void zero_point_grads(zero *z, const zunit *u, float *buf)
 }
 
 /* Frees one of the model's flat F32 buffers (the strategy holds shards
- * instead). CPU only: the model's host buffers come from the accounted
- * allocator, which host->mem_free returns to. */
-void zero_drop_flat(weft_tensor *flat)
+ * instead): the model allocated it on its device under `cat`, numel
+ * floats, which the device allocator's accounting needs back. */
+void zero_drop_flat(zero *z, weft_tensor *flat, weft_mem_category cat)
 {
 	if (!flat || !flat->base)
 		return;
-	g_host->mem_free(flat->base);
+	zero_dfree(z, cat, flat->base, g_host->tensor_numel(flat));
 	flat->base = flat->data = NULL;
 }
 
 float *zero_alloc_f32(zero *z, weft_mem_category cat, int64_t n, const char *what)
 {
-	float *b = g_host->mem_calloc(cat, (size_t)(n > 0 ? n : 1) * sizeof(float));
-
-	if (!b)
-		g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory for %s "
-				  "(%lld bytes)", z->label, z->rank, what, (long long)n * 4);
-	return b;
+	return zero_dalloc(z, cat, n, 1, what);
 }
 
-/* Stage 3: copies this rank's pieces of the parameters out of `full`. */
-void zero_take_shard(zero *z, const float *full)
+/* Stage 3: copies this rank's pieces of the parameters out of `full`, in
+ * one many-range copy. */
+weft_status zero_take_shard(zero *z, const float *full)
 {
+	weft_copy_range *r = calloc(z->n_units + 1, sizeof(*r));
+	size_t n = 0;
+	weft_status st;
+
+	if (!r)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory", z->label);
 	for (size_t k = 0; k < z->n_units; k++) {
 		const zunit *u = &z->units[k];
 
-		memcpy(z->pshard + u->packed, full + u->mine_lo,
-		       (size_t)(u->mine_hi - u->mine_lo) * sizeof(float));
+		if (u->mine_hi > u->mine_lo)
+			r[n++] = (weft_copy_range){ .dst = u->packed, .src = u->mine_lo,
+						    .count = u->mine_hi - u->mine_lo };
 	}
+	st = z->k->copy_ranges(z->kctx, sizeof(float), r, n, z->pshard, full);
+	free(r);
+	if (st)
+		return g_host->error_wrap(st, "strategy '%s': taking this rank's parameter shard",
+					  z->label);
+	return WEFT_OK;
 }
 
 /* Stage 3: persistent units get their resident buffer, filled from `full`. */
 weft_status zero_place_persistent(zero *z, const float *full)
 {
+	weft_status st;
+
 	for (size_t k = 0; k < z->n_units; k++) {
 		zunit *u = &z->units[k];
 
@@ -234,7 +247,9 @@ weft_status zero_place_persistent(zero *z, const float *full)
 				return WEFT_ERR_NOMEM;
 			z->persist_bytes += z->world * u->chunk * (int64_t)sizeof(float);
 		}
-		memcpy(u->pbuf, full + u->lo, (size_t)(u->hi - u->lo) * sizeof(float));
+		st = zero_dcopy(z, u->pbuf, full + u->lo, u->hi - u->lo);
+		if (st)
+			return st;
 		u->ag = 2;
 		zero_point_params(z, u, u->pbuf);
 	}

@@ -179,13 +179,9 @@ weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *
 	if (st)
 		goto out_free;
 	z->label = labels[z->stage];
-	if (env->device.type != WEFT_DEVICE_CPU) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED,
-				       "strategy '%s' packs shards in host memory and runs on "
-				       "accelerator: cpu only; on GPUs use strategy: ddp",
-				       z->label);
+	st = zero_dev_check(env, z->label);
+	if (st)
 		goto out_free;
-	}
 	if (env->world_size > 1 && (!env->comm_ops || !env->world)) {
 		st = g_host->error_set(WEFT_ERR_UNSUPPORTED,
 				       "strategy '%s': world size is %d but the trainer gave no "
@@ -224,12 +220,17 @@ weft_status zero_setup(void *p)
 	z->full_grads = flat_grad->data;
 	z->numel = g_host->tensor_numel(flat);
 	z->n_slots = env->optim_ops->state_slots(env->optim);
+	st = zero_dev_init(z);
+	if (st)
+		return st;
 	if (z->n_slots > ZERO_MAX_SLOTS)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
 					 "strategy '%s': optimizer '%s' wants %zu state slots per "
 					 "element; at most %d are supported", z->label,
 					 env->optim_ops->head.name, z->n_slots, ZERO_MAX_SLOTS);
 	st = zero_build_units(z);
+	if (!st)
+		st = zero_dev_layout(z);
 	if (st)
 		return st;
 	if (z->world > 1) {
@@ -268,7 +269,7 @@ weft_status zero_setup(void *p)
 			return WEFT_ERR_NOMEM;
 		for (size_t k = 0; k < z->n_units; k++)
 			zero_point_grads(z, &z->units[k], NULL);
-		zero_drop_flat(flat_grad);
+		zero_drop_flat(z, flat_grad, WEFT_MEM_GRADS);
 		z->full_grads = NULL;
 	}
 	if (z->stage == 3) {
@@ -276,13 +277,15 @@ weft_status zero_setup(void *p)
 					   "the parameter shard");
 		if (!z->pshard)
 			return WEFT_ERR_NOMEM;
-		zero_take_shard(z, z->full_params);
+		st = zero_take_shard(z, z->full_params);
+		if (st)
+			return st;
 		for (size_t k = 0; k < z->n_units; k++)
 			zero_point_params(z, &z->units[k], NULL);
 		st = zero_place_persistent(z, z->full_params);
 		if (st)
 			return st;
-		zero_drop_flat(flat);
+		zero_drop_flat(z, flat, WEFT_MEM_PARAMS);
 		z->full_params = NULL;
 	}
 	st = zero_hooks_add(z);
@@ -290,17 +293,24 @@ weft_status zero_setup(void *p)
 		return st;
 	if (g_host->log_enabled(WEFT_LOG_DEBUG))
 		g_host->log(WEFT_LOG_DEBUG, "%s: %zu units over %lld parameters, %lld in this "
-			    "rank's shard", z->label, z->n_units, (long long)z->numel,
-			    (long long)z->shard_numel);
+			    "rank's shard; optimizer %s steps %s on %s", z->label, z->n_units,
+			    (long long)z->numel, (long long)z->shard_numel,
+			    env->optim_ops->head.name,
+			    z->fused ? "as the kernel table's optim_step" : "with its plugin's step()",
+			    z->k->head.name);
 	return WEFT_OK;
 }
 
 weft_status zero_state(void *p, weft_strategy_state *out)
 {
 	zero *z = p;
+	float *const *slots;
+	weft_status st = zero_dev_state(z, &slots);
 
+	if (st)
+		return st;
 	out->n_slots = (uint32_t)z->n_slots;
-	out->slots = z->slots;
+	out->slots = slots;
 	out->begin = z->n_ranges ? z->ranges[0] : 0;
 	out->end = z->n_ranges ? z->ranges[2 * z->n_ranges - 1] : 0;
 	if (out->struct_size >= offsetof(weft_strategy_state, ranges) + sizeof(out->ranges)) {
@@ -352,7 +362,10 @@ weft_status zero_gather_params(void *p, int gather)
 				if (st)
 					return st;
 			}
-			memcpy(full + u->lo, u->pbuf, (size_t)(u->hi - u->lo) * sizeof(float));
+			st = zero_dcopy(z, full + u->lo, u->pbuf, u->hi - u->lo);
+			if (st)
+				return g_host->error_wrap(st, "strategy '%s': gathering unit %zu into "
+							  "the whole parameters", z->label, k);
 			for (size_t i = 0; i < u->p_count; i++) {
 				weft_tensor *t = g_host->params_at(z->env->params, u->p_first + i);
 
@@ -370,12 +383,14 @@ weft_status zero_gather_params(void *p, int gather)
 		z->gathered_whole = 1;
 		return WEFT_OK;
 	}
-	zero_take_shard(z, z->full_params);
+	st = zero_take_shard(z, z->full_params);
+	if (st)
+		return st;
 	for (size_t k = 0; k < z->n_units; k++)
 		if (!z->units[k].persist)
 			zero_point_params(z, &z->units[k], NULL);
 	st = zero_place_persistent(z, z->full_params);
-	zero_drop_flat(flat);
+	zero_drop_flat(z, flat, WEFT_MEM_PARAMS);
 	z->full_params = NULL;
 	z->gathered_whole = 0;
 	return st;
@@ -395,7 +410,7 @@ void zero_destroy(void *p)
 		zunit *u = &z->units[k];
 
 		if (u->persist) {
-			g_host->mem_free(u->pbuf);
+			zero_dfree(z, WEFT_MEM_PARAMS, u->pbuf, z->world * u->chunk);
 		} else if (u->pbuf) {
 			zero_pool_put(&z->ppool, u->pbuf, z->world * u->chunk);
 		}
@@ -403,12 +418,15 @@ void zero_destroy(void *p)
 			zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 		u->pbuf = u->gbuf = NULL;
 	}
-	zero_pool_fini(&z->ppool);
-	zero_pool_fini(&z->gpool);
-	g_host->mem_free(z->staging);
-	g_host->mem_free(z->gshard);
-	g_host->mem_free(z->pshard);
-	g_host->mem_free(z->slot_mem);
+	if (z->k) {
+		zero_pool_fini(z, &z->ppool);
+		zero_pool_fini(z, &z->gpool);
+		zero_dfree(z, WEFT_MEM_COMM, z->staging, z->world * z->max_chunk);
+		zero_dfree(z, WEFT_MEM_GRADS, z->gshard, z->shard_numel);
+		zero_dfree(z, WEFT_MEM_PARAMS, z->pshard, z->shard_numel);
+		zero_dfree(z, WEFT_MEM_OPTIM, z->slot_mem, (int64_t)z->n_slots * z->shard_numel);
+	}
+	zero_dev_fini(z);
 	free(z->q);
 	free(z->units);
 	free(z->unit_of);
@@ -418,51 +436,6 @@ void zero_destroy(void *p)
 }
 
 /* ---- the step ------------------------------------------------------------ */
-
-static const float *grad_piece(const zero *z, const zunit *u)
-{
-	return z->stage == 1 ? z->full_grads + u->mine_lo : z->gshard + u->packed;
-}
-
-static double local_sumsq(const zero *z)
-{
-	double s = 0.0;
-
-	for (size_t k = 0; k < z->n_units; k++) {
-		const zunit *u = &z->units[k];
-		const float *g = grad_piece(z, u);
-		int64_t n = u->mine_hi - u->mine_lo;
-
-		if (n > 0)
-			s += g_host->clip_sum_squares(&g, &n, 1);
-	}
-	return s;
-}
-
-static weft_status optimizer_step(zero *z, const weft_optim_step_info *in)
-{
-	const weft_strategy_env *env = z->env;
-
-	for (size_t k = 0; k < z->n_units; k++) {
-		const zunit *u = &z->units[k];
-		float *slots[ZERO_MAX_SLOTS];
-		float *params = z->stage == 3 ? z->pshard + u->packed : z->full_params + u->mine_lo;
-		weft_status st;
-
-		if (u->mine_hi <= u->mine_lo)
-			continue;
-		for (size_t s = 0; s < z->n_slots; s++)
-			slots[s] = z->slots[s] + u->packed;
-		st = env->optim_ops->step(env->optim, env->segs, env->nseg, params,
-					  grad_piece(z, u), z->n_slots ? slots : NULL, u->mine_lo,
-					  u->mine_hi, in);
-		if (st)
-			return g_host->error_wrap(st, "strategy '%s': optimizer step over elements "
-						  "%lld..%lld", z->label, (long long)u->mine_lo,
-						  (long long)u->mine_hi);
-	}
-	return WEFT_OK;
-}
 
 static void reset_step(zero *z)
 {
@@ -542,7 +515,9 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	/* stage 1 accumulates into the model's gradients; 2 and 3 into the shard */
 	if (z->stage >= 2) {
 		acc.zero = NULL;
-		memset(z->gshard, 0, (size_t)z->shard_numel * sizeof(float));
+		st = zero_dzero(z, z->gshard, z->shard_numel);
+		if (st)
+			return st;
 	}
 	acc.run = micro;
 	acc.user = z;
@@ -556,8 +531,11 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	}
 	red[0] = loss_sum;
 	red[1] = (double)rows;
-	if (clip > 0)
-		red[2] = local_sumsq(z);
+	if (clip > 0) {
+		st = zero_dev_sumsq(z, &red[2]);
+		if (st)
+			return st;
+	}
 	if (z->world > 1) {
 		weft_comm_buf b = { .data = red, .count = n_red, .dtype = WEFT_COMM_F64,
 				    .device = WEFT_COMM_DEVICE_CPU };
@@ -595,7 +573,7 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	if (clip > 0 && !out->skipped)
 		info.grad_scale *= g_host->clip_coef(red[2] * info.grad_scale * info.grad_scale, clip,
 						     &out->grad_norm);
-	st = out->skipped ? WEFT_OK : optimizer_step(z, &info);
+	st = out->skipped ? WEFT_OK : zero_dev_step(z, &info);
 	for (size_t k = 0; !st && z->stage <= 2 && k < z->n_units; k++)
 		st = zero_staged(z, k, 0);
 	if (!st && z->stage == 3)

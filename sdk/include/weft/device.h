@@ -17,8 +17,10 @@
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "weft/status.h"
 #include "weft/memory.h"
 #include "weft/plugin.h"
@@ -122,6 +124,133 @@ typedef enum weft_copy_kind {
 	WEFT_COPY_DEVICE_TO_HOST = 1,
 	WEFT_COPY_DEVICE_TO_DEVICE = 2
 } weft_copy_kind;
+
+/* ---- since ABI 1.3: the device services of strategies ------------------ */
+
+/* One stretch of a many-range copy (weft_kernel_table.copy_ranges): `count`
+ * elements from element `src` of the source to element `dst` of the
+ * destination. */
+typedef struct weft_copy_range {
+	int64_t dst, src, count;
+} weft_copy_range;
+
+/* One stretch of elements [offset, offset + count) of a buffer
+ * (weft_kernel_table.sum_squares_ranges). */
+typedef struct weft_elem_range {
+	int64_t offset, count;
+} weft_elem_range;
+
+/* One stretch of an optimizer step on the device (weft_kernel_table.
+ * optim_step): `count` elements, the first at params[param],
+ * grads[grad] and slots[k][state] (element offsets; the three arrays may
+ * be laid out differently, as a ZeRO shard's packed gradients are).
+ * decay != 0: the weight decay of the update applies to these elements
+ * (the host's per-tensor decision, weft_optim_segment.decay). */
+typedef struct weft_optim_range {
+	int64_t param, grad, state, count;
+	int32_t decay;
+	int32_t reserved; /* 0 */
+} weft_optim_range;
+
+/* Updates a device optimizer step can run (weft_optim_kernel.kind). Values
+ * are part of the ABI: only ever appended. */
+typedef enum weft_optim_kernel_kind {
+	/* Adam and AdamW (weft/optim.h, weft_optim_adam_params), slots
+	 * exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad). */
+	WEFT_OPTIM_KERNEL_ADAM = 0,
+	/* SGD with momentum, dampening, Nesterov and L2 decay (weft/optim.h,
+	 * weft_optim_sgd_params), slot momentum_buffer when momentum != 0. */
+	WEFT_OPTIM_KERNEL_SGD = 1
+} weft_optim_kernel_kind;
+
+/* The per-step description of a device optimizer update: the optimizer
+ * plugin's hyper-parameters and the step's learning rate, turned into the
+ * float coefficients the built-in plugin computes (in double, then
+ * rounded to float), so that a kernel that rounds every operation as the
+ * plugin does is bit-identical to it. weft_optim_kernel_adam and
+ * weft_optim_kernel_sgd fill it; members a kind does not use are 0. */
+typedef struct weft_optim_kernel {
+	uint32_t struct_size;        /* sizeof as the caller saw it */
+	int32_t kind;                /* weft_optim_kernel_kind */
+	int32_t l2;                  /* the L2 term (decay ranges): g += weight_decay p */
+	int32_t decoupled;           /* AdamW's decay (decay ranges): p *= decay_factor */
+	int32_t amsgrad;             /* slot 2 keeps max(v); v is read from it */
+	float grad_scale;            /* gradients are multiplied by this as read */
+	float weight_decay;          /* the L2 coefficient */
+	float decay_factor;          /* 1 - lr * weight_decay */
+	float beta1, one_minus_beta1;
+	float beta2, one_minus_beta2;
+	float bias_correction2_sqrt; /* sqrt(1 - beta2^step) */
+	float eps;
+	float neg_step_size;         /* -lr / (1 - beta1^step) */
+	/* SGD */
+	int32_t momentum_on;         /* slot 0 is the momentum buffer */
+	int32_t first;               /* step 1: the buffer starts as the gradient */
+	int32_t nesterov;
+	float momentum, one_minus_dampening;
+	float neg_lr;                /* -lr */
+} weft_optim_kernel;
+
+/* Fills *k for one Adam (decoupled 0) or AdamW (decoupled 1) step: `step`
+ * is 1-based, lr the step's learning rate, grad_scale the factor the
+ * gradients are read with (clipping, averaging), the rest the optimizer's
+ * hyper-parameters (weft_optim_adam_params). The element update is
+ *   g = g * grad_scale;  g = g + weight_decay * p  (l2, decay ranges)
+ *   p = p * decay_factor                         (decoupled, decay ranges)
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
+ *   vmax = max(vmax, v), used for v              (amsgrad)
+ *   p = p + neg_step_size m / (sqrt(v) / bias_correction2_sqrt + eps)
+ * each operation rounded to float in that order (no fused multiply-add). */
+static inline void weft_optim_kernel_adam(weft_optim_kernel *k, int decoupled, int amsgrad,
+					  double beta1, double beta2, double eps,
+					  double weight_decay, double lr, int64_t step,
+					  double grad_scale)
+{
+	double t = (double)step;
+	double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+
+	memset(k, 0, sizeof(*k)); /* members this kind does not use are 0 */
+	k->struct_size = (uint32_t)sizeof(*k);
+	k->kind = WEFT_OPTIM_KERNEL_ADAM;
+	k->l2 = !decoupled && weight_decay != 0.0;
+	k->decoupled = decoupled && weight_decay != 0.0;
+	k->amsgrad = amsgrad != 0;
+	k->grad_scale = (float)grad_scale;
+	k->weight_decay = (float)weight_decay;
+	k->decay_factor = (float)(1.0 - lr * weight_decay);
+	k->beta1 = (float)beta1;
+	k->one_minus_beta1 = (float)(1.0 - beta1);
+	k->beta2 = (float)beta2;
+	k->one_minus_beta2 = (float)(1.0 - beta2);
+	k->bias_correction2_sqrt = (float)sqrt(bc2);
+	k->eps = (float)eps;
+	k->neg_step_size = (float)-(lr / bc1);
+}
+
+/* Fills *k for one SGD step (weft_optim_sgd_params' update), `step`
+ * 1-based:
+ *   d = g * grad_scale;  d = d + weight_decay * p   (l2, decay ranges)
+ *   b = d (first), else b = momentum * b + one_minus_dampening * d
+ *   d = nesterov ? d + momentum * b : b             (momentum_on)
+ *   p = p + neg_lr * d
+ * each operation rounded to float in that order. */
+static inline void weft_optim_kernel_sgd(weft_optim_kernel *k, double momentum,
+					 double dampening, int nesterov, double weight_decay,
+					 double lr, int64_t step, double grad_scale)
+{
+	memset(k, 0, sizeof(*k)); /* members this kind does not use are 0 */
+	k->struct_size = (uint32_t)sizeof(*k);
+	k->kind = WEFT_OPTIM_KERNEL_SGD;
+	k->l2 = weight_decay != 0.0;
+	k->grad_scale = (float)grad_scale;
+	k->weight_decay = (float)weight_decay;
+	k->momentum_on = momentum != 0.0;
+	k->first = step == 1;
+	k->nesterov = nesterov != 0;
+	k->momentum = (float)momentum;
+	k->one_minus_dampening = (float)(1.0 - dampening);
+	k->neg_lr = (float)-lr;
+}
 
 /* The kernels of one device kind. A `static const` struct in the code that
  * provides it, valid for the life of the process. Members are only ever
@@ -405,6 +534,60 @@ typedef struct weft_kernel_table {
 	weft_status (*gemm_tn_sum)(void *kctx, weft_dtype dt, int64_t m, int64_t n, int64_t k,
 				   float alpha, const void *a, int64_t lda, const void *b,
 				   int64_t ldb, float beta, void *c, int64_t ldc, void *sum);
+	/* ---- since ABI 1.3: device services for strategies; check
+	 * WEFT_HAS_MEMBER(k, weft_kernel_table, optim_step) first. A
+	 * strategy reaches parameter, gradient, optimizer-state and message
+	 * memory only through these and the members above (mem_alloc and
+	 * mem_free for its buffers, counted by category; zero and fill; axpy
+	 * and scale; convert for casts), so the same strategy code runs on
+	 * every device. Each is stream-ordered on kctx (queued after the work
+	 * issued on it before, and before the work issued after) unless it
+	 * says it waits; kctx is a context from ctx_create, or NULL on the CPU
+	 * (then each returns when done). Arrays of ranges are host memory,
+	 * read before the call returns. ---- */
+
+	/* (optional, NULL: none of the members below) Copies n ranges of
+	 * elements of elem_bytes bytes (1, 2, 4 or 8) between two buffers of
+	 * this device: ranges[i].count elements from src + ranges[i].src to
+	 * dst + ranges[i].dst, in element units. Packs pieces into a
+	 * contiguous buffer, unpacks them, or copies one strided view.
+	 * src and dst may be the same buffer; no destination range may
+	 * overlap another destination range or any source range.
+	 * Errors: WEFT_ERR_INVALID_ARG for an elem_bytes not 1, 2, 4 or 8 or a
+	 * negative offset or count, naming the range; the device's. */
+	weft_status (*copy_ranges)(void *kctx, size_t elem_bytes, const weft_copy_range *ranges,
+				   size_t n, void *dst, const void *src);
+
+	/* (optional, NULL: as copy_ranges) The sum over the ranges of the
+	 * squares of F32 elements of x: each range summed in double in an
+	 * order fixed by its length alone (the same inputs give the same bits
+	 * every time, at any thread count), the ranges' sums then added in
+	 * range order. On the CPU each range's sum is weft's clipping sum
+	 * (the host's clip_sum_squares) bit for bit. *out is HOST memory:
+	 * the call waits for the result (one wait however many ranges), so
+	 * it sees every gradient written on kctx before. Scratch is kept by
+	 * the context (steady state allocates nothing). Errors: INVALID_ARG
+	 * for a negative offset or count, naming the range; the device's. */
+	weft_status (*sum_squares_ranges)(void *kctx, const float *x, const weft_elem_range *ranges,
+					  size_t n, double *out);
+
+	/* (optional, NULL: as copy_ranges) One optimizer step over n ranges
+	 * of F32 parameters, gradients and state slots on this device
+	 * (weft_optim_range), as *k describes (weft_optim_kernel_adam,
+	 * weft_optim_kernel_sgd): slots holds the update's slot arrays (Adam:
+	 * 2, 3 with amsgrad; SGD: 1 with momentum, else none), indexed
+	 * by the ranges' `state` offsets. params and slots are updated in
+	 * place; grads are only read. Element by element the results are
+	 * the bits the built-in optimizer plugin's step() gives on the same
+	 * inputs (weft/optim.h's determinism contract, whatever the ranges'
+	 * split). Ranges of one array do not overlap; params, grads and slots
+	 * are distinct buffers. Errors: WEFT_ERR_UNSUPPORTED for a kind this
+	 * table has no kernel for (the caller then steps on host copies with
+	 * the plugin); INVALID_ARG for a negative offset or count or a k
+	 * whose struct_size is too small; the device's. */
+	weft_status (*optim_step)(void *kctx, const weft_optim_kernel *k,
+				  const weft_optim_range *ranges, size_t n, float *params,
+				  const float *grads, float *const *slots);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:

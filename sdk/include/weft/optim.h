@@ -91,6 +91,20 @@ typedef struct weft_optim_adam_params {
 	double beta1, beta2, eps, weight_decay;
 } weft_optim_adam_params;
 
+/* What an SGD optimizer is, for a host that runs its update as a device
+ * kernel (weft_optim_ops.sgd_params; since ABI 1.3). The update is exactly
+ * the one plugins/optim/builtin/sgd.c documents, element by element:
+ *   d = g * grad_scale;  d = d + weight_decay * p   (decay tensors)
+ *   b = d (step 1), else b = momentum b + (1 - dampening) d   (momentum != 0)
+ *   d = nesterov ? d + momentum b : b                         (momentum != 0)
+ *   p = p + (-lr) d
+ * with one slot, momentum_buffer, when momentum != 0 (none otherwise). */
+typedef struct weft_optim_sgd_params {
+	uint32_t struct_size;  /* sizeof as the plugin saw it */
+	int32_t nesterov;
+	double momentum, dampening, weight_decay;
+} weft_optim_sgd_params;
+
 /* The optimizer vtable (kind WEFT_PLUGIN_OPTIM). head.name is the name the
  * config selects it by: `optimizer: {name: adamw}`. */
 typedef struct weft_optim_ops {
@@ -154,6 +168,15 @@ typedef struct weft_optim_ops {
 	 * docs/cuda.md) instead of step(). Never blocks, never fails. NULL
 	 * member: never fused; step() runs on host copies. */
 	int (*adam_params)(const void *state, weft_optim_adam_params *out);
+
+	/* ---- since ABI 1.3: SGD on the device; check WEFT_HAS_MEMBER(ops,
+	 * weft_optim_ops, sgd_params) first. ---- */
+
+	/* (optional) As adam_params, for SGD: returns 1 and fills *out (its
+	 * struct_size set by the caller) when this optimizer's update is
+	 * exactly weft_optim_sgd_params's (same rounding, same slot), 0 when
+	 * not. Never blocks, never fails. NULL member: never on the device. */
+	int (*sgd_params)(const void *state, weft_optim_sgd_params *out);
 } weft_optim_ops;
 
 /* struct_size of weft_optim_ops at ABI 1.0: the loader refuses a smaller
