@@ -1,0 +1,387 @@
+/* emu_launch.cpp - kernel launches of the emulated runtime. A launch is
+ * checked when it is made and queued on its stream (emu_stream.cpp); when
+ * it runs, every CUDA thread of a block is a ucontext fiber on the running
+ * thread, blocks run one after another, and __syncthreads and warp
+ * shuffles are real barriers: a fiber runs until it reaches one, then the
+ * next fiber runs. A barrier that never completes is reported as a
+ * deadlock. A kernel whose first block reached no barrier runs its
+ * threads one after another from then on, without fibers (faster; a
+ * barrier there is reported; EMU_ALWAYS_FIBERS=1 turns this off). Fibers
+ * start with makecontext once per launch and switch with _setjmp /
+ * _longjmp, which save no signal mask (no system call per switch).
+ *
+ * EMU_SEED=<n> shuffles, from seed n, the order of the blocks of a grid
+ * and the order in which the fibers of a block run between barriers, so
+ * a read of shared memory that lacks its __syncthreads sees a different
+ * writer's value from one seed to the next. */
+/* _longjmp between fiber stacks is the point here; the fortified
+ * variant refuses to jump to another stack. */
+#undef _FORTIFY_SOURCE
+#include "emu_impl.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+thread_local dim3 blockDim;
+thread_local dim3 gridDim;
+
+/* ---- the EMU_SEED generator (splitmix64); used under the device lock ---- */
+
+static int seed_state = -1;
+static uint64_t rng;
+
+int emu_seeded(void)
+{
+	if (seed_state < 0) {
+		const char *s = getenv("EMU_SEED");
+
+		seed_state = s && *s;
+		rng = seed_state ? strtoull(s, NULL, 0) : 0;
+	}
+	return seed_state;
+}
+
+uint64_t emu_rand(void)
+{
+	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* 0..n-1, shuffled when EMU_SEED is set. */
+static void order_of(std::vector<unsigned> &v, unsigned n)
+{
+	v.resize(n);
+	for (unsigned i = 0; i < n; i++)
+		v[i] = i;
+	if (!emu_seeded())
+		return;
+	for (unsigned i = n; i > 1; i--) {
+		unsigned j = (unsigned)(emu_rand() % i);
+		unsigned t = v[i - 1];
+
+		v[i - 1] = v[j];
+		v[j] = t;
+	}
+}
+
+/* ---- block state and barriers ---- */
+
+struct warp_state {
+	int live = 0, arrived = 0, lanes = 0;
+	unsigned gen = 0;
+	float slot[32];
+};
+
+struct block_state {
+	int live = 0, arrived = 0;
+	unsigned gen = 0;
+	int nthreads = 0;
+	std::vector<warp_state> warps;
+	const char *name = "";
+	const std::function<void()> *body = nullptr;
+	int sequential = 0, used_barrier = 0;
+};
+
+struct fiber {
+	ucontext_t ctx;
+	jmp_buf jb;
+	int tid;
+	int done;
+	int started;
+};
+
+static thread_local block_state *cur_block;
+static thread_local int cur_tid;
+static thread_local jmp_buf sched_jb;
+static thread_local fiber *cur_fiber;
+static thread_local char *fiber_stacks;
+static const size_t fiber_stack_bytes = 128 << 10;
+static const unsigned fiber_max = 1024;
+static std::mutex atomic_mu;
+
+void emu_atomic_lock()
+{
+	atomic_mu.lock();
+}
+
+void emu_atomic_unlock()
+{
+	atomic_mu.unlock();
+}
+
+/* From a fiber back to the scheduler; returns when resumed. */
+static void fiber_yield(void)
+{
+	if (!_setjmp(cur_fiber->jb))
+		_longjmp(sched_jb, 1);
+}
+
+/* From the scheduler into fiber f until it yields or finishes its block. */
+static void fiber_resume(fiber *f)
+{
+	cur_fiber = f;
+	if (!_setjmp(sched_jb)) {
+		if (!f->started) {
+			f->started = 1;
+			setcontext(&f->ctx);
+		}
+		_longjmp(f->jb, 1);
+	}
+}
+
+static void yield_until(unsigned *gen, unsigned g)
+{
+	long spins = 0;
+
+	while (*gen == g) {
+		fiber_yield();
+		if (++spins > 50000000L) {
+			emu_report("kernel %s: a barrier never completed (a thread is stuck or took "
+				   "another path): deadlock", cur_block->name);
+			abort();
+		}
+	}
+}
+
+static void no_barrier_here(block_state *b)
+{
+	emu_report("kernel %s: reached a barrier in a launch the emulator ran thread by thread "
+		   "(its first block never did; set EMU_ALWAYS_FIBERS=1)", b->name);
+	abort();
+}
+
+void emu_syncthreads()
+{
+	block_state *b = cur_block;
+
+	if (b->sequential)
+		no_barrier_here(b);
+	b->used_barrier = 1;
+	if (++b->arrived == b->live) {
+		b->arrived = 0;
+		b->gen++;
+		return;
+	}
+	yield_until(&b->gen, b->gen);
+}
+
+static void warp_bar(block_state *b, warp_state *w)
+{
+	b->used_barrier = 1;
+	if (++w->arrived == w->live) {
+		w->arrived = 0;
+		w->gen++;
+		return;
+	}
+	yield_until(&w->gen, w->gen);
+}
+
+float emu_shfl_xor(float v, int o)
+{
+	block_state *b = cur_block;
+	warp_state *w = &b->warps[cur_tid / 32];
+	int lane = cur_tid % 32, src = lane ^ o;
+	float r;
+
+	if (b->sequential)
+		no_barrier_here(b);
+	w->slot[lane] = v;
+	warp_bar(b, w);
+	r = src < w->lanes ? w->slot[src] : v;
+	warp_bar(b, w);
+	return r;
+}
+
+/* A fiber runs its thread of one block per resume after the scheduler
+ * reset it; it lives for the whole launch. */
+static void fiber_main(void)
+{
+	for (;;) {
+		fiber *f = cur_fiber;
+		block_state *b = cur_block;
+		warp_state *w;
+
+		(*b->body)();
+		/* leaving: the barriers stop counting this thread */
+		w = &b->warps[f->tid / 32];
+		w->live--;
+		if (w->arrived > 0 && w->arrived == w->live) {
+			w->arrived = 0;
+			w->gen++;
+		}
+		b->live--;
+		if (b->arrived > 0 && b->arrived == b->live) {
+			b->arrived = 0;
+			b->gen++;
+		}
+		f->done = 1;
+		fiber_yield();
+	}
+}
+
+static void set_thread(unsigned t, const dim3 &bl)
+{
+	cur_tid = (int)t;
+	threadIdx.x = t % bl.x;
+	threadIdx.y = (t / bl.x) % bl.y;
+	threadIdx.z = t / (bl.x * bl.y);
+}
+
+static void set_block(unsigned i, const dim3 &g)
+{
+	blockIdx.x = i % g.x;
+	blockIdx.y = (i / g.x) % g.y;
+	blockIdx.z = i / (g.x * g.y);
+}
+
+/* Runs block i of the launch on fibers fs (made by the caller). */
+static void run_block_fibers(block_state *b, const emu_cfg_t &cfg, unsigned i,
+			     std::vector<fiber> &fs, std::vector<unsigned> &turn)
+{
+	unsigned nt = (unsigned)b->nthreads;
+
+	b->live = (int)nt;
+	b->arrived = 0;
+	for (auto &w : b->warps) {
+		w.live = w.lanes;
+		w.arrived = 0;
+	}
+	for (unsigned t = 0; t < nt; t++)
+		fs[t].done = 0;
+	for (unsigned left = nt; left;) {
+		left = 0;
+		order_of(turn, nt);
+		for (unsigned t : turn) {
+			if (fs[t].done)
+				continue;
+			set_block(i, cfg.grid);
+			set_thread(t, cfg.block);
+			fiber_resume(&fs[t]);
+			if (!fs[t].done)
+				left++;
+		}
+	}
+}
+
+static void make_fibers(std::vector<fiber> &fs, unsigned nt)
+{
+	if (!fiber_stacks) {
+		fiber_stacks = (char *)mmap(NULL, fiber_stack_bytes * fiber_max, PROT_READ | PROT_WRITE,
+					    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (fiber_stacks == MAP_FAILED) {
+			emu_report("cannot map %zu bytes of fiber stacks", fiber_stack_bytes * fiber_max);
+			abort();
+		}
+	}
+	fs.resize(nt);
+	for (unsigned t = 0; t < nt; t++) {
+		fs[t].tid = (int)t;
+		fs[t].done = 0;
+		fs[t].started = 0;
+		getcontext(&fs[t].ctx);
+		fs[t].ctx.uc_stack.ss_sp = fiber_stacks + (size_t)t * fiber_stack_bytes;
+		fs[t].ctx.uc_stack.ss_size = fiber_stack_bytes;
+		fs[t].ctx.uc_link = NULL;
+		makecontext(&fs[t].ctx, fiber_main, 0);
+	}
+}
+
+/* kernel name -> 1 reached a barrier, -1 never did */
+static std::map<std::string, int> kinds;
+
+void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function<void()> &body)
+{
+	unsigned nt = cfg.block.x * cfg.block.y * cfg.block.z;
+	unsigned nb = cfg.grid.x * cfg.grid.y * cfg.grid.z;
+	static int always_fibers = -1;
+	block_state b;
+	auto it = kinds.find(name);
+	int kind = it == kinds.end() ? 0 : it->second;
+	block_state *saved = cur_block;
+	int saved_tid = cur_tid;
+	std::vector<unsigned> blocks, turn;
+	std::vector<fiber> fs;
+	unsigned next = 0;
+
+	if (always_fibers < 0)
+		always_fibers = getenv("EMU_ALWAYS_FIBERS") && *getenv("EMU_ALWAYS_FIBERS") == '1';
+	b.nthreads = (int)nt;
+	b.name = name;
+	b.body = &body;
+	b.warps = std::vector<warp_state>((nt + 31) / 32);
+	for (size_t w = 0; w < b.warps.size(); w++)
+		b.warps[w].lanes = (int)(nt - w * 32 < 32 ? nt - w * 32 : 32);
+	cur_block = &b;
+	blockDim = cfg.block;
+	gridDim = cfg.grid;
+	order_of(blocks, nb);
+	if (kind >= 0 || always_fibers) {
+		/* on fibers: every block of a kernel known to use barriers, else
+		 * the first block, to learn whether it does */
+		make_fibers(fs, nt);
+		while (next < nb) {
+			run_block_fibers(&b, cfg, blocks[next++], fs, turn);
+			if (!b.used_barrier && !always_fibers)
+				break;
+		}
+		kinds[name] = b.used_barrier ? 1 : -1;
+	}
+	if (next < nb) {
+		emu_seq_launches++;
+		b.sequential = 1;
+		for (; next < nb; next++) {
+			set_block(blocks[next], cfg.grid);
+			order_of(turn, nt);
+			for (unsigned t : turn) {
+				set_thread(t, cfg.block);
+				body();
+			}
+		}
+	}
+	cur_block = saved;
+	cur_tid = saved_tid;
+}
+
+/* Checks the configuration now (an invalid one is the launch's error, as
+ * on a GPU) and queues the kernel on its stream. */
+void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body)
+{
+	const dim3 g = cfg.grid, bl = cfg.block;
+	unsigned long long nt = (unsigned long long)bl.x * bl.y * bl.z;
+	cudaError_t err;
+
+	emu_launches++;
+	if (emu_tracing())
+		fprintf(stderr, "emu: launch %s grid (%u,%u,%u) block (%u,%u,%u)\n", name, g.x, g.y,
+			g.z, bl.x, bl.y, bl.z);
+	if (nt == 0 || nt > 1024 || bl.x > 1024 || bl.y > 1024 || bl.z > 64 || g.x == 0 || g.y == 0 ||
+	    g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535 || cfg.shmem > 48 * 1024) {
+		emu_report("kernel %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u) "
+			   "shared memory %zu bytes", name, g.x, g.y, g.z, bl.x, bl.y, bl.z, cfg.shmem);
+		emu_set_error(cudaErrorInvalidConfiguration);
+		return;
+	}
+	if ((unsigned long long)g.x * g.y * g.z > 200000) {
+		emu_report("kernel %s: %llu blocks is more than this emulator runs", name,
+			   (unsigned long long)g.x * g.y * g.z);
+		emu_set_error(cudaErrorInvalidConfiguration);
+		return;
+	}
+	err = emu_enqueue(cfg.stream, name, [cfg, name, body] { emu_kernel_exec(cfg, name, body); });
+	if (err != cudaSuccess)
+		emu_set_error(err);
+}
