@@ -31,10 +31,10 @@ static inline emu_cfg_t emu_cfg(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = 
 	return emu_cfg_t{ g, b, sh, s };
 }
 
-extern thread_local uint3 threadIdx;
-extern thread_local uint3 blockIdx;
-extern thread_local dim3 blockDim;
-extern thread_local dim3 gridDim;
+extern thread_local uint3 threadIdx __attribute__((tls_model("initial-exec")));
+extern thread_local uint3 blockIdx __attribute__((tls_model("initial-exec")));
+extern thread_local dim3 blockDim __attribute__((tls_model("initial-exec")));
+extern thread_local dim3 gridDim __attribute__((tls_model("initial-exec")));
 
 extern "C++" void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body);
 void emu_syncthreads();

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <vector>
+
 struct emu_blas_handle {
 	cudaStream_t stream;
 	cublasMath_t math;
@@ -108,28 +110,41 @@ struct gemm_args {
 	int batch;
 };
 
+/* op(A) row by row and op(B) column by column as floats, then each
+ * element of C as a double sum over k. */
 static void gemm_run(const gemm_args &g)
 {
+	std::vector<float> a_rows((size_t)g.m * g.k), b_cols((size_t)g.n * g.k);
+
 	for (int bi = 0; bi < g.batch; bi++) {
 		const void *a = (const char *)g.A + (size_t)(bi * g.sA) * tsize(g.At);
 		const void *b = (const char *)g.B + (size_t)(bi * g.sB) * tsize(g.Bt);
 		void *c = (char *)g.C + (size_t)(bi * g.sC) * tsize(g.Ct);
 
+		for (int i = 0; i < g.m; i++)
+			for (int p = 0; p < g.k; p++)
+				a_rows[(size_t)i * g.k + p] =
+					g.ta == CUBLAS_OP_N ? load(a, g.At, i + (long long)p * g.lda) :
+							      load(a, g.At, p + (long long)i * g.lda);
 		for (int j = 0; j < g.n; j++)
-			for (int i = 0; i < g.m; i++) {
-				double s = 0.0;
+			for (int p = 0; p < g.k; p++)
+				b_cols[(size_t)j * g.k + p] =
+					g.tb == CUBLAS_OP_N ? load(b, g.Bt, p + (long long)j * g.ldb) :
+							      load(b, g.Bt, j + (long long)p * g.ldb);
+		for (int j = 0; j < g.n; j++) {
+			const float *y = &b_cols[(size_t)j * g.k];
 
-				for (int p = 0; p < g.k; p++) {
-					float x = g.ta == CUBLAS_OP_N ? load(a, g.At, i + (long long)p * g.lda) :
-									load(a, g.At, p + (long long)i * g.lda);
-					float y = g.tb == CUBLAS_OP_N ? load(b, g.Bt, p + (long long)j * g.ldb) :
-									load(b, g.Bt, j + (long long)p * g.ldb);
-					s += (double)x * (double)y;
-				}
+			for (int i = 0; i < g.m; i++) {
+				const float *x = &a_rows[(size_t)i * g.k];
 				long long at = i + (long long)j * g.ldc;
-				double old = g.beta == 0.0f ? 0.0 : (double)g.beta * load(c, g.Ct, at);
+				double s = 0.0, old;
+
+				for (int p = 0; p < g.k; p++)
+					s += (double)x[p] * (double)y[p];
+				old = g.beta == 0.0f ? 0.0 : (double)g.beta * load(c, g.Ct, at);
 				store(c, g.Ct, at, (float)(g.alpha * s + old));
 			}
+		}
 	}
 }
 

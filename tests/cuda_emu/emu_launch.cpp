@@ -6,35 +6,39 @@
  * next fiber runs. A barrier that never completes is reported as a
  * deadlock. A kernel whose first block reached no barrier runs its
  * threads one after another from then on, without fibers (faster; a
- * barrier there is reported; EMU_ALWAYS_FIBERS=1 turns this off). Fibers
- * start with makecontext once per launch and switch with _setjmp /
- * _longjmp, which save no signal mask (no system call per switch).
+ * barrier there is reported; EMU_ALWAYS_FIBERS=1 turns this off). A
+ * launch makes its fibers once and reuses them for every block; on x86-64
+ * they switch by saving the callee-saved registers and the stack pointer
+ * (emu_ctx_switch below: no signal mask, no system call), elsewhere with
+ * swapcontext.
  *
  * EMU_SEED=<n> shuffles, from seed n, the order of the blocks of a grid
  * and the order in which the fibers of a block run between barriers, so
  * a read of shared memory that lacks its __syncthreads sees a different
  * writer's value from one seed to the next. */
-/* _longjmp between fiber stacks is the point here; the fortified
- * variant refuses to jump to another stack. */
-#undef _FORTIFY_SOURCE
 #include "emu_impl.h"
 
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
+/* initial-exec: libemucuda is loaded with the program (linked or
+ * preloaded), and these are read on every kernel statement */
+#define EMU_TLS __attribute__((tls_model("initial-exec")))
+EMU_TLS thread_local uint3 threadIdx;
+EMU_TLS thread_local uint3 blockIdx;
+EMU_TLS thread_local dim3 blockDim;
+EMU_TLS thread_local dim3 gridDim;
 
 /* ---- the EMU_SEED generator (splitmix64); used under the device lock ---- */
 
@@ -83,7 +87,7 @@ static void order_of(std::vector<unsigned> &v, unsigned n)
 struct warp_state {
 	int live = 0, arrived = 0, lanes = 0;
 	unsigned gen = 0;
-	float slot[32];
+	float slot[2][32]; /* by barrier generation parity: one barrier per shuffle */
 };
 
 struct block_state {
@@ -96,18 +100,44 @@ struct block_state {
 	int sequential = 0, used_barrier = 0;
 };
 
+#if defined(__x86_64__)
+/* Switches stacks: pushes the callee-saved registers, stores the stack
+ * pointer in *from, loads `to` and pops the registers saved there. A new
+ * fiber's stack is laid out as if it had switched away just before
+ * entering fiber_main. */
+extern "C" void emu_ctx_switch(void **from, void *to);
+asm(".text\n"
+    ".globl emu_ctx_switch\n"
+    ".hidden emu_ctx_switch\n"
+    ".type emu_ctx_switch,@function\n"
+    "emu_ctx_switch:\n"
+    "\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+    "\tmovq %rsp, (%rdi)\n"
+    "\tmovq %rsi, %rsp\n"
+    "\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n"
+    "\tret\n"
+    ".size emu_ctx_switch, .-emu_ctx_switch\n");
+#endif
+
 struct fiber {
+	uint3 idx; /* its threadIdx */
+#if defined(__x86_64__)
+	void *sp;
+#else
 	ucontext_t ctx;
-	jmp_buf jb;
+#endif
 	int tid;
 	int done;
-	int started;
 };
 
-static thread_local block_state *cur_block;
-static thread_local int cur_tid;
-static thread_local jmp_buf sched_jb;
-static thread_local fiber *cur_fiber;
+static EMU_TLS thread_local block_state *cur_block;
+static EMU_TLS thread_local int cur_tid;
+static EMU_TLS thread_local fiber *cur_fiber;
+#if defined(__x86_64__)
+static EMU_TLS thread_local void *sched_sp;
+#else
+static thread_local ucontext_t sched_ctx;
+#endif
 static thread_local char *fiber_stacks;
 static const size_t fiber_stack_bytes = 128 << 10;
 static const unsigned fiber_max = 1024;
@@ -126,21 +156,22 @@ void emu_atomic_unlock()
 /* From a fiber back to the scheduler; returns when resumed. */
 static void fiber_yield(void)
 {
-	if (!_setjmp(cur_fiber->jb))
-		_longjmp(sched_jb, 1);
+#if defined(__x86_64__)
+	emu_ctx_switch(&cur_fiber->sp, sched_sp);
+#else
+	swapcontext(&cur_fiber->ctx, &sched_ctx);
+#endif
 }
 
 /* From the scheduler into fiber f until it yields or finishes its block. */
 static void fiber_resume(fiber *f)
 {
 	cur_fiber = f;
-	if (!_setjmp(sched_jb)) {
-		if (!f->started) {
-			f->started = 1;
-			setcontext(&f->ctx);
-		}
-		_longjmp(f->jb, 1);
-	}
+#if defined(__x86_64__)
+	emu_ctx_switch(&sched_sp, f->sp);
+#else
+	swapcontext(&sched_ctx, &f->ctx);
+#endif
 }
 
 static void yield_until(unsigned *gen, unsigned g)
@@ -190,20 +221,22 @@ static void warp_bar(block_state *b, warp_state *w)
 	yield_until(&w->gen, w->gen);
 }
 
+/* Every lane writes its value into the slots of this barrier generation's
+ * parity and reads its source lane's after the barrier; a lane cannot
+ * reach the next shuffle of the same parity before every lane has passed
+ * the barrier in between, so one barrier per shuffle suffices. */
 float emu_shfl_xor(float v, int o)
 {
 	block_state *b = cur_block;
 	warp_state *w = &b->warps[cur_tid / 32];
 	int lane = cur_tid % 32, src = lane ^ o;
-	float r;
+	unsigned par = w->gen & 1;
 
 	if (b->sequential)
 		no_barrier_here(b);
-	w->slot[lane] = v;
+	w->slot[par][lane] = v;
 	warp_bar(b, w);
-	r = src < w->lanes ? w->slot[src] : v;
-	warp_bar(b, w);
-	return r;
+	return src < w->lanes ? w->slot[par][src] : v;
 }
 
 /* A fiber runs its thread of one block per resume after the scheduler
@@ -262,14 +295,15 @@ static void run_block_fibers(block_state *b, const emu_cfg_t &cfg, unsigned i,
 	}
 	for (unsigned t = 0; t < nt; t++)
 		fs[t].done = 0;
+	set_block(i, cfg.grid);
 	for (unsigned left = nt; left;) {
 		left = 0;
 		order_of(turn, nt);
 		for (unsigned t : turn) {
 			if (fs[t].done)
 				continue;
-			set_block(i, cfg.grid);
-			set_thread(t, cfg.block);
+			cur_tid = (int)t;
+			threadIdx = fs[t].idx;
 			fiber_resume(&fs[t]);
 			if (!fs[t].done)
 				left++;
@@ -277,7 +311,7 @@ static void run_block_fibers(block_state *b, const emu_cfg_t &cfg, unsigned i,
 	}
 }
 
-static void make_fibers(std::vector<fiber> &fs, unsigned nt)
+static void make_fibers(std::vector<fiber> &fs, unsigned nt, const emu_cfg_t &cfg)
 {
 	if (!fiber_stacks) {
 		fiber_stacks = (char *)mmap(NULL, fiber_stack_bytes * fiber_max, PROT_READ | PROT_WRITE,
@@ -287,16 +321,37 @@ static void make_fibers(std::vector<fiber> &fs, unsigned nt)
 			abort();
 		}
 	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* frames the last launch's fibers left behind keep their redzones */
+	__asan_unpoison_memory_region(fiber_stacks, fiber_stack_bytes * nt);
+#endif
 	fs.resize(nt);
 	for (unsigned t = 0; t < nt; t++) {
+		char *stack = fiber_stacks + (size_t)t * fiber_stack_bytes;
+
 		fs[t].tid = (int)t;
 		fs[t].done = 0;
-		fs[t].started = 0;
+		set_thread(t, cfg.block);
+		fs[t].idx = threadIdx;
+#if defined(__x86_64__)
+		/* top: a zero return address for fiber_main, its entry (the
+		 * switch's `ret`, 16-byte aligned so fiber_main starts as if
+		 * called), six zeroed callee-saved registers */
+		/* tops staggered by 17 cache lines per fiber: equally aligned
+		 * stacks would all compete for the same cache sets */
+		void **top = (void **)(stack + fiber_stack_bytes - (size_t)t * 1088 % 16384 / 64 * 64);
+		top[-1] = NULL;
+		top[-2] = (void *)fiber_main;
+		for (int r = 3; r <= 8; r++)
+			top[-r] = NULL;
+		fs[t].sp = (void *)(top - 8);
+#else
 		getcontext(&fs[t].ctx);
-		fs[t].ctx.uc_stack.ss_sp = fiber_stacks + (size_t)t * fiber_stack_bytes;
+		fs[t].ctx.uc_stack.ss_sp = stack;
 		fs[t].ctx.uc_stack.ss_size = fiber_stack_bytes;
 		fs[t].ctx.uc_link = NULL;
 		makecontext(&fs[t].ctx, fiber_main, 0);
+#endif
 	}
 }
 
@@ -332,7 +387,7 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 	if (kind >= 0 || always_fibers) {
 		/* on fibers: every block of a kernel known to use barriers, else
 		 * the first block, to learn whether it does */
-		make_fibers(fs, nt);
+		make_fibers(fs, nt, cfg);
 		while (next < nb) {
 			run_block_fibers(&b, cfg, blocks[next++], fs, turn);
 			if (!b.used_barrier && !always_fibers)

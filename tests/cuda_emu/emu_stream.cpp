@@ -217,6 +217,9 @@ int force_locked(const op_ref &target, std::unique_lock<std::mutex> &lk)
 		order.push_back(top.first);
 		stack.pop_back();
 	}
+	/* device memory stays open across the run (one mprotect pass, not two
+	 * per operation) */
+	emu_dev_enter();
 	for (const op_ref &o : order) {
 		for (;;) {
 			if (o->state == OP_DONE)
@@ -260,6 +263,7 @@ int force_locked(const op_ref &target, std::unique_lock<std::mutex> &lk)
 			break;
 		}
 	}
+	emu_dev_exit();
 	return done(target);
 }
 
