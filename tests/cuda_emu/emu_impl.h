@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <functional>
 
 /* The launch configuration of one kernel (cuda_emu.h declares the same). */
@@ -75,7 +76,9 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 int emu_seeded(void);
 uint64_t emu_rand(void);
 
-/* ---- counters for EMU_SUMMARY ---- */
-extern long emu_launches, emu_seq_launches, emu_gemms, emu_deferred;
+/* ---- counters for EMU_SUMMARY (launches and GEMMs counted in any thread) ---- */
+extern std::atomic<long> emu_launches, emu_gemms;
+extern long emu_seq_launches; /* under the device lock */
+extern long emu_deferred; /* under the stream graph's lock */
 
 #endif

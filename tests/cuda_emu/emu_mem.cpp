@@ -345,12 +345,13 @@ const char *cudaGetErrorString(cudaError_t e)
 
 } /* extern "C" */
 
-long emu_launches, emu_seq_launches, emu_gemms, emu_deferred;
+std::atomic<long> emu_launches, emu_gemms;
+long emu_seq_launches, emu_deferred;
 
 __attribute__((destructor)) static void emu_summary(void)
 {
 	if (env_on("EMU_SUMMARY"))
 		fprintf(stderr, "emu: %ld kernel launches (%ld run sequentially), %ld cuBLAS GEMMs, "
-			"%ld stream operations deferred\n", emu_launches, emu_seq_launches, emu_gemms,
-			emu_deferred);
+			"%ld stream operations deferred\n", emu_launches.load(), emu_seq_launches,
+			emu_gemms.load(), emu_deferred);
 }

@@ -160,6 +160,29 @@ static void test_legacy(void)
 	OK(cudaStreamDestroy(nb));
 }
 
+/* Work queued on a stream that is then destroyed still runs; the
+ * per-thread default stream is a blocking stream. */
+static void test_destroyed_and_per_thread(void)
+{
+	cudaStream_t s;
+	float *x, *y;
+
+	OK(cudaMalloc((void **)&x, N * sizeof(float)));
+	OK(cudaMalloc((void **)&y, N * sizeof(float)));
+	OK(cudaStreamCreate(&s));
+	k_fill<<<N / 64, 64, 0, s>>>(x, 6.0f);
+	OK(cudaStreamDestroy(s));
+	OK(cudaDeviceSynchronize());
+	CHECK(first(x) == 6.0f, "work of a destroyed stream was lost: %g", first(x));
+	k_fill<<<N / 64, 64, 0, cudaStreamPerThread>>>(x, 7.0f);
+	k_twice<<<N / 64, 64>>>(x, y);
+	OK(cudaStreamSynchronize(0));
+	CHECK(first(y) == 14.0f, "the legacy stream did not wait for the per-thread stream: %g",
+	      first(y));
+	OK(cudaFree(x));
+	OK(cudaFree(y));
+}
+
 /* ---- host functions (the interface the emulated NCCL builds on) ---- */
 
 struct host_ctx {
@@ -229,6 +252,7 @@ int main(int argc, char **argv)
 	      "non-blocking B must read stale data");
 	test_deferred();
 	test_legacy();
+	test_destroyed_and_per_thread();
 	test_host_fn();
 	if (failures) {
 		fprintf(stderr, "emu_streams: %d checks failed\n", failures);
