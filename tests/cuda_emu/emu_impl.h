@@ -78,7 +78,6 @@ uint64_t emu_rand(void);
 
 /* ---- counters for EMU_SUMMARY (launches and GEMMs counted in any thread) ---- */
 extern std::atomic<long> emu_launches, emu_gemms;
-extern long emu_seq_launches; /* under the device lock */
 extern long emu_deferred; /* under the stream graph's lock */
 
 #endif

@@ -1,16 +1,14 @@
 /* emu_launch.cpp - kernel launches of the emulated runtime. A launch is
  * checked when it is made and queued on its stream (emu_stream.cpp); when
- * it runs, every CUDA thread of a block is a ucontext fiber on the running
- * thread, blocks run one after another, and __syncthreads and warp
- * shuffles are real barriers: a fiber runs until it reaches one, then the
- * next fiber runs. A barrier that never completes is reported as a
- * deadlock. A kernel whose first block reached no barrier runs its
- * threads one after another from then on, without fibers (faster; a
- * barrier there is reported; EMU_ALWAYS_FIBERS=1 turns this off). A
- * launch makes its fibers once and reuses them for every block; on x86-64
- * they switch by saving the callee-saved registers and the stack pointer
- * (emu_ctx_switch below: no signal mask, no system call), elsewhere with
- * swapcontext.
+ * it runs, every CUDA thread of a block is a fiber on the running thread,
+ * blocks run one after another, and __syncthreads and warp shuffles are
+ * real barriers: a fiber runs until it reaches one or ends, then the next
+ * fiber runs. A barrier that never completes is reported as a deadlock.
+ * A fiber starts when its thread is first scheduled and gives its stack
+ * back when the thread ends, so a kernel without barriers runs its
+ * threads one after another on one stack. On x86-64 fibers switch by
+ * saving the callee-saved registers and the stack pointer (emu_ctx_switch
+ * below: no signal mask, no system call), elsewhere with swapcontext.
  *
  * EMU_SEED=<n> shuffles, from seed n, the order of the blocks of a grid
  * and the order in which the fibers of a block run between barriers, so
@@ -27,9 +25,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#include <map>
 #include <mutex>
-#include <string>
 #include <vector>
 
 /* initial-exec: libemucuda is loaded with the program (linked or
@@ -97,7 +93,11 @@ struct block_state {
 	std::vector<warp_state> warps;
 	const char *name = "";
 	const std::function<void()> *body = nullptr;
-	int sequential = 0, used_barrier = 0;
+	/* the runner: the first round's threads one after another on one fiber */
+	struct fiber *fibers = nullptr;
+	const unsigned *turn = nullptr;
+	unsigned run_pos = 0;
+	int runner_demoted = 0, runner_finished = 0;
 };
 
 #if defined(__x86_64__)
@@ -119,15 +119,22 @@ asm(".text\n"
     ".size emu_ctx_switch, .-emu_ctx_switch\n");
 #endif
 
+/* A CUDA thread of the running block. */
 struct fiber {
 	uint3 idx; /* its threadIdx */
+	int tid;
+	int done;
+	int started;
+	unsigned slot; /* the stack it runs on */
+};
+
+/* A fiber stack's saved context while its fiber is switched out. */
+struct slot_state {
 #if defined(__x86_64__)
 	void *sp;
 #else
 	ucontext_t ctx;
 #endif
-	int tid;
-	int done;
 };
 
 static EMU_TLS thread_local block_state *cur_block;
@@ -139,6 +146,7 @@ static EMU_TLS thread_local void *sched_sp;
 static thread_local ucontext_t sched_ctx;
 #endif
 static thread_local char *fiber_stacks;
+static thread_local slot_state *slots; /* fiber_max of them, beside the stacks */
 static const size_t fiber_stack_bytes = 128 << 10;
 static const unsigned fiber_max = 1024;
 static std::mutex atomic_mu;
@@ -157,9 +165,9 @@ void emu_atomic_unlock()
 static void fiber_yield(void)
 {
 #if defined(__x86_64__)
-	emu_ctx_switch(&cur_fiber->sp, sched_sp);
+	emu_ctx_switch(&slots[cur_fiber->slot].sp, sched_sp);
 #else
-	swapcontext(&cur_fiber->ctx, &sched_ctx);
+	swapcontext(&slots[cur_fiber->slot].ctx, &sched_ctx);
 #endif
 }
 
@@ -168,9 +176,9 @@ static void fiber_resume(fiber *f)
 {
 	cur_fiber = f;
 #if defined(__x86_64__)
-	emu_ctx_switch(&sched_sp, f->sp);
+	emu_ctx_switch(&sched_sp, slots[f->slot].sp);
 #else
-	swapcontext(&sched_ctx, &f->ctx);
+	swapcontext(&sched_ctx, &slots[f->slot].ctx);
 #endif
 }
 
@@ -188,20 +196,10 @@ static void yield_until(unsigned *gen, unsigned g)
 	}
 }
 
-static void no_barrier_here(block_state *b)
-{
-	emu_report("kernel %s: reached a barrier in a launch the emulator ran thread by thread "
-		   "(its first block never did; set EMU_ALWAYS_FIBERS=1)", b->name);
-	abort();
-}
-
 void emu_syncthreads()
 {
 	block_state *b = cur_block;
 
-	if (b->sequential)
-		no_barrier_here(b);
-	b->used_barrier = 1;
 	if (++b->arrived == b->live) {
 		b->arrived = 0;
 		b->gen++;
@@ -210,9 +208,8 @@ void emu_syncthreads()
 	yield_until(&b->gen, b->gen);
 }
 
-static void warp_bar(block_state *b, warp_state *w)
+static void warp_bar(warp_state *w)
 {
-	b->used_barrier = 1;
 	if (++w->arrived == w->live) {
 		w->arrived = 0;
 		w->gen++;
@@ -232,38 +229,67 @@ float emu_shfl_xor(float v, int o)
 	int lane = cur_tid % 32, src = lane ^ o;
 	unsigned par = w->gen & 1;
 
-	if (b->sequential)
-		no_barrier_here(b);
 	w->slot[par][lane] = v;
-	warp_bar(b, w);
+	warp_bar(w);
 	return src < w->lanes ? w->slot[par][src] : v;
 }
 
-/* A fiber runs its thread of one block per resume after the scheduler
- * reset it; it lives for the whole launch. */
+/* Thread tid of block b has ended: the barriers stop counting it. */
+static void thread_leave(block_state *b, int tid)
+{
+	warp_state *w = &b->warps[tid / 32];
+
+	w->live--;
+	if (w->arrived > 0 && w->arrived == w->live) {
+		w->arrived = 0;
+		w->gen++;
+	}
+	b->live--;
+	if (b->arrived > 0 && b->arrived == b->live) {
+		b->arrived = 0;
+		b->gen++;
+	}
+}
+
+/* A fiber runs one thread of one block; once done it is never resumed
+ * (its stack goes to the next fiber). */
 static void fiber_main(void)
 {
-	for (;;) {
-		fiber *f = cur_fiber;
-		block_state *b = cur_block;
-		warp_state *w;
+	fiber *f = cur_fiber;
 
-		(*b->body)();
-		/* leaving: the barriers stop counting this thread */
-		w = &b->warps[f->tid / 32];
-		w->live--;
-		if (w->arrived > 0 && w->arrived == w->live) {
-			w->arrived = 0;
-			w->gen++;
-		}
-		b->live--;
-		if (b->arrived > 0 && b->arrived == b->live) {
-			b->arrived = 0;
-			b->gen++;
-		}
-		f->done = 1;
+	(*cur_block->body)();
+	thread_leave(cur_block, f->tid);
+	f->done = 1;
+	for (;;)
 		fiber_yield();
+}
+
+/* The first round of a block on one fiber: each thread in turn runs to
+ * its end, without a switch, until one reaches a barrier. That thread
+ * keeps this fiber (the scheduler "demotes" the runner to it) and the
+ * round goes on with a fiber per thread. A block without barriers thus
+ * costs one fiber, whatever its size. */
+static void runner_main(void)
+{
+	block_state *b = cur_block;
+
+	for (unsigned k = 0; k < (unsigned)b->nthreads; k++) {
+		unsigned t = b->turn[k];
+
+		b->run_pos = k;
+		cur_tid = (int)t;
+		threadIdx = b->fibers[t].idx;
+		b->fibers[t].started = 1;
+		(*b->body)();
+		thread_leave(b, (int)t);
+		b->fibers[t].done = 1;
+		if (b->runner_demoted)
+			for (;;)
+				fiber_yield();
 	}
+	b->runner_finished = 1;
+	for (;;)
+		fiber_yield();
 }
 
 static void set_thread(unsigned t, const dim3 &bl)
@@ -281,11 +307,53 @@ static void set_block(unsigned i, const dim3 &g)
 	blockIdx.z = i / (g.x * g.y);
 }
 
-/* Runs block i of the launch on fibers fs (made by the caller). */
-static void run_block_fibers(block_state *b, const emu_cfg_t &cfg, unsigned i,
-			     std::vector<fiber> &fs, std::vector<unsigned> &turn)
+static char *stack_of(unsigned slot)
 {
-	unsigned nt = (unsigned)b->nthreads;
+	return fiber_stacks + (size_t)slot * fiber_stack_bytes;
+}
+
+/* Makes f a new fiber on stack `slot`, to enter `entry`. */
+static void fiber_start(fiber *f, unsigned slot, void (*entry)(void))
+{
+	char *stack = stack_of(slot);
+
+	f->slot = slot;
+	f->started = 1;
+#if defined(__SANITIZE_ADDRESS__)
+	/* frames an earlier fiber left on this stack keep their redzones */
+	__asan_unpoison_memory_region(stack, fiber_stack_bytes);
+#endif
+#if defined(__x86_64__)
+	/* top (staggered by 17 cache lines per slot: equally aligned stacks
+	 * would compete for the same cache sets): a zero return address for
+	 * the entry, the entry (the switch's `ret`, 16-byte aligned so it
+	 * starts as if called), six zeroed callee-saved registers */
+	void **top = (void **)(stack + fiber_stack_bytes - (size_t)slot * 1088 % 16384 / 64 * 64);
+	top[-1] = NULL;
+	top[-2] = (void *)entry;
+	for (int r = 3; r <= 8; r++)
+		top[-r] = NULL;
+	slots[slot].sp = (void *)(top - 8);
+#else
+	ucontext_t *ctx = &slots[slot].ctx;
+
+	getcontext(ctx);
+	ctx->uc_stack.ss_sp = stack;
+	ctx->uc_stack.ss_size = fiber_stack_bytes;
+	ctx->uc_link = NULL;
+	makecontext(ctx, entry, 0);
+#endif
+}
+
+/* Runs block i of the launch: rounds over its threads (in EMU_SEED's
+ * order), each running until its next barrier or its end. The first
+ * round starts on the runner; after that a thread's fiber starts at its
+ * first turn and frees its stack when it ends. */
+static void run_block(block_state *b, const emu_cfg_t &cfg, unsigned i, std::vector<fiber> &fs,
+		      std::vector<unsigned> &turn, std::vector<unsigned> &free_slots)
+{
+	unsigned nt = (unsigned)b->nthreads, first = 0;
+	fiber runner;
 
 	b->live = (int)nt;
 	b->arrived = 0;
@@ -293,120 +361,98 @@ static void run_block_fibers(block_state *b, const emu_cfg_t &cfg, unsigned i,
 		w.live = w.lanes;
 		w.arrived = 0;
 	}
-	for (unsigned t = 0; t < nt; t++)
+	free_slots.clear();
+	for (unsigned k = nt; k > 0; k--)
+		free_slots.push_back(k - 1);
+	for (unsigned t = 0; t < nt; t++) {
 		fs[t].done = 0;
+		fs[t].started = 0;
+	}
 	set_block(i, cfg.grid);
-	for (unsigned left = nt; left;) {
+	order_of(turn, nt);
+	b->fibers = fs.data();
+	b->turn = turn.data();
+	b->run_pos = 0;
+	b->runner_demoted = 0;
+	b->runner_finished = 0;
+	fiber_start(&runner, free_slots.back(), runner_main);
+	free_slots.pop_back();
+	fiber_resume(&runner);
+	if (b->runner_finished) {
+		free_slots.push_back(runner.slot);
+		return;
+	}
+	/* a thread reached a barrier on the runner: it keeps the runner's
+	 * stack, and the round goes on after it */
+	fiber *f = &fs[turn[b->run_pos]];
+	b->runner_demoted = 1;
+	f->slot = runner.slot;
+	f->started = 1;
+	first = b->run_pos + 1;
+	for (unsigned left = 1; left;) {
 		left = 0;
-		order_of(turn, nt);
-		for (unsigned t : turn) {
-			if (fs[t].done)
+		for (unsigned k = first; k < nt; k++) {
+			unsigned t = turn[k];
+
+			f = &fs[t];
+			if (f->done)
 				continue;
+			if (!f->started) {
+				fiber_start(f, free_slots.back(), fiber_main);
+				free_slots.pop_back();
+			}
 			cur_tid = (int)t;
-			threadIdx = fs[t].idx;
-			fiber_resume(&fs[t]);
-			if (!fs[t].done)
+			threadIdx = f->idx;
+			fiber_resume(f);
+			if (f->done)
+				free_slots.push_back(f->slot);
+			else
 				left++;
 		}
+		/* the threads before `first` wait too: count them in */
+		for (unsigned k = 0; k < first; k++)
+			left += !fs[turn[k]].done;
+		first = 0;
+		order_of(turn, nt);
 	}
 }
-
-static void make_fibers(std::vector<fiber> &fs, unsigned nt, const emu_cfg_t &cfg)
-{
-	if (!fiber_stacks) {
-		fiber_stacks = (char *)mmap(NULL, fiber_stack_bytes * fiber_max, PROT_READ | PROT_WRITE,
-					    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (fiber_stacks == MAP_FAILED) {
-			emu_report("cannot map %zu bytes of fiber stacks", fiber_stack_bytes * fiber_max);
-			abort();
-		}
-	}
-#if defined(__SANITIZE_ADDRESS__)
-	/* frames the last launch's fibers left behind keep their redzones */
-	__asan_unpoison_memory_region(fiber_stacks, fiber_stack_bytes * nt);
-#endif
-	fs.resize(nt);
-	for (unsigned t = 0; t < nt; t++) {
-		char *stack = fiber_stacks + (size_t)t * fiber_stack_bytes;
-
-		fs[t].tid = (int)t;
-		fs[t].done = 0;
-		set_thread(t, cfg.block);
-		fs[t].idx = threadIdx;
-#if defined(__x86_64__)
-		/* top: a zero return address for fiber_main, its entry (the
-		 * switch's `ret`, 16-byte aligned so fiber_main starts as if
-		 * called), six zeroed callee-saved registers */
-		/* tops staggered by 17 cache lines per fiber: equally aligned
-		 * stacks would all compete for the same cache sets */
-		void **top = (void **)(stack + fiber_stack_bytes - (size_t)t * 1088 % 16384 / 64 * 64);
-		top[-1] = NULL;
-		top[-2] = (void *)fiber_main;
-		for (int r = 3; r <= 8; r++)
-			top[-r] = NULL;
-		fs[t].sp = (void *)(top - 8);
-#else
-		getcontext(&fs[t].ctx);
-		fs[t].ctx.uc_stack.ss_sp = stack;
-		fs[t].ctx.uc_stack.ss_size = fiber_stack_bytes;
-		fs[t].ctx.uc_link = NULL;
-		makecontext(&fs[t].ctx, fiber_main, 0);
-#endif
-	}
-}
-
-/* kernel name -> 1 reached a barrier, -1 never did */
-static std::map<std::string, int> kinds;
 
 void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function<void()> &body)
 {
 	unsigned nt = cfg.block.x * cfg.block.y * cfg.block.z;
 	unsigned nb = cfg.grid.x * cfg.grid.y * cfg.grid.z;
-	static int always_fibers = -1;
 	block_state b;
-	auto it = kinds.find(name);
-	int kind = it == kinds.end() ? 0 : it->second;
 	block_state *saved = cur_block;
 	int saved_tid = cur_tid;
-	std::vector<unsigned> blocks, turn;
-	std::vector<fiber> fs;
-	unsigned next = 0;
+	std::vector<unsigned> blocks, turn, free_slots;
+	std::vector<fiber> fs(nt);
 
-	if (always_fibers < 0)
-		always_fibers = getenv("EMU_ALWAYS_FIBERS") && *getenv("EMU_ALWAYS_FIBERS") == '1';
+	if (!fiber_stacks) {
+		fiber_stacks = (char *)mmap(NULL, fiber_stack_bytes * fiber_max, PROT_READ | PROT_WRITE,
+					    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		slots = (slot_state *)calloc(fiber_max, sizeof(*slots));
+		if (fiber_stacks == MAP_FAILED || !slots) {
+			emu_report("cannot map %zu bytes of fiber stacks", fiber_stack_bytes * fiber_max);
+			abort();
+		}
+	}
 	b.nthreads = (int)nt;
 	b.name = name;
 	b.body = &body;
 	b.warps = std::vector<warp_state>((nt + 31) / 32);
 	for (size_t w = 0; w < b.warps.size(); w++)
 		b.warps[w].lanes = (int)(nt - w * 32 < 32 ? nt - w * 32 : 32);
+	for (unsigned t = 0; t < nt; t++) {
+		fs[t].tid = (int)t;
+		set_thread(t, cfg.block);
+		fs[t].idx = threadIdx;
+	}
 	cur_block = &b;
 	blockDim = cfg.block;
 	gridDim = cfg.grid;
 	order_of(blocks, nb);
-	if (kind >= 0 || always_fibers) {
-		/* on fibers: every block of a kernel known to use barriers, else
-		 * the first block, to learn whether it does */
-		make_fibers(fs, nt, cfg);
-		while (next < nb) {
-			run_block_fibers(&b, cfg, blocks[next++], fs, turn);
-			if (!b.used_barrier && !always_fibers)
-				break;
-		}
-		kinds[name] = b.used_barrier ? 1 : -1;
-	}
-	if (next < nb) {
-		emu_seq_launches++;
-		b.sequential = 1;
-		for (; next < nb; next++) {
-			set_block(blocks[next], cfg.grid);
-			order_of(turn, nt);
-			for (unsigned t : turn) {
-				set_thread(t, cfg.block);
-				body();
-			}
-		}
-	}
+	for (unsigned i : blocks)
+		run_block(&b, cfg, i, fs, turn, free_slots);
 	cur_block = saved;
 	cur_tid = saved_tid;
 }

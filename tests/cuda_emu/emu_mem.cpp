@@ -346,12 +346,11 @@ const char *cudaGetErrorString(cudaError_t e)
 } /* extern "C" */
 
 std::atomic<long> emu_launches, emu_gemms;
-long emu_seq_launches, emu_deferred;
+long emu_deferred;
 
 __attribute__((destructor)) static void emu_summary(void)
 {
 	if (env_on("EMU_SUMMARY"))
-		fprintf(stderr, "emu: %ld kernel launches (%ld run sequentially), %ld cuBLAS GEMMs, "
-			"%ld stream operations deferred\n", emu_launches.load(), emu_seq_launches,
-			emu_gemms.load(), emu_deferred);
+		fprintf(stderr, "emu: %ld kernel launches, %ld cuBLAS GEMMs, %ld stream operations "
+			"deferred\n", emu_launches.load(), emu_gemms.load(), emu_deferred);
 }

@@ -47,6 +47,20 @@ __global__ void k_twice(const float *x, float *y)
 		y[i] = 2.0f * x[i];
 }
 
+/* Block 0 has nothing to do and leaves before the barrier the other
+ * blocks use to reverse their slice through shared memory. */
+__global__ void k_late_barrier(const float *x, float *y)
+{
+	__shared__ float s[64];
+	unsigned t = threadIdx.x, i = blockIdx.x * 64 + t;
+
+	if (blockIdx.x == 0)
+		return;
+	s[t] = x[i];
+	__syncthreads();
+	y[i] = s[63 - t];
+}
+
 /* The first element of y on the host. */
 static float first(const float *y)
 {
@@ -183,6 +197,28 @@ static void test_destroyed_and_per_thread(void)
 	OK(cudaFree(y));
 }
 
+/* A barrier only some blocks (or some launches) reach works on each. */
+static void test_late_barrier(void)
+{
+	float hx[N], hy[N], *x, *y;
+
+	for (int i = 0; i < N; i++)
+		hx[i] = (float)i;
+	OK(cudaMalloc((void **)&x, sizeof(hx)));
+	OK(cudaMalloc((void **)&y, sizeof(hy)));
+	OK(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
+	OK(cudaMemset(y, 0, sizeof(hy)));
+	for (int run = 0; run < 2; run++) {
+		k_late_barrier<<<N / 64, 64>>>(x, y);
+		OK(cudaMemcpy(hy, y, sizeof(hy), cudaMemcpyDeviceToHost));
+		for (int i = 64; i < N; i++)
+			CHECK(hy[i] == hx[i / 64 * 64 + 63 - i % 64], "launch %d: y[%d] = %g", run, i,
+			      hy[i]);
+	}
+	OK(cudaFree(x));
+	OK(cudaFree(y));
+}
+
 /* ---- host functions (the interface the emulated NCCL builds on) ---- */
 
 struct host_ctx {
@@ -253,6 +289,7 @@ int main(int argc, char **argv)
 	test_deferred();
 	test_legacy();
 	test_destroyed_and_per_thread();
+	test_late_barrier();
 	test_host_fn();
 	if (failures) {
 		fprintf(stderr, "emu_streams: %d checks failed\n", failures);
