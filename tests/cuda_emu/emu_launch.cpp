@@ -104,7 +104,7 @@ struct block_state {
 /* Switches stacks: pushes the callee-saved registers, stores the stack
  * pointer in *from, loads `to` and pops the registers saved there. A new
  * fiber's stack is laid out as if it had switched away just before
- * entering fiber_main. */
+ * entering its entry function (fiber_start). */
 extern "C" void emu_ctx_switch(void **from, void *to);
 asm(".text\n"
     ".globl emu_ctx_switch\n"
