@@ -17,6 +17,7 @@
 #define WEFT_CUDA_TEST_H
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,33 @@ static inline void ct_require_gpu(const char *name)
 	}
 	printf("%s: skipped: no CUDA device (%s)\n", name, why);
 	exit(77);
+}
+
+#ifdef WEFT_PLUGIN_DIR_FOR_TESTS
+/* The kernel library file under test: WEFT_TEST_KERNELS_DIR's
+ * weft_kernels_cuda.so when that is set (the cuda_emu label points it at
+ * the emulated build of tests/cuda_emu), else the build's own. */
+static inline const char *ct_kernels_file(void)
+{
+	static char path[4096];
+	const char *dir = getenv("WEFT_TEST_KERNELS_DIR");
+
+	snprintf(path, sizeof(path), "%s/weft_kernels_cuda.so",
+		 dir && *dir ? dir : WEFT_PLUGIN_DIR_FOR_TESTS);
+	return path;
+}
+#endif
+
+/* A new reference (dlclose it) to the loaded library that holds `table`
+ * (a kernel table from weft_kernels_get), wherever the core found it;
+ * NULL when it cannot be told. */
+static inline void *ct_kernels_handle(const void *table)
+{
+	Dl_info info;
+
+	if (!dladdr(table, &info) || !info.dli_fname)
+		return NULL;
+	return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
 }
 
 /* Loads both tables and makes a CUDA context on GPU 0. */

@@ -141,7 +141,7 @@ int main(int argc, char **argv)
 	ct_require_gpu("cuda_gpt2_bench");
 	ok(weft_kernels_get((weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 }, &k), "loading");
 	ok(k->ctx_create(0, &kc), "context");
-	h = dlopen(WEFT_PLUGIN_DIR_FOR_TESTS "/weft_kernels_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+	h = ct_kernels_handle(k);
 	exfn = h ? (weft_cuda_extras_fn)(uintptr_t)dlsym(h, WEFT_CUDA_EXTRAS_SYMBOL) : NULL;
 	if (!exfn) {
 		fprintf(stderr, "cuda_gpt2_bench: the kernel library has no extras\n");

@@ -29,7 +29,6 @@
 #include "cuda_test.h"
 #include "cuda/kernels_cuda.h"
 
-#define KERNELS_SO WEFT_PLUGIN_DIR_FOR_TESTS "/weft_kernels_cuda.so"
 #define STEPS 8
 
 static const weft_cuda_extras *extras;
@@ -164,7 +163,7 @@ int main(void)
 	weft_cuda_extras_fn fn;
 
 	ct_setup("test_cuda_fit_optim");
-	kh = dlopen(KERNELS_SO, RTLD_NOW | RTLD_NOLOAD);
+	kh = ct_kernels_handle(ct_gpu);
 	WT_REQUIRE(kh != NULL); /* loaded by weft_kernels_get in ct_setup */
 	fn = (weft_cuda_extras_fn)(uintptr_t)dlsym(kh, WEFT_CUDA_EXTRAS_SYMBOL);
 	WT_REQUIRE(fn != NULL);

@@ -10,8 +10,6 @@
 #include "cuda/kernels_cuda.h"
 #include "weft/memory.h"
 
-#define KERNELS_SO WEFT_PLUGIN_DIR_FOR_TESTS "/weft_kernels_cuda.so"
-
 static int have_gpu(void)
 {
 	int n = 0;
@@ -22,7 +20,7 @@ static int have_gpu(void)
 /* The library's own symbols, whatever the machine. */
 static void test_symbols(void)
 {
-	void *h = dlopen(KERNELS_SO, RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(ct_kernels_file(), RTLD_NOW | RTLD_LOCAL);
 
 	if (!h)
 		fprintf(stderr, "dlopen: %s\n", dlerror());

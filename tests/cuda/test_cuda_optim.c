@@ -11,7 +11,6 @@
 #include "plugin/loader_impl.h"
 #include "weft/optim.h"
 
-#define KERNELS_SO WEFT_PLUGIN_DIR_FOR_TESTS "/weft_kernels_cuda.so"
 #define OPTIM_SO WEFT_PLUGIN_DIR_FOR_TESTS "/optim_builtin.so"
 
 static const weft_cuda_extras *extras;
@@ -155,7 +154,7 @@ int main(void)
 	const weft_optim_ops *adamw;
 
 	ct_setup("test_cuda_optim");
-	kh = dlopen(KERNELS_SO, RTLD_NOW | RTLD_NOLOAD);
+	kh = ct_kernels_handle(ct_gpu);
 	WT_REQUIRE(kh != NULL); /* loaded by weft_kernels_get in ct_setup */
 	fn = (weft_cuda_extras_fn)(uintptr_t)dlsym(kh, WEFT_CUDA_EXTRAS_SYMBOL);
 	WT_REQUIRE(fn != NULL);

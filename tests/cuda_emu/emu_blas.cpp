@@ -1,0 +1,213 @@
+/* emu_blas.cpp - the cuBLAS stand-in of the emulated runtime:
+ * cublasGemmStridedBatchedEx as a column-major reference that accumulates
+ * in double, checks its arguments as cuBLAS documents them (m, n, k >= 0,
+ * lda >= max(1, rows of op(A) as stored), ..., the type combination) and
+ * that every element of every batch lies inside one device allocation,
+ * and is queued on the handle's stream like any other device work. */
+#include "emu_impl.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+struct emu_blas_handle {
+	cudaStream_t stream;
+	cublasMath_t math;
+};
+
+extern "C" {
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+	emu_blas_handle *e = (emu_blas_handle *)calloc(1, sizeof(*e));
+
+	if (!e)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*h = (cublasHandle_t)e;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
+{
+	free(h);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
+{
+	((emu_blas_handle *)h)->stream = s;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s)
+{
+	*s = ((emu_blas_handle *)h)->stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+	((emu_blas_handle *)h)->math = m;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusName(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+	default: return "CUBLAS_STATUS_?";
+	}
+}
+
+const char *cublasGetStatusString(cublasStatus_t s)
+{
+	return cublasGetStatusName(s);
+}
+
+} /* extern "C" */
+
+static float load(const void *p, cudaDataType t, long long i)
+{
+	switch (t) {
+	case CUDA_R_16BF: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+	case CUDA_R_16F: return __half2float(((const __half *)p)[i]);
+	default: return ((const float *)p)[i];
+	}
+}
+
+static void store(void *p, cudaDataType t, long long i, float v)
+{
+	switch (t) {
+	case CUDA_R_16BF: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+	case CUDA_R_16F: ((__half *)p)[i] = __float2half_rn(v); break;
+	default: ((float *)p)[i] = v; break;
+	}
+}
+
+static size_t tsize(cudaDataType t)
+{
+	return t == CUDA_R_32F ? 4 : 2;
+}
+
+struct gemm_args {
+	cublasOperation_t ta, tb;
+	int m, n, k;
+	float alpha, beta;
+	const void *A, *B;
+	void *C;
+	cudaDataType At, Bt, Ct;
+	int lda, ldb, ldc;
+	long long sA, sB, sC;
+	int batch;
+};
+
+/* op(A) row by row and op(B) column by column as floats, then each
+ * element of C as a double sum over k. */
+static void gemm_run(const gemm_args &g)
+{
+	std::vector<float> a_rows((size_t)g.m * g.k), b_cols((size_t)g.n * g.k);
+
+	for (int bi = 0; bi < g.batch; bi++) {
+		const void *a = (const char *)g.A + (size_t)(bi * g.sA) * tsize(g.At);
+		const void *b = (const char *)g.B + (size_t)(bi * g.sB) * tsize(g.Bt);
+		void *c = (char *)g.C + (size_t)(bi * g.sC) * tsize(g.Ct);
+
+		for (int i = 0; i < g.m; i++)
+			for (int p = 0; p < g.k; p++)
+				a_rows[(size_t)i * g.k + p] =
+					g.ta == CUBLAS_OP_N ? load(a, g.At, i + (long long)p * g.lda) :
+							      load(a, g.At, p + (long long)i * g.lda);
+		for (int j = 0; j < g.n; j++)
+			for (int p = 0; p < g.k; p++)
+				b_cols[(size_t)j * g.k + p] =
+					g.tb == CUBLAS_OP_N ? load(b, g.Bt, p + (long long)j * g.ldb) :
+							      load(b, g.Bt, j + (long long)p * g.ldb);
+		for (int j = 0; j < g.n; j++) {
+			const float *y = &b_cols[(size_t)j * g.k];
+
+			for (int i = 0; i < g.m; i++) {
+				const float *x = &a_rows[(size_t)i * g.k];
+				long long at = i + (long long)j * g.ldc;
+				double s = 0.0, old;
+
+				for (int p = 0; p < g.k; p++)
+					s += (double)x[p] * (double)y[p];
+				old = g.beta == 0.0f ? 0.0 : (double)g.beta * load(c, g.Ct, at);
+				store(c, g.Ct, at, (float)(g.alpha * s + old));
+			}
+		}
+	}
+}
+
+extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
+	cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+	const void *alpha, const void *A, cudaDataType At, int lda, long long sA, const void *B,
+	cudaDataType Bt, int ldb, long long sB, const void *beta, void *C, cudaDataType Ct, int ldc,
+	long long sC, int batch, cublasComputeType_t ct, cublasGemmAlgo_t algo)
+{
+	int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m; /* A as stored */
+	int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
+	char opa = ta == CUBLAS_OP_N ? 'N' : 'T', opb = tb == CUBLAS_OP_N ? 'N' : 'T';
+	gemm_args g;
+
+	(void)algo;
+	emu_gemms++;
+	if (emu_tracing())
+		fprintf(stderr, "emu: gemm %c%c m %d n %d k %d lda %d ldb %d ldc %d sA %lld sB %lld "
+			"sC %lld batch %d types %d %d %d\n", opa, opb, m, n, k, lda, ldb, ldc, sA, sB,
+			sC, batch, (int)At, (int)Bt, (int)Ct);
+	if (!h) {
+		emu_report("cublasGemmStridedBatchedEx: the handle is NULL (cublasCreate first)");
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	}
+	if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (ra > 1 ? ra : 1) ||
+	    ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1)) {
+		emu_report("cublasGemmStridedBatchedEx: invalid value: %c%c m %d n %d k %d lda %d "
+			   "(needs >= %d) ldb %d (needs >= %d) ldc %d (needs >= %d) batch %d", opa, opb,
+			   m, n, k, lda, ra, ldb, rb, ldc, m, batch);
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	if (ct != CUBLAS_COMPUTE_32F || At != Bt ||
+	    !((At == CUDA_R_32F && Ct == CUDA_R_32F) ||
+	      ((At == CUDA_R_16BF || At == CUDA_R_16F) && (Ct == At || Ct == CUDA_R_32F)))) {
+		emu_report("cublasGemmStridedBatchedEx: type combination A %d B %d C %d compute %d "
+			   "is not one cuBLAS supports", (int)At, (int)Bt, (int)Ct, (int)ct);
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	if (m == 0 || n == 0 || batch == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	for (int bi = 0; bi < batch; bi++) {
+		const char *a = (const char *)A + (size_t)(bi * sA) * tsize(At);
+		const char *b = (const char *)B + (size_t)(bi * sB) * tsize(Bt);
+		char *c = (char *)C + (size_t)(bi * sC) * tsize(Ct);
+		size_t span_a = k ? ((size_t)(ca - 1) * lda + ra) * tsize(At) : 0;
+		size_t span_b = k ? ((size_t)(cb - 1) * ldb + rb) * tsize(Bt) : 0;
+		size_t span_c = ((size_t)(n - 1) * ldc + m) * tsize(Ct);
+		int bad_a = k && !emu_dev_range_ok(a, span_a), bad_b = k && !emu_dev_range_ok(b, span_b);
+		int bad_c = !emu_dev_range_ok(c, span_c);
+
+		if (bad_a || bad_b || bad_c) {
+			emu_report("cublasGemmStridedBatchedEx: batch %d reads or writes outside a "
+				   "device allocation (A %s, B %s, C %s; %c%c m %d n %d k %d lda %d "
+				   "ldb %d ldc %d)", bi, bad_a ? "BAD" : "ok", bad_b ? "BAD" : "ok",
+				   bad_c ? "BAD" : "ok", opa, opb, m, n, k, lda, ldb, ldc);
+			return CUBLAS_STATUS_EXECUTION_FAILED;
+		}
+	}
+	/* host pointer mode: alpha and beta are read now, as cuBLAS does */
+	g = gemm_args{ ta, tb, m, n, k, *(const float *)alpha, *(const float *)beta, A, B, C,
+		       At, Bt, Ct, lda, ldb, ldc, sA, sB, sC, batch };
+	if (emu_enqueue(((emu_blas_handle *)h)->stream, "cublasGemmStridedBatchedEx",
+			[g] { gemm_run(g); }) != cudaSuccess)
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,83 @@
+/* emu_impl.h - what the parts of the emulated CUDA runtime (libemucuda.so)
+ * share: device memory and its host-access trap (emu_mem.cpp), deferred
+ * streams and events (emu_stream.cpp), kernel execution on fibers
+ * (emu_launch.cpp) and the cuBLAS stand-in (emu_blas.cpp). Not a public
+ * header: the kernels see only cuda_emu.h. */
+#ifndef WEFT_EMU_IMPL_H
+#define WEFT_EMU_IMPL_H
+
+#include <cuda_runtime_api.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+#include <functional>
+
+/* The launch configuration of one kernel (cuda_emu.h declares the same). */
+struct emu_cfg_t {
+	dim3 grid, block;
+	size_t shmem;
+	cudaStream_t stream;
+};
+
+/* ---- reporting (emu_mem.cpp) ---- */
+
+/* Prints "EMU DEFECT: <message>" on stderr; aborts when EMU_ABORT_ON_DEFECT
+ * is set. */
+void emu_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* EMU_TRACE=1: print every launch, GEMM and stream operation. */
+int emu_tracing(void);
+/* Sets the calling thread's last error (cudaGetLastError) and returns e. */
+cudaError_t emu_set_error(cudaError_t e);
+
+/* ---- device memory (emu_mem.cpp) ---- */
+
+/* Device memory is readable and writable only between emu_dev_enter and
+ * the matching emu_dev_exit (nesting, any thread); PROT_NONE otherwise
+ * unless EMU_NO_PROTECT=1. */
+void emu_dev_enter(void);
+void emu_dev_exit(void);
+/* [p, p + n) lies inside one cudaMalloc allocation. */
+int emu_dev_range_ok(const void *p, size_t n);
+/* p points into a cudaMalloc allocation. */
+int emu_is_dev(const void *p);
+/* p points into cudaMallocHost / cudaHostAlloc memory. */
+int emu_is_pinned(const void *p);
+
+/* ---- streams (emu_stream.cpp) ---- */
+
+/* Queues `work` on stream s (0, cudaStreamLegacy, cudaStreamPerThread or
+ * a created stream) behind everything CUDA orders it after; it runs when
+ * something forces it. `what` names it in traces and reports (a string
+ * literal or one that outlives the work). Returns cudaErrorInvalidResourceHandle
+ * for a destroyed or unknown stream. */
+cudaError_t emu_enqueue(cudaStream_t s, const char *what, std::function<void()> work);
+/* Queues `work` as emu_enqueue does, then runs it and what it depends on
+ * before returning (a host-synchronous operation on that stream). */
+cudaError_t emu_enqueue_sync(cudaStream_t s, const char *what, std::function<void()> work);
+/* Inside a host function (cudaLaunchHostFunc) on this thread: the runtime
+ * calls that the host-function interface executes at once. */
+int emu_in_host_fn(void);
+
+/* ---- kernels (emu_launch.cpp) ---- */
+
+/* The entry points of cuda_emu.h: a launch (checked, then queued on
+ * cfg.stream), __syncthreads, __shfl_xor_sync and the lock of atomics. */
+void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body);
+void emu_syncthreads();
+float emu_shfl_xor(float v, int lane_mask);
+void emu_atomic_lock();
+void emu_atomic_unlock();
+/* Runs every thread of every block of one launch, now (the caller holds
+ * the device). */
+void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function<void()> &body);
+/* The next value of the EMU_SEED generator (0 when EMU_SEED is unset). */
+int emu_seeded(void);
+uint64_t emu_rand(void);
+
+/* ---- counters for EMU_SUMMARY (launches and GEMMs counted in any thread) ---- */
+extern std::atomic<long> emu_launches, emu_gemms;
+extern long emu_deferred; /* under the stream graph's lock */
+
+#endif
