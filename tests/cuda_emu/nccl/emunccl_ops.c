@@ -554,6 +554,12 @@ static ncclResult_t submit(struct ncclComm *c, struct emu_op *o, cudaStream_t st
 				"communicator (0..%d)", c->label, o->what,
 				o->kind == EMU_SEND || o->kind == EMU_RECV ? "peer" : "root", o->peer,
 				c->nranks - 1);
+	if ((o->kind == EMU_SEND || o->kind == EMU_RECV) && o->peer == c->rank && group_depth == 0)
+		return emu_fail(ncclInvalidUsage, "emunccl: %s: %s: a %s this rank itself outside a "
+				"group can never complete (its %s would have to run first); put "
+				"both in one ncclGroupStart/ncclGroupEnd", c->label, o->what,
+				o->kind == EMU_SEND ? "send to" : "recv from",
+				o->kind == EMU_SEND ? "recv" : "send");
 	if (o->count && o->kind != EMU_RECV &&
 	    (o->kind != EMU_BROADCAST || c->rank == o->peer) &&
 	    (r = check_buf(c, o, o->send, "sendbuff")))

@@ -22,7 +22,8 @@
  *     in an error that says so, quickly, never a hang; the communicator
  *     refuses later calls;
  *   - misuse: different collectives on two ranks, a stale unique id, a
- *     pageable host buffer, a peer out of range, each with its message. */
+ *     pageable host buffer, a peer out of range, a send to itself outside
+ *     a group, each with its message. */
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -613,6 +614,8 @@ static void rank_misuse(int rank, int n, const ncclUniqueId *id)
 		   ncclInvalidArgument, "is pageable host memory");
 	EXPECT_ERR(ncclSend(d, 4, ncclFloat32, n, c, stream), ncclInvalidArgument,
 		   "peer 2 is not a rank of this communicator (0..1)");
+	EXPECT_ERR(ncclSend(d, 4, ncclFloat32, rank, c, stream), ncclInvalidUsage,
+		   "a send to this rank itself outside a group can never");
 	/* different collectives on the two ranks */
 	EXPECT_ERR(settle(c, rank == 0 ? ncclAllReduce(d, d, 100, ncclFloat32, ncclSum, c, stream) :
 			  ncclBroadcast(d, d, 100, ncclFloat32, 0, c, stream)),
@@ -626,6 +629,8 @@ int main(void)
 	const char *s1 = ncclGetErrorString(ncclSystemError), *s2 = ncclGetErrorString(ncclRemoteError);
 
 	WT_CHECK(s1 && s2 && *s1 && *s2 && strcmp(s1, s2) != 0);
+	/* a hang in the scenarios that expect none ends as an error in 10 s */
+	setenv("EMU_NCCL_TIMEOUT_MS", "10000", 0);
 	bad += run("collectives", 3, rank_collectives, NULL);
 	bad += run("send/recv groups", 3, rank_p2p, NULL);
 	bad += run("split", 4, rank_split, NULL);
