@@ -432,6 +432,13 @@ static void CUDART_CB run_task(void *p)
 				while (emu_now_ms() < until && !atomic_load(&c->aborted) &&
 				       !atomic_load(&c->destroyed))
 					nanosleep(&ts, NULL);
+				if (!atomic_load(&c->aborted) && !atomic_load(&c->destroyed))
+					fprintf(stderr, "emunccl: %s: %s failed (%s) and the "
+						"communicator was not aborted within EMU_NCCL_HOLD_MS; "
+						"its stream goes on, so a caller that trusts the "
+						"stream's event without ncclCommGetAsyncError takes a "
+						"buffer this operation did not write\n", c->label,
+						t->ops[0].what, ncclGetErrorString(r));
 			}
 		}
 	}
