@@ -426,13 +426,14 @@ static void CUDART_CB run_task(void *p)
 			emu_comm_fail(c, r, ncclGetLastError(c));
 			if (!eager) {
 				/* hold the stream so that a poller sees the error first */
-				int64_t until = emu_now_ms() + hold_ms();
+				int64_t hold = hold_ms(), until = emu_now_ms() + hold;
 				struct timespec ts = { 0, 5 * 1000 * 1000 };
 
 				while (emu_now_ms() < until && !atomic_load(&c->aborted) &&
 				       !atomic_load(&c->destroyed))
 					nanosleep(&ts, NULL);
-				if (!atomic_load(&c->aborted) && !atomic_load(&c->destroyed))
+				if (hold > 0 && !atomic_load(&c->aborted) &&
+				    !atomic_load(&c->destroyed))
 					fprintf(stderr, "emunccl: %s: %s failed (%s) and the "
 						"communicator was not aborted within EMU_NCCL_HOLD_MS; "
 						"its stream goes on, so a caller that trusts the "

@@ -21,10 +21,14 @@
  *     both send before receiving outside a group (the rendezvous) each end
  *     in an error that says so, quickly, never a hang; the communicator
  *     refuses later calls;
+ *   - a non-blocking init (ncclInProgress until all joined), a rank that
+ *     never joins (the deadline), ncclCommAbort from a second thread while
+ *     a collective waits (it returns at once), a recv smaller than its send;
  *   - misuse: different collectives on two ranks, a stale unique id, a
  *     pageable host buffer, a peer out of range, a send to itself outside
  *     a group, each with its message. */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -623,6 +627,108 @@ static void rank_misuse(int rank, int n, const ncclUniqueId *id)
 	WT_CHECK(ncclCommAbort(c) == ncclSuccess);
 }
 
+/* A non-blocking init returns ncclInProgress until every rank joined. */
+static void rank_nonblocking(int rank, int n, const ncclUniqueId *id)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclResult_t r, ae = ncclInProgress;
+	ncclComm_t c = NULL;
+	int polls = 0, version = 0;
+
+	cfg.blocking = 0;
+	cfg.commName = "nb";
+	WT_REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+	if (rank == 1)
+		usleep(200 * 1000);
+	r = ncclCommInitRankConfig(&c, n, *id, rank, &cfg);
+	WT_CHECK(r == (rank == 0 ? ncclInProgress : ncclSuccess));
+	WT_REQUIRE(c != NULL);
+	for (double t0 = now_s(); ae == ncclInProgress && now_s() - t0 < 5.0; polls++) {
+		WT_CHECK(ncclCommGetAsyncError(c, &ae) == ncclSuccess);
+		usleep(1000);
+	}
+	WT_CHECK(ae == ncclSuccess);
+	WT_CHECK(rank == 1 || polls > 1);
+	WT_CHECK(ncclGetVersion(&version) == ncclSuccess && version == NCCL_VERSION_CODE);
+	WT_CHECK(ncclCommDestroy(c) == ncclSuccess);
+}
+
+/* A rank that never joins: the others' init ends at the deadline. */
+static void rank_never_joins(int rank, int n, const ncclUniqueId *id)
+{
+	ncclComm_t c = NULL;
+
+	setenv("EMU_NCCL_TIMEOUT_MS", "300", 1);
+	if (rank == 1)
+		return;
+	EXPECT_ERR(ncclCommInitRank(&c, n, *id, rank), ncclSystemError,
+		   "waiting for every rank to join: timed out after 300 ms waiting for rank 1");
+	WT_CHECK(c == NULL);
+}
+
+/* ncclCommAbort from another thread (a watchdog) ends a collective this
+ * rank is stuck in, at once. */
+struct stuck {
+	ncclComm_t c;
+	float *d;
+	ncclResult_t r;
+	double took;
+};
+
+static void *stuck_thread(void *p)
+{
+	struct stuck *s = p;
+	double t0 = now_s();
+
+	/* the comm must not be touched after the abort: no ncclCommGetAsyncError */
+	s->r = ncclAllReduce(s->d, s->d, 64, ncclFloat32, ncclSum, s->c, stream);
+	if (cudaStreamSynchronize(stream) != cudaSuccess)
+		s->r = ncclUnhandledCudaError;
+	s->took = now_s() - t0;
+	return NULL;
+}
+
+static void rank_watchdog(int rank, int n, const ncclUniqueId *id)
+{
+	struct stuck s = { .d = dalloc(64 * 4) };
+	pthread_t th;
+
+	setenv("EMU_NCCL_TIMEOUT_MS", "20000", 1);
+	s.c = join(n, id, rank);
+	if (rank == 1) { /* takes no part, stays alive until rank 0 is done */
+		usleep(800 * 1000);
+		WT_CHECK(ncclCommDestroy(s.c) == ncclSuccess);
+		return;
+	}
+	WT_REQUIRE(pthread_create(&th, NULL, stuck_thread, &s) == 0);
+	usleep(200 * 1000);
+	WT_CHECK(ncclCommAbort(s.c) == ncclSuccess);
+	pthread_join(th, NULL);
+	/* the call's own result where the stream ran it at once, else its stream ended */
+	WT_CHECK(s.r == ncclInvalidUsage || s.r == ncclSuccess);
+	WT_STR_CONTAINS(ncclGetLastError(NULL), "the communicator was aborted on this rank");
+	WT_CHECK(s.took < 0.2 + 0.5);
+}
+
+/* A recv that expects fewer bytes than the send: both sides fail. */
+static void rank_size_mismatch(int rank, int n, const ncclUniqueId *id)
+{
+	float *d = dalloc(64 * 4);
+	ncclComm_t c;
+
+	setenv("EMU_NCCL_TIMEOUT_MS", "5000", 1);
+	c = join(n, id, rank);
+	if (rank == 0) {
+		ncclResult_t r = settle(c, ncclSend(d, 64, ncclFloat32, 1, c, stream));
+
+		WT_CHECK(r == ncclInvalidUsage || r == ncclRemoteError);
+	} else {
+		EXPECT_ERR(settle(c, ncclRecv(d, 32, ncclFloat32, 0, c, stream)), ncclInvalidUsage,
+			   "expects 128 bytes but rank 0 sent 256");
+	}
+	WT_CHECK(ncclCommAbort(c) == ncclSuccess);
+}
+
 int main(void)
 {
 	int dies[2] = { 0, 3 }, bad = 0;
@@ -639,6 +745,10 @@ int main(void)
 	bad += run("the deadline", 2, rank_timeout, NULL);
 	bad += run("send before recv on both ranks", 2, rank_rendezvous, NULL);
 	bad += run("misuse", 2, rank_misuse, NULL);
+	bad += run("non-blocking init", 2, rank_nonblocking, NULL);
+	bad += run("a rank never joins", 2, rank_never_joins, NULL);
+	bad += run("abort from a watchdog thread", 2, rank_watchdog, NULL);
+	bad += run("recv size differs from send", 2, rank_size_mismatch, NULL);
 	WT_CHECK(bad == 0);
 	return wt_done("test_emunccl");
 }
