@@ -209,6 +209,7 @@ ncclResult_t emu_comm_join(struct ncclComm **out, int nranks, const struct emu_i
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = rank, .l_len = 1 };
 	struct ncclComm *c;
 	uint32_t expect = 0;
+	int owned = 0; /* this rank's slot is ours */
 	ncclResult_t r;
 
 	if (id->magic != EMU_MAGIC)
@@ -239,6 +240,7 @@ ncclResult_t emu_comm_join(struct ncclComm **out, int nranks, const struct emu_i
 			     "the id was used for a second communicator", c->label, rank);
 		goto out_free;
 	}
+	owned = 1;
 	atomic_store(&c->slots[rank].pid, (int32_t)getpid());
 	if (fcntl(c->fd, F_OFD_SETLK, &fl) != 0) {
 		r = emu_fail(ncclSystemError, "emunccl: %s: locking byte %d of %s: %s", c->label, rank,
@@ -263,8 +265,10 @@ ncclResult_t emu_comm_join(struct ncclComm **out, int nranks, const struct emu_i
 	return ncclSuccess;
 
 out_free:
-	if (c->slots)
+	if (owned) {
 		atomic_store(&c->slots[rank].state, EMU_ABORTED);
+		emu_ring(c);
+	}
 	emu_shm_detach(c);
 	pthread_mutex_destroy(&c->exec_mu);
 	free(c);

@@ -158,8 +158,10 @@ static ncclResult_t run_coll(struct ncclComm *c, struct emu_op *o, int64_t deadl
 		const char *src = o->send;
 		char *dst = o->recv;
 
-		/* write this rank's part */
-		switch (o->kind) {
+		/* write this rank's part (count 0: the rounds alone, to compare) */
+		switch (m ? o->kind : EMU_SPLIT) {
+		case EMU_SPLIT:
+			break;
 		case EMU_BROADCAST:
 			if (c->rank == o->peer)
 				memcpy(mine, src + off * es, m * es);
@@ -177,7 +179,9 @@ static ncclResult_t run_coll(struct ncclComm *c, struct emu_op *o, int64_t deadl
 		if (off == 0 && (r = check_descs(c, o)))
 			break;
 		/* read what this rank needs */
-		switch (o->kind) {
+		switch (m ? o->kind : EMU_SPLIT) {
+		case EMU_SPLIT:
+			break;
 		case EMU_ALL_REDUCE: case EMU_REDUCE:
 			if (o->kind == EMU_REDUCE && c->rank != o->peer)
 				break;
@@ -562,6 +566,12 @@ static ncclResult_t submit(struct ncclComm *c, struct emu_op *o, cudaStream_t st
 				"communicator (0..%d)", c->label, o->what,
 				o->kind == EMU_SEND || o->kind == EMU_RECV ? "peer" : "root", o->peer,
 				c->nranks - 1);
+	if (o->kind == EMU_REDUCE_SCATTER &&
+	    (size_t)c->nranks * emu_type_size(o->dtype) > c->hdr->chunk_bytes)
+		return emu_fail(ncclInvalidUsage, "emunccl: %s: %s: %d ranks of %zu-byte elements do "
+				"not fit the emulator's %llu-byte chunk; raise EMU_NCCL_CHUNK_BYTES",
+				c->label, o->what, c->nranks, emu_type_size(o->dtype),
+				(unsigned long long)c->hdr->chunk_bytes);
 	if ((o->kind == EMU_SEND || o->kind == EMU_RECV) && o->peer == c->rank && group_depth == 0)
 		return emu_fail(ncclInvalidUsage, "emunccl: %s: %s: a %s this rank itself outside a "
 				"group can never complete (its %s would have to run first); put "
