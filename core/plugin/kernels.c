@@ -9,6 +9,7 @@
 #include "plugin/hooks_impl.h"
 #include "plugin/loader_impl.h"
 #include "plugin/registry.h"
+#include "plugin/registry_impl.h"
 #include "weft/log.h"
 
 /* The file that holds each device type's kernels, and what to call them
@@ -51,6 +52,11 @@ const weft_kernel_table *weft_plugin_load_kernels(weft_device_type type, char *w
 		if (snprintf(path, sizeof(path), "%s/%s", dirs[i], file) >= (int)sizeof(path) ||
 		    access(path, F_OK) != 0)
 			continue;
+		if (weft_plugin_place_unsafe(dirs[i], 1, why, whylen) ||
+		    weft_plugin_place_unsafe(path, 0, why, whylen)) {
+			weft_log(WEFT_LOG_DEBUG, "kernels: skipping %s", why);
+			continue;
+		}
 		if (weft_kernels_open(path, &t) == WEFT_OK) {
 			weft_log(WEFT_LOG_DEBUG, "kernels: loaded %s ('%s')", path, t->head.name);
 		} else {

@@ -2,6 +2,7 @@
  * what a scan found (plugin/registry.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/edit_distance.h"
@@ -97,8 +98,28 @@ weft_status weft_registry_find(weft_registry *reg, weft_plugin_kind kind, const 
 	if (st != WEFT_OK)
 		return st;
 	e = weft_registry_find_entry(reg, kind, name);
+	if (!e) {
+		/* files without a names section may hold it: load them now */
+		st = weft_registry_load_pending(reg, NULL, 1, 0);
+		if (st != WEFT_OK)
+			return st;
+		e = weft_registry_find_entry(reg, kind, name);
+	}
 	if (!e)
 		return not_found(reg, kind, name);
+	if (!e->vtable) {
+		const char *path = e->file;
+
+		st = weft_registry_load_pending(reg, path, 0, 0);
+		if (st != WEFT_OK)
+			return weft_error_wrap(st, "loading the %s plugin '%s' from %s",
+					       weft_plugin_kind_name(kind), name, path);
+		e = weft_registry_find_entry(reg, kind, name);
+		if (!e || !e->vtable)
+			return weft_error_set(WEFT_ERR_PLUGIN, "plugin file %s did not provide the "
+					      "%s plugin '%s' it declares", path,
+					      weft_plugin_kind_name(kind), name);
+	}
 	*vtable = e->vtable;
 	if (file)
 		*file = e->file;
@@ -110,6 +131,21 @@ weft_status weft_registry_list(weft_registry *reg, const weft_registry_entry **e
 {
 	weft_status st = weft_registry_scan(reg);
 
+	/* a listing shows everything: load every file not loaded yet, and
+	 * drop the names of declaring files that failed (they are listed
+	 * among the failures) */
+	if (st == WEFT_OK)
+		st = weft_registry_load_pending(reg, NULL, 1, 1);
+	if (st == WEFT_OK) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < reg->nentries; i++)
+			if (reg->entries[i].vtable)
+				reg->entries[k++] = reg->entries[i];
+		reg->nentries = k;
+		if (k > 1)
+			qsort(reg->entries, k, sizeof(*reg->entries), weft_registry_cmp_entry);
+	}
 	*entries = st == WEFT_OK ? reg->entries : NULL;
 	*count = st == WEFT_OK ? reg->nentries : 0;
 	return st;

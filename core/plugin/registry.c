@@ -1,5 +1,6 @@
-/* The plugin registry: creating, freeing, and the lazy scan that loads
- * every file on the path (plugin/registry.h). */
+/* The plugin registry: creating, freeing, the scan that indexes every
+ * file on the path by the names it declares without loading it, and the
+ * loading of a file when a lookup needs it (plugin/registry.h). */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -80,6 +81,12 @@ void weft_registry_free(weft_registry *reg)
 		free(reg->dirs[i].path);
 	for (size_t i = 0; i < reg->nfiles; i++)
 		free(reg->files[i].path);
+	for (size_t i = 0; i < reg->npending; i++)
+		free(reg->pending[i].path);
+	free(reg->pending);
+	for (size_t i = 0; i < reg->nstrings; i++)
+		free(reg->strings[i]);
+	free(reg->strings);
 	free(reg->libs);
 	free(reg->entries);
 	free(reg->failures);
@@ -113,7 +120,7 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int cmp_entry(const void *a, const void *b)
+int weft_registry_cmp_entry(const void *a, const void *b)
 {
 	const weft_registry_entry *x = a, *y = b;
 
@@ -184,6 +191,12 @@ static weft_status list_dir(weft_registry *reg, const char *dir, struct reg_cand
 	weft_status st = WEFT_OK;
 	DIR *d;
 
+	{
+		char why[1024];
+
+		if (weft_plugin_place_unsafe(dir, 1, why, sizeof(why)))
+			return record_failure(reg, dir, WEFT_ERR_PLUGIN, why);
+	}
 	d = opendir(dir);
 	if (!d) {
 		char why[1024];
@@ -309,6 +322,217 @@ static weft_status add_lib(weft_registry *reg, const char *path, void *handle,
 	return WEFT_OK;
 }
 
+/* Records an opened lib (the registry owns handle from here on). */
+static weft_status keep_lib(weft_registry *reg, const char *path, void *handle)
+{
+	struct reg_lib *libs = weft_registry_grow(reg->libs, &reg->cap_libs, reg->nlibs,
+						  sizeof(*libs));
+	char *copy;
+
+	if (!libs)
+		return weft_registry_nomem("recording a loaded plugin");
+	reg->libs = libs;
+	copy = strdup(path);
+	if (!copy)
+		return weft_registry_nomem("recording a loaded plugin");
+	libs[reg->nlibs++] = (struct reg_lib){ .path = copy, .handle = handle };
+	return WEFT_OK;
+}
+
+/* A declaring file, loaded: its entry must return exactly what its names
+ * section declared; the declared entries get their vtables. On failure
+ * nothing is filled and the caller closes handle. */
+static weft_status fill_declared(weft_registry *reg, const struct reg_pending *p, void *handle,
+				 const weft_plugin_desc *desc)
+{
+	size_t declared = 0;
+	weft_status st;
+
+	for (size_t i = 0; i < reg->nentries; i++)
+		declared += reg->entries[i].file == p->path;
+	for (size_t i = 0; i < desc->count; i++) {
+		const weft_plugin_entry_item *it = &desc->items[i];
+		const char *name = ((const weft_plugin_head *)it->vtable)->name;
+		const weft_registry_entry *e = weft_registry_find_entry(reg, it->kind, name);
+
+		if (!e || e->file != p->path)
+			return weft_error_set(WEFT_ERR_PLUGIN, "plugin file %s returns the %s plugin "
+					      "'%s', which its names section (WEFT_PLUGIN_NAMES) "
+					      "does not declare; add it there and rebuild the "
+					      "plugin", p->path, weft_plugin_kind_name(it->kind),
+					      name);
+	}
+	if (desc->count != declared)
+		return weft_error_set(WEFT_ERR_PLUGIN, "plugin file %s declares %zu plugins in its "
+				      "names section (WEFT_PLUGIN_NAMES) but its entry returns %zu; "
+				      "make them agree and rebuild the plugin", p->path, declared,
+				      desc->count);
+	st = keep_lib(reg, p->path, handle);
+	if (st)
+		return st;
+	for (size_t i = 0; i < desc->count; i++) {
+		const weft_plugin_head *h = desc->items[i].vtable;
+
+		for (size_t j = 0; j < reg->nentries; j++) {
+			weft_registry_entry *e = &reg->entries[j];
+
+			if (e->file == p->path && e->kind == desc->items[i].kind &&
+			    !strcmp(e->name, h->name)) {
+				e->name = h->name;
+				e->abi_version = h->abi_version;
+				e->vtable = h;
+				e->package = desc->head.name ? desc->head.name : "";
+			}
+		}
+	}
+	weft_log(WEFT_LOG_DEBUG, "plugins: loaded %s (%zu plugins)", p->path, desc->count);
+	return WEFT_OK;
+}
+
+/* Keeps str (malloc'd) until the registry is freed; 0 when out of memory
+ * (str is then still the caller's). */
+static int keep_string(weft_registry *reg, char *str)
+{
+	char **p = weft_registry_grow(reg->strings, &reg->cap_strings, reg->nstrings, sizeof(*p));
+
+	if (!p)
+		return 0;
+	reg->strings = p;
+	p[reg->nstrings++] = str;
+	return 1;
+}
+
+/* Indexes a file that declares its names: one entry per name, vtable NULL
+ * until the file is loaded. */
+static weft_status declare_file(weft_registry *reg, struct reg_pending *p, const char *text)
+{
+	const char *cur = text;
+	weft_plugin_kind kind;
+	char name[128];
+	int r;
+
+	while ((r = weft_plugin_next_name(&cur, &kind, name, sizeof(name))) == 1) {
+		const weft_registry_entry *old = weft_registry_find_entry(reg, kind, name);
+		weft_registry_entry *entries;
+		char *copy;
+
+		if (old)
+			return clash(kind, name, old->file, p->path);
+		entries = weft_registry_grow(reg->entries, &reg->cap_entries, reg->nentries,
+					     sizeof(*entries));
+		if (!entries)
+			return weft_registry_nomem("indexing plugin names");
+		reg->entries = entries;
+		copy = strdup(name);
+		if (!copy || !keep_string(reg, copy)) {
+			free(copy);
+			return weft_registry_nomem("indexing plugin names");
+		}
+		entries[reg->nentries++] = (weft_registry_entry){
+			.kind = kind, .name = copy, .file = p->path, .package = "" };
+	}
+	if (r < 0) {
+		char why[1024];
+
+		snprintf(why, sizeof(why), "plugin file %s has a malformed names section "
+			 "(WEFT_PLUGIN_NAMES wants \"kind:name\" words, kind one of comm, strategy, "
+			 "optim, callback, model); rebuild it", p->path);
+		return record_failure(reg, p->path, WEFT_ERR_PLUGIN, why);
+	}
+	p->declared = 1;
+	return WEFT_OK;
+}
+
+/* A file found in a directory: checked for ownership and mode, then
+ * indexed by its names section, or kept for a load on demand. */
+static weft_status index_file(weft_registry *reg, const char *path)
+{
+	struct reg_pending *p;
+	char why[1024], *text = NULL;
+	weft_status st;
+	int r;
+
+	if (weft_plugin_place_unsafe(path, 0, why, sizeof(why)))
+		return record_failure(reg, path, WEFT_ERR_PLUGIN, why);
+	p = weft_registry_grow(reg->pending, &reg->cap_pending, reg->npending, sizeof(*p));
+	if (!p)
+		return weft_registry_nomem("indexing plugin files");
+	reg->pending = p;
+	p = &reg->pending[reg->npending];
+	*p = (struct reg_pending){ .path = strdup(path) };
+	if (!p->path)
+		return weft_registry_nomem("indexing plugin files");
+	reg->npending++;
+	r = weft_plugin_read_names(path, &text);
+	if (r != 1)
+		return WEFT_OK; /* loaded on demand; a broken file says why then */
+	st = declare_file(reg, p, text);
+	free(text);
+	return st;
+}
+
+static struct reg_pending *pending_of(weft_registry *reg, const char *path)
+{
+	for (size_t i = 0; i < reg->npending; i++)
+		if (reg->pending[i].path == path || !strcmp(reg->pending[i].path, path))
+			return &reg->pending[i];
+	return NULL;
+}
+
+/* Loads one pending file once; a failure is recorded and returned. */
+static weft_status load_one(weft_registry *reg, struct reg_pending *p)
+{
+	const weft_plugin_desc *desc;
+	void *handle;
+	weft_status st;
+
+	if (p->tried)
+		return p->status;
+	p->tried = 1;
+	st = weft_plugin_open(p->path, &handle, &desc);
+	if (st == WEFT_OK) {
+		st = p->declared ? fill_declared(reg, p, handle, desc) :
+				   add_lib(reg, p->path, handle, desc);
+		if (st != WEFT_OK)
+			dlclose(handle);
+	}
+	p->status = st;
+	if (st != WEFT_OK && st != WEFT_ERR_NOMEM) {
+		char why[2048];
+
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		if (record_failure(reg, p->path, st, why) != WEFT_OK)
+			return WEFT_ERR_NOMEM;
+		weft_error_set(st, "%s", why);
+	}
+	return st;
+}
+
+weft_status weft_registry_load_pending(weft_registry *reg, const char *declared_path, int legacy,
+				       int all)
+{
+	weft_status st;
+
+	if (declared_path) {
+		struct reg_pending *p = pending_of(reg, declared_path);
+
+		return p ? load_one(reg, p) : WEFT_OK;
+	}
+	for (size_t i = 0; i < reg->npending; i++) {
+		struct reg_pending *p = &reg->pending[i];
+
+		if (p->tried || (p->declared ? !all : !legacy))
+			continue;
+		st = load_one(reg, p);
+		/* a file that does not load is skipped; two files claiming one
+		 * name, or no memory, end the scan */
+		if (st == WEFT_ERR_NOMEM || (st != WEFT_OK && strstr(weft_error_last(),
+								      "two files provide")))
+			return st;
+	}
+	return WEFT_OK;
+}
+
 static weft_status record_shadowed(weft_registry *reg, const char *file, const char *by)
 {
 	weft_registry_shadowed *p;
@@ -330,8 +554,9 @@ static weft_status record_shadowed(weft_registry *reg, const char *file, const c
 	return WEFT_OK;
 }
 
-/* Loads one candidate unless an earlier one was the same file or had the
- * same file name. */
+/* Takes one candidate unless an earlier one was the same file or had the
+ * same file name: an explicit file is loaded now, a file found in a
+ * directory only indexed. */
 static weft_status scan_one(weft_registry *reg, struct reg_candidate *c, size_t ci,
 			    struct stat *ids)
 {
@@ -348,9 +573,17 @@ static weft_status scan_one(weft_registry *reg, struct reg_candidate *c, size_t 
 		if (!strcmp(base_name(c[j].path), base_name(c[ci].path)))
 			return record_shadowed(reg, c[ci].path, c[j].path);
 	}
+	if (!c[ci].must_load)
+		return index_file(reg, c[ci].path);
+	{
+		char why[1024];
+
+		if (weft_plugin_place_unsafe(c[ci].path, 0, why, sizeof(why)))
+			return weft_error_set(WEFT_ERR_PLUGIN, "%s", why);
+	}
 	st = weft_plugin_open(c[ci].path, &handle, &desc);
 	if (st != WEFT_OK)
-		return c[ci].must_load ? st : record_failure(reg, c[ci].path, st, weft_error_last());
+		return st;
 	st = add_lib(reg, c[ci].path, handle, desc);
 	if (st != WEFT_OK)
 		dlclose(handle);
@@ -385,7 +618,7 @@ static weft_status scan_all(weft_registry *reg)
 	for (size_t i = 0; i < n && st == WEFT_OK; i++)
 		st = scan_one(reg, c, i, ids);
 	if (st == WEFT_OK && reg->nentries > 1)
-		qsort(reg->entries, reg->nentries, sizeof(*reg->entries), cmp_entry);
+		qsort(reg->entries, reg->nentries, sizeof(*reg->entries), weft_registry_cmp_entry);
 	free(ids);
 
 out_free_candidates:

@@ -1,11 +1,19 @@
 /* plugin/registry.h - finding, loading and checking plugins (internal).
  *
  * A registry holds an ordered search path and a list of explicit plugin
- * files. Nothing is loaded until the first lookup (or weft_registry_scan):
- * then every explicit file and every `*.so` in the search directories is
- * dlopen'ed (RTLD_NOW | RTLD_LOCAL), its `weft_plugin_entry` is called with
- * weft_host_services(), and each plugin it describes is checked (ABI
- * major, struct_size, name, kind) and recorded under (kind, name).
+ * files. Nothing happens until the first lookup (or weft_registry_scan):
+ * then every explicit file is dlopen'ed (RTLD_NOW | RTLD_LOCAL), its
+ * `weft_plugin_entry` called with weft_host_services() and each plugin it
+ * describes checked (ABI major, struct_size, name, kind) and recorded
+ * under (kind, name); every `*.so` in the search directories is only
+ * indexed: the names its ".weft_plugins" section declares
+ * (WEFT_PLUGIN_NAMES) are read from the ELF file without running any of
+ * its code, and the file is loaded the same way when a lookup names one of
+ * them. Files without the section (built before ABI 1.3) are loaded when a
+ * lookup finds its name in no declaring file, and by weft_registry_list.
+ * A directory or file writable by every user, or owned by someone other
+ * than root and this user, is refused (recorded as a failure with the
+ * reason; fatal for an explicit file), as ssh refuses such files.
  *
  * Search order: explicit files first, then the directories in the order
  * they were added. add_default_paths appends WEFT_PLUGIN_PATH
@@ -128,9 +136,10 @@ void weft_registry_set_program_dir(const char *dir);
 weft_status weft_registry_configure_from_config(weft_registry *reg, const weft_cfg *plugins,
 						const char *config_dir);
 
-/* Loads and checks everything on the path, once; later calls return the
- * first call's result (and set the same message again on failure). Blocks
- * on file I/O and on the plugins' entry functions. Errors (fatal):
+/* Loads the explicit files and indexes the directories, once; later calls
+ * return the first call's result (and set the same message again on
+ * failure). Blocks on file I/O and on the explicit plugins' entry
+ * functions. Errors (fatal):
  * WEFT_ERR_PLUGIN / WEFT_ERR_ABI for an explicit file that fails, naming
  * it and the reason; WEFT_ERR_PLUGIN for two files providing the same kind
  * and name, naming both. Failures of scanned files are recorded instead. */

@@ -21,6 +21,17 @@ struct reg_lib {
 	void *handle;
 };
 
+/* A plugin file found in a directory and not loaded at the scan: one that
+ * declares its names (its entries are in the registry with a NULL vtable
+ * until a lookup loads it) or one without a names section (loaded only
+ * when a lookup finds its name nowhere else, or for a listing). */
+struct reg_pending {
+	char *path;
+	int declared;
+	int tried;          /* loaded, or failed: never tried twice */
+	weft_status status; /* of the load, once tried */
+};
+
 struct weft_registry {
 	struct reg_place *dirs;
 	size_t ndirs, cap_dirs;
@@ -32,6 +43,11 @@ struct weft_registry {
 
 	struct reg_lib *libs;
 	size_t nlibs, cap_libs;
+
+	struct reg_pending *pending;
+	size_t npending, cap_pending;
+	char **strings; /* the declared names, which entries point at */
+	size_t nstrings, cap_strings;
 
 	weft_registry_entry *entries;
 	size_t nentries, cap_entries;
@@ -58,5 +74,36 @@ weft_status weft_registry_nomem(const char *what);
 /* The entry of `kind` named `name`, or NULL. */
 const weft_registry_entry *weft_registry_find_entry(const weft_registry *reg,
 						    weft_plugin_kind kind, const char *name);
+
+/* Orders entries by kind, then name (qsort). */
+int weft_registry_cmp_entry(const void *a, const void *b);
+
+/* Loads what is pending: with `declared_path`, the one declaring file of
+ * that path; else every file without a names section (legacy) when
+ * `legacy`, plus every declaring file when `all`. A file that fails is
+ * recorded as a failure; for declared_path its status is returned. Two
+ * files providing one name stay a fatal clash. Errors: those; NOMEM. */
+weft_status weft_registry_load_pending(weft_registry *reg, const char *declared_path, int legacy,
+				       int all);
+
+/* ---- names.c: knowing a file without running it ---- */
+
+/* Reads the ".weft_plugins" section of the ELF file at path (its declared
+ * names, WEFT_PLUGIN_NAMES) into *text (malloc'd, NUL-terminated). Returns
+ * 1 when found, 0 when the file has no such section, -1 when it cannot be
+ * read as a 64-bit ELF file (then loading it says why). Runs no code of
+ * the file. */
+int weft_plugin_read_names(const char *path, char **text);
+
+/* Takes the next "kind:name" word of a names text at *cursor (advanced
+ * past it). Returns 1 with *kind and name[0..len) set, 0 at the end, -1
+ * for a malformed word (unknown kind, no colon, name too long). */
+int weft_plugin_next_name(const char **cursor, weft_plugin_kind *kind, char *name, size_t len);
+
+/* Whether path (a plugin file, or with is_dir a directory searched for
+ * them) must not be loaded from, as ssh judges its files: writable by
+ * every user, or owned by someone other than root and this user. Returns
+ * 1 with the reason and the fix in why, else 0. */
+int weft_plugin_place_unsafe(const char *path, int is_dir, char *why, size_t len);
 
 #endif /* WEFT_PLUGIN_REGISTRY_IMPL_H */

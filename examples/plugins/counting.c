@@ -265,6 +265,10 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_COMM, .vtable = &counting_ops },
 };
 
+#ifdef WEFT_PLUGIN_NAMES /* since ABI 1.3: lets weft index this file without loading it */
+WEFT_PLUGIN_NAMES("comm:counting");
+#endif
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "example: counting comm wrapper"),
 	.count = sizeof(items) / sizeof(items[0]),

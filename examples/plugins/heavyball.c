@@ -141,6 +141,10 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_OPTIM, .vtable = &heavyball_ops },
 };
 
+#ifdef WEFT_PLUGIN_NAMES /* since ABI 1.3: lets weft index this file without loading it */
+WEFT_PLUGIN_NAMES("optim:heavyball");
+#endif
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "example: heavy-ball optimizer"),
 	.count = sizeof(items) / sizeof(items[0]),

@@ -104,6 +104,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_CALLBACK, .vtable = &recorder_ops },
 };
 
+WEFT_PLUGIN_NAMES("callback:recorder");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "test callback"),
 	.count = 1,

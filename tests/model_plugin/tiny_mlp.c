@@ -103,6 +103,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_MODEL, .vtable = &tiny_ops },
 };
 
+WEFT_PLUGIN_NAMES("model:tiny_mlp");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "test model"),
 	.count = 1,

@@ -541,6 +541,8 @@ const weft_plugin_entry_item items[] = {
 	{ WEFT_PLUGIN_COMM, &gloo_ops },
 };
 
+WEFT_PLUGIN_NAMES("comm:gloo");
+
 const weft_plugin_desc desc = {
 	WEFT_PLUGIN_HEAD(weft_plugin_desc, "gloo"),
 	sizeof(items) / sizeof(items[0]),

@@ -36,6 +36,8 @@ static const weft_plugin_entry_item nccl_items[] = {
 	{ .kind = WEFT_PLUGIN_COMM, .vtable = &nccl_ops },
 };
 
+WEFT_PLUGIN_NAMES("comm:nccl");
+
 static const weft_plugin_desc nccl_desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "comm-nccl"),
 	.count = 1,

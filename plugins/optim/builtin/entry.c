@@ -8,6 +8,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_OPTIM, .vtable = &optim_lion_ops },
 };
 
+WEFT_PLUGIN_NAMES("optim:sgd optim:adam optim:adamw optim:lion");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "optim_builtin"),
 	.count = sizeof(items) / sizeof(items[0]),

@@ -13,6 +13,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_dp },
 };
 
+WEFT_PLUGIN_NAMES("strategy:single strategy:ddp strategy:dp");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "replicated strategies"),
 	.count = sizeof(items) / sizeof(items[0]),

@@ -9,6 +9,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &weft_strategy_hybrid },
 };
 
+WEFT_PLUGIN_NAMES("strategy:pp strategy:hybrid");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "pipeline strategies"),
 	.count = sizeof(items) / sizeof(items[0]),

@@ -750,6 +750,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &tp_ops },
 };
 
+WEFT_PLUGIN_NAMES("strategy:tp");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "tensor-parallel strategy"),
 	.count = 1,

@@ -47,6 +47,8 @@ static const weft_plugin_entry_item items[] = {
 	{ .kind = WEFT_PLUGIN_STRATEGY, .vtable = &zero_3 },
 };
 
+WEFT_PLUGIN_NAMES("strategy:zero strategy:zero_1 strategy:zero_2 strategy:zero_3");
+
 static const weft_plugin_desc desc = {
 	.head = WEFT_PLUGIN_HEAD(weft_plugin_desc, "zero strategies"),
 	.count = sizeof(items) / sizeof(items[0]),

@@ -347,6 +347,20 @@ typedef const weft_plugin_desc *(*weft_plugin_entry_fn)(const weft_host *host);
 #define WEFT_PLUGIN_EXPORT
 #endif
 
+/* Declares, in a section of the shared object (".weft_plugins"), the
+ * plugins its entry returns, as "kind:name" words separated by spaces:
+ *     WEFT_PLUGIN_NAMES("strategy:single strategy:ddp strategy:dp");
+ * Once per plugin file, at file scope. The host reads the section without
+ * loading the file and loads (dlopen, constructors, entry) only the files
+ * that provide what a run names; a file whose entry returns a plugin it
+ * did not declare, or declares one it does not return, is refused. A
+ * file without the section (built before ABI 1.3) is loaded only when a
+ * name is found in no declaring file, or for a listing (`weft plugins`).
+ * Since ABI 1.3 (a macro: the host of any 1.x version ignores it). */
+#define WEFT_PLUGIN_NAMES(words) \
+	__attribute__((used, section(".weft_plugins"))) static const char \
+		weft_plugin_names_[] = "weft-plugins 1\n" words
+
 /* Declares the entry symbol in a plugin's source:
  *     WEFT_PLUGIN_ENTRY(host) { g_host = host; return &desc; }           */
 #define WEFT_PLUGIN_ENTRY(hostvar) \
