@@ -3,67 +3,25 @@
 #include "train/clip.h"
 #include "weft/device.h"
 
-/* Arrays from CLIP_SPLIT floats on are summed in chunks on the CPU threads
- * (weft_cpu_parallel_for): chunks of CLIP_CHUNK floats, or more for arrays
- * of more than CLIP_MAX_CHUNKS of them, then the chunks' sums in order. The
- * chunks depend on the length alone, so the sum is the same at any number
- * of threads. */
-#define CLIP_CHUNK ((int64_t)4096)
-#define CLIP_MAX_CHUNKS 1024
-#define CLIP_SPLIT (32 * CLIP_CHUNK)
-
-static double sum_squares(const float *x, int64_t len)
-{
-	/* four accumulators: shorter dependency chains, and vectorisable */
-	double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-	int64_t i = 0;
-
-	for (; i + 4 <= len; i += 4) {
-		s0 += (double)x[i] * (double)x[i];
-		s1 += (double)x[i + 1] * (double)x[i + 1];
-		s2 += (double)x[i + 2] * (double)x[i + 2];
-		s3 += (double)x[i + 3] * (double)x[i + 3];
-	}
-	for (; i < len; i++)
-		s0 += (double)x[i] * (double)x[i];
-	return (s0 + s1) + (s2 + s3);
-}
-
-typedef struct sq_job {
-	const float *x;
-	int64_t len, chunk;
-	double *part;
-} sq_job;
-
-static void sq_chunks(void *arg, int64_t c0, int64_t c1)
-{
-	const sq_job *j = arg;
-
-	for (int64_t c = c0; c < c1; c++) {
-		int64_t lo = c * j->chunk, n = j->len - lo < j->chunk ? j->len - lo : j->chunk;
-
-		j->part[c] = sum_squares(j->x + lo, n);
-	}
-}
-
+/* Each array's sum by the CPU kernel table's sum_squares_ranges: four
+ * accumulators, chunks on the kernels' threads from 128 Ki floats on,
+ * added in an order set by the length alone, so the sum is the same at any
+ * number of threads, and clipping agrees bit for bit with the strategies'
+ * device services on the CPU. */
 double weft_clip_sum_squares(const float *const *arrays, const int64_t *lens, size_t n)
 {
-	double total = 0.0, part[CLIP_MAX_CHUNKS];
+	const weft_kernel_table *k = NULL;
+	double total = 0.0;
 
+	if (weft_kernels_get((weft_device){ .type = WEFT_DEVICE_CPU }, &k) || !k)
+		return NAN; /* the CPU table is built in: never */
 	for (size_t a = 0; a < n; a++) {
-		sq_job j = { .x = arrays[a], .len = lens[a], .chunk = CLIP_CHUNK, .part = part };
-		int64_t chunks;
+		weft_elem_range r = { .offset = 0, .count = lens[a] };
+		double s = 0.0;
 
-		if (j.len < CLIP_SPLIT) {
-			total += sum_squares(j.x, j.len);
-			continue;
-		}
-		if (j.len > CLIP_CHUNK * CLIP_MAX_CHUNKS)
-			j.chunk = (j.len + CLIP_MAX_CHUNKS - 1) / CLIP_MAX_CHUNKS;
-		chunks = (j.len + j.chunk - 1) / j.chunk;
-		weft_cpu_parallel_for(chunks, 1, sq_chunks, &j);
-		for (int64_t c = 0; c < chunks; c++)
-			total += part[c];
+		if (k->sum_squares_ranges(NULL, arrays[a], &r, 1, &s))
+			return NAN;
+		total += s;
 	}
 	return total;
 }
