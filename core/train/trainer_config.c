@@ -205,6 +205,26 @@ static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, cons
 	return WEFT_OK;
 }
 
+/* trainer.peak_flops: one device's peak FLOP/s, the denominator of MFU;
+ * absent or null: the default (derived on the CPU, unknown on a GPU). */
+static weft_status parse_peak_flops(const weft_cfg *tr, double *out)
+{
+	const weft_cfg *n = weft_cfg_get(tr, "peak_flops");
+	weft_status st;
+
+	*out = 0.0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	st = weft_cfg_float(tr, "peak_flops", 0.0, out);
+	if (st)
+		return st;
+	if (!(*out > 0) || !isfinite(*out))
+		return weft_cfg_error(n, "must be the peak FLOP/s of one device, a number > 0 (such "
+				      "as 989.0e12, an H100 SXM's dense bf16 peak), or null for the "
+				      "default; got %g", *out);
+	return WEFT_OK;
+}
+
 static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
 {
 	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
@@ -344,7 +364,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	    (st = weft_cfg_str(tr, "default_root_dir", "runs", &c->default_root_dir)) ||
 	    (st = weft_cfg_str(tr, "name", default_name, &c->name)) ||
 	    (st = weft_cfg_str(tr, "resume", NULL, &c->resume)) ||
-	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)))
+	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)) ||
+	    (st = parse_peak_flops(tr, &c->peak_flops)))
 		return st;
 	/* Lightning's output switches: the model summary and the loggers */
 	if ((st = weft_cfg_bool(tr, "enable_model_summary", 1, &c->enable_model_summary)) ||
