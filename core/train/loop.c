@@ -315,7 +315,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			m[n++] = (weft_metric){ "loss_scale", t->scaler.scale };
 		if (t->tc.lr_monitor.enabled && !t->tc.lr_monitor.per_epoch)
 			m[n++] = (weft_metric){ lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
-		n += weft_throughput_metrics(&t->tput, m + n);
+		if (t->tc.throughput_monitor)
+			n += weft_throughput_metrics(&t->tput, m + n);
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;

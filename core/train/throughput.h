@@ -1,6 +1,8 @@
 /* train/throughput.h - tokens (or samples) per second and model FLOPs
- * utilization, as Lightning's ThroughputMonitor reports them, for
- * metrics.csv, TensorBoard and the progress bar.
+ * utilization, as Lightning's ThroughputMonitor reports them: in the
+ * progress bar always, in metrics.csv and TensorBoard with
+ * trainer.callbacks.throughput_monitor (opt-in, as Lightning's callback;
+ * the other columns of a run stay comparable byte for byte across runs).
  *
  * A step's time runs from fetching its first micro-batch to the end of its
  * optimizer update (validation, checkpoints and logging are not counted).

@@ -5,13 +5,16 @@
  *     head once, wte and wpe lookups not counted), exactly;
  *   - the CPU's default peak is threads x clock x FLOPs per cycle from the
  *     vector flags of a /proc/cpuinfo text, and says how it was derived;
- *   - a GPT fit writes tokens_per_sec, tokens_per_sec_avg, mfu and mfu_avg
- *     to metrics.csv at every logged step, mfu = tokens_per_sec x FLOPs per
- *     token / trainer.peak_flops, the average lies within the steps'
- *     range, and the progress lines show tokens/s and mfu;
- *   - an MLP on 2 ranks logs samples per second over both ranks and MFU
- *     against the peak of 2 devices;
- *   - a bad trainer.peak_flops is one error naming the key.
+ *   - a GPT fit with callbacks: {throughput_monitor: {}} writes
+ *     tokens_per_sec, tokens_per_sec_avg, mfu and mfu_avg to metrics.csv at
+ *     every logged step, mfu = tokens_per_sec x FLOPs per token /
+ *     trainer.peak_flops, the average lies within the steps' range, and the
+ *     progress lines show tokens/s and mfu; without the callback
+ *     metrics.csv has no such column, the progress lines still show them;
+ *   - an MLP on 2 ranks with [{class: ThroughputMonitor}] logs samples per
+ *     second over both ranks and MFU against the peak of 2 devices;
+ *   - a bad trainer.peak_flops, and options given to the callback, are one
+ *     error each naming the key.
  * Tolerances: FLOP counts are integers below 2^53: exact. metrics.csv
  * prints 9 significant digits, so a ratio of two printed values is good to
  * 1e-8; 1e-6 relative is asked.
@@ -84,6 +87,7 @@ static const char *gpt_yaml =
 	"  log_every_n_steps: 1\n"
 	"  enable_checkpointing: false\n"
 	"  peak_flops: 1.0e9\n"
+	"  callbacks: {throughput_monitor: {}}\n"
 	"model: {class: gpt, n_layer: 2, n_head: 4, n_embd: 32, vocab_size: 256, block_size: 16,\n"
 	"        bias: true, dropout: 0.0}\n"
 	"data:\n"
@@ -126,6 +130,17 @@ static void gpt_fit(void)
 	}
 	WT_CHECK(isnan(tt_csv_value(csv, "samples_per_sec", 1)));
 	free(csv);
+
+	/* without the callback: the bar only */
+	rc = tt_weft("gpt_off", "fit", "--config", "gpt.yaml", "--trainer.name=off",
+		     "--trainer.callbacks={}");
+	WT_REQUIRE(tt_expect_ok("gpt_off", rc));
+	WT_STR_CONTAINS(tt_output("gpt_off", "err"), " tokens/s=");
+	csv = tt_read(tt_path("runs/off/version_0/metrics.csv"), NULL);
+	WT_REQUIRE(csv);
+	WT_CHECK(!isnan(tt_csv_value(csv, "train_loss", 1)));
+	WT_CHECK(!strstr(csv, "tokens_per_sec") && !strstr(csv, "mfu"));
+	free(csv);
 }
 
 static const char *mlp_yaml =
@@ -147,7 +162,8 @@ static void mlp_two_ranks(void)
 
 	tt_write_text(tt_path("mlp.yaml"), mlp_yaml);
 	rc = tt_weft("mlp", "fit", "--config", "mlp.yaml", "--trainer.devices=2",
-		     "--trainer.strategy=ddp", "--trainer.peak_flops=2.5e8");
+		     "--trainer.strategy=ddp", "--trainer.peak_flops=2.5e8",
+		     "--trainer.callbacks=[{class: ThroughputMonitor}]");
 	WT_REQUIRE(tt_expect_ok("mlp", rc));
 	WT_STR_CONTAINS(tt_output("mlp", "err"), "per device x 2 devices (trainer.peak_flops)");
 	csv = tt_read(tt_path("runs/mlp/version_0/metrics.csv"), NULL);
@@ -174,6 +190,11 @@ static void bad_peak(void)
 	rc = tt_weft("bad2", "fit", "--config", "mlp.yaml", "--trainer.peak_flops=fast");
 	WT_CHECK(rc == 1);
 	WT_STR_CONTAINS(tt_output("bad2", "err"), "peak_flops");
+	rc = tt_weft("bad3", "fit", "--config", "mlp.yaml",
+		     "--trainer.callbacks={throughput_monitor: {window_size: 50}}");
+	WT_CHECK(rc == 1);
+	WT_STR_CONTAINS(tt_output("bad3", "err"), "throughput_monitor");
+	WT_STR_CONTAINS(tt_output("bad3", "err"), "takes no options");
 }
 
 int main(void)
