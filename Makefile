@@ -11,8 +11,12 @@ PREFIX     ?= /usr/local
 DEPS = build-essential cmake pkg-config ninja-build libyaml-dev libopenblas-dev \
        libgloo-dev zlib1g-dev clang libclang-rt-14-dev \
        dataset-fashion-mnist fortunes-min python3
-# Peers for bench/ only (large): PyTorch from Debian.
-BENCH_DEPS = python3-torch python3-numpy
+# Peers for bench/ only (large): PyTorch 2.x and numpy from PyPI, in a
+# virtual environment (git-ignored) that only bench/ uses. PyPI's torch
+# wheel for Linux brings CUDA libraries too (a few GiB); it runs on the CPU.
+BENCH_VENV  ?= .venv-bench
+BENCH_TORCH ?= torch>=2.4,<3
+BENCH_NUMPY ?= numpy>=1.24,<3
 
 .PHONY: all deps bench-deps configure build run test test-release test-asan bench fuzz install clean
 
@@ -22,7 +26,8 @@ deps:
 	@scripts/install-deps $(DEPS)
 
 bench-deps:
-	@scripts/install-deps $(BENCH_DEPS)
+	@scripts/install-deps python3 python3-venv python3-dev build-essential
+	@bench/setup-venv $(BENCH_VENV) "$(BENCH_TORCH)" "$(BENCH_NUMPY)"
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -1,11 +1,13 @@
 #!/bin/sh
 # Side by side: `weft bench comm --backend gloo`, the same libgloo called
-# directly (gloo_direct.cc), and torch.distributed's gloo (when Debian's
-# python3-torch is installed). Usage: bench/comm/run.sh [BUILD_DIR] [NRANKS]
+# directly (gloo_direct.cc), and torch.distributed's gloo (PyTorch 2.x from
+# the virtual environment `make bench-deps` makes; PYTHON=... picks another
+# interpreter). Usage: bench/comm/run.sh [BUILD_DIR] [NRANKS]
 set -e
 BUILD=${1:-build}
 N=${2:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../torch-env.sh"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -26,9 +28,8 @@ done
 "$TMP/gloo_direct" 0 "$N" "$TMP/store"
 wait
 
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+bench_torch_check
+if [ "$have_torch" = 1 ]; then
 	echo "== torch.distributed gloo (bench/comm/torch_allreduce.py)"
-	/usr/bin/python3 "$HERE/torch_allreduce.py" "$N"
-else
-	echo "== torch.distributed: python3-torch is not installed (make bench-deps)"
+	"$PY" "$HERE/torch_allreduce.py" "$N"
 fi

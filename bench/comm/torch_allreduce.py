@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch.distributed's gloo all_reduce at the sizes of `weft bench comm`,
-for a side-by-side comparison. Debian's python3-torch:
-    /usr/bin/python3 bench/comm/torch_allreduce.py [NRANKS] [MAX_BYTES]
+for a side-by-side comparison. PyTorch 2.x from `make bench-deps`:
+    .venv-bench/bin/python3 bench/comm/torch_allreduce.py [NRANKS] [MAX_BYTES]
 Same protocol: float32 sum, 5 warm-up + 20 timed iterations, slowest rank's
 time, busbw = algbw * 2 (n - 1) / n."""
 import os

@@ -1,6 +1,8 @@
-/* GPT training-step benchmark, single process: forward, backward and a
- * plain SGD update on the flat parameter buffer, timed over several steps
- * after warm-up (the first step also warms the arenas). Prints tokens/s,
+/* GPT training-step benchmark, single process: forward, backward and an
+ * AdamW update on the flat parameter buffer (the built-in adamw plugin, as
+ * `optimizer: {name: adamw}` runs it, split over the threads as strategy
+ * single does), timed over several steps after warm-up (the first step
+ * also warms the arenas). Prints tokens/s,
  * the model's achieved GFLOP/s (weft_model_flops_per_token: 6 N per token
  * plus attention), and the sgemm GFLOP/s of the model's main GEMM shape
  * measured in the same run, the yardstick the target is stated against.
@@ -8,7 +10,12 @@
  *   bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N]
  *             [--steps S] [--warmup W] [--no-yardstick] [--device cpu|cuda[:N]]
  *             [--precision 32-true|bf16-mixed] [--batch B]
- *             [--peak-tflops P]
+ *             [--peak-tflops P] [--optimizer adamw|sgd]
+ *
+ * AdamW is nanoGPT's (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1
+ * on the tensors of 2 or more dimensions), the same as bench/gpt/
+ * torch_gpt.py. It steps host memory, so on a GPU --optimizer sgd (a plain
+ * SGD update, lr 1e-3, on the device) is the default there.
  *
  * --no-yardstick skips the sgemm measurement (ratio 0 in RESULT): for runs
  * under valgrind --tool=callgrind, which count the instructions of the
@@ -27,16 +34,19 @@
  *
  * The last line is machine-readable: "RESULT key=value ...".
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "plugin/registry.h"
 #include "sgemm_bench.h"
 #include "weft/autograd.h"
 #include "weft/device.h"
 #include "weft/module.h"
 #include "weft/ops.h"
+#include "weft/optim.h"
 
 typedef struct shape {
 	const char *name;
@@ -56,7 +66,7 @@ static const shape shapes[] = {
 static const char usage[] =
 	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
 	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
-	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P]\n";
+	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P] [--optimizer adamw|sgd]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -81,6 +91,100 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The adamw plugin over the whole flat buffer, with its two state slots. */
+typedef struct adamw {
+	weft_registry *reg;
+	weft_config *cfg;
+	const weft_optim_ops *ops;
+	void *state;
+	weft_optim_segment *segs;
+	size_t nseg;
+	float *params, *grads, *slots[2];
+	const weft_optim_step_info *info;
+	atomic_int failed;
+} adamw;
+
+static weft_status adamw_create(adamw *a, weft_params *ps)
+{
+	static const char text[] = "{name: adamw, lr: 6.0e-4, betas: [0.9, 0.95], eps: 1.0e-8, "
+				   "weight_decay: 0.1}";
+	const void *vt;
+	weft_tensor *flat, *flat_grad;
+	int64_t numel;
+	weft_status st;
+
+	weft_params_flat(ps, WEFT_F32, &flat, &flat_grad);
+	numel = weft_tensor_numel(flat);
+	a->params = flat->data;
+	a->grads = flat_grad->data;
+	st = weft_registry_create(&a->reg);
+	if (!st)
+		st = weft_registry_add_default_paths(a->reg);
+	if (!st)
+		st = weft_registry_find(a->reg, WEFT_PLUGIN_OPTIM, "adamw", &vt, NULL);
+	if (!st)
+		st = weft_config_load_string("optimizer", text, strlen(text), &a->cfg);
+	if (st)
+		return st;
+	a->ops = vt;
+	st = a->ops->create(weft_config_root(a->cfg), &a->state);
+	if (st)
+		return st;
+	if (a->ops->state_slots(a->state) != 2)
+		return weft_error_set(WEFT_ERR_INTERNAL, "adamw has %zu state slots, not 2",
+				      a->ops->state_slots(a->state));
+	a->nseg = weft_params_count(ps);
+	a->segs = calloc(a->nseg, sizeof(*a->segs));
+	a->slots[0] = calloc((size_t)numel, sizeof(float));
+	a->slots[1] = calloc((size_t)numel, sizeof(float));
+	if (!a->segs || !a->slots[0] || !a->slots[1])
+		return weft_error_set(WEFT_ERR_NOMEM, "out of memory for adamw's state");
+	for (size_t i = 0; i < a->nseg; i++) {
+		weft_tensor *p = weft_params_at(ps, i);
+
+		a->segs[i] = (weft_optim_segment){
+			.name = p->name,
+			.offset = (int64_t)((const float *)p->data - a->params),
+			.numel = weft_tensor_numel(p),
+			.ndim = p->ndim,
+			.decay = p->ndim >= 2, /* nanoGPT's rule, the host's default */
+		};
+	}
+	return WEFT_OK;
+}
+
+static void adamw_part(void *arg, int64_t begin, int64_t end)
+{
+	adamw *a = arg;
+	float *slots[2] = { a->slots[0] + begin, a->slots[1] + begin };
+
+	if (a->ops->step(a->state, a->segs, a->nseg, a->params + begin, a->grads + begin, slots,
+			 begin, end, a->info))
+		a->failed = 1;
+}
+
+static weft_status adamw_step(adamw *a, int64_t numel, int64_t step)
+{
+	weft_optim_step_info info = { .struct_size = sizeof(info), .step = step, .lr = 6e-4,
+				      .grad_scale = 1.0 };
+
+	a->info = &info;
+	a->failed = 0;
+	weft_cpu_parallel_for(numel, (int64_t)1 << 16, adamw_part, a);
+	return a->failed ? WEFT_ERR_INTERNAL : WEFT_OK;
+}
+
+static void adamw_free(adamw *a)
+{
+	if (a->ops && a->state)
+		a->ops->destroy(a->state);
+	free(a->segs);
+	free(a->slots[0]);
+	free(a->slots[1]);
+	weft_config_free(a->cfg);
+	weft_registry_free(a->reg);
+}
+
 int main(int argc, char **argv)
 {
 	const shape *sh = &shapes[0];
@@ -98,7 +202,8 @@ int main(int argc, char **argv)
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	double sg_table = 0.0, sg_openblas = 0.0;
 	float loss = 0;
-	int yardstick = 1;
+	int yardstick = 1, use_adamw = -1;
+	adamw opt = { 0 };
 	weft_status st;
 
 	for (int i = 1; i < argc; i++) {
@@ -114,6 +219,14 @@ int main(int argc, char **argv)
 			batch = atoll(argv[++i]);
 		} else if (!strcmp(argv[i], "--peak-tflops") && i + 1 < argc) {
 			peak_tflops = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--optimizer") && i + 1 < argc) {
+			const char *o = argv[++i];
+
+			if (strcmp(o, "adamw") && strcmp(o, "sgd")) {
+				fprintf(stderr, "bench_gpt: unknown optimizer '%s' (adamw, sgd)\n", o);
+				return 2;
+			}
+			use_adamw = !strcmp(o, "adamw");
 		} else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
 			if ((st = weft_device_parse(argv[++i], &dev)))
 				return fail("--device", st);
@@ -150,6 +263,13 @@ int main(int argc, char **argv)
 	n_tok = B * T;
 	if (dev.type != WEFT_DEVICE_CPU)
 		yardstick = 0; /* the sgemm yardstick is the CPU's */
+	if (use_adamw < 0)
+		use_adamw = dev.type == WEFT_DEVICE_CPU;
+	if (use_adamw && dev.type != WEFT_DEVICE_CPU) {
+		fprintf(stderr, "bench_gpt: --optimizer adamw steps host memory; on a GPU use "
+			"--optimizer sgd\n");
+		return 2;
+	}
 
 	mopt.device = dev;
 	copt.device = dev;
@@ -179,6 +299,8 @@ int main(int argc, char **argv)
 			return fail("copying the batch to the device", st);
 	}
 	weft_params_flat(weft_model_params(m), WEFT_F32, &flat, &flat_grad);
+	if (use_adamw && (st = adamw_create(&opt, weft_model_params(m))))
+		return fail("creating the adamw optimizer", st);
 	times = calloc((size_t)steps, sizeof(double));
 	cpu = calloc((size_t)steps, sizeof(double));
 
@@ -191,9 +313,10 @@ int main(int argc, char **argv)
 		if ((st = weft_params_zero_grad(weft_model_params(m))) ||
 		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)) ||
 		    (st = weft_backward(ctx, o.loss)) ||
-		    (st = weft_ctx_kernels(ctx)->axpy(weft_ctx_kctx(ctx), WEFT_F32,
-						      weft_tensor_numel(flat), -1e-3f,
-						      flat_grad->data, flat->data)) ||
+		    (st = use_adamw ? adamw_step(&opt, weft_tensor_numel(flat), s + warmup + 1)
+				    : weft_ctx_kernels(ctx)->axpy(weft_ctx_kctx(ctx), WEFT_F32,
+								  weft_tensor_numel(flat), -1e-3f,
+								  flat_grad->data, flat->data)) ||
 		    (st = weft_tensor_copy_to_host(o.loss, &loss, sizeof(loss))))
 			return fail("training step", st);
 		if (s >= 0) {
@@ -220,8 +343,9 @@ int main(int argc, char **argv)
 	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
 	       (long long)sh->cfg.n_embd, (long long)sh->cfg.n_head, (long long)T, (long long)B,
 	       (long long)sh->cfg.vocab_size, (long long)weft_model_num_params(m));
-	printf("device %s, precision %s, threads %lld, %lld timed steps (median), loss %.4f\n",
-	       devname, precision, (long long)threads, (long long)steps, (double)loss);
+	printf("device %s, precision %s, threads %lld, optimizer %s, %lld timed steps (median), "
+	       "loss %.4f\n", devname, precision, (long long)threads,
+	       use_adamw ? "adamw" : "sgd", (long long)steps, (double)loss);
 	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
 	       times[steps - 1] * 1e3, tok_s);
 	printf("cpu time per step %.1f ms (median; all threads), %.0f tokens per cpu-second\n",
@@ -237,11 +361,13 @@ int main(int argc, char **argv)
 		       peak_tflops);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
 	       "sgemm_gflops=%.2f sgemm_weft=%.2f sgemm_openblas=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f device=%s "
-	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f\n", sh->name,
+	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f optimizer=%s\n", sh->name,
 	       (long long)threads, tok_s, gflops, sgemm, sg_table, sg_openblas, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
-	       times[0] * 1e3, cpu_med * 1e3, devname, precision, (long long)B, mfu, peak_tflops);
+	       times[0] * 1e3, cpu_med * 1e3, devname, precision, (long long)B, mfu, peak_tflops,
+	       use_adamw ? "adamw" : "sgd");
 	free(times);
 	free(cpu);
+	adamw_free(&opt);
 	if (ids != hids) {
 		weft_tensor_free(ids);
 		weft_tensor_free(tg);

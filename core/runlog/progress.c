@@ -100,6 +100,16 @@ static void add_bar(weft_progress *p, size_t *pos, double frac)
 		add(p, pos, " ");
 }
 
+/* A metric's value: 4 significant digits, but a count per second such as
+ * tokens/s (10^4 and above) in whole units, not in e-notation. */
+static void add_value(weft_progress *p, size_t *pos, double v)
+{
+	if (fabs(v) >= 1e4 && fabs(v) < 1e15)
+		add(p, pos, "%.0f", v);
+	else
+		add(p, pos, "%.4g", v);
+}
+
 const char *weft_progress_format(weft_progress *p, const weft_metric *m, size_t n, double t)
 {
 	double elapsed = t - p->t_start, rate = 0, frac = 0, eta = -1;
@@ -137,8 +147,10 @@ const char *weft_progress_format(weft_progress *p, const weft_metric *m, size_t 
 		} else {
 			add(p, &pos, "%lld [%s, %s", (long long)p->step, el, speed);
 		}
-		for (size_t i = 0; i < n; i++)
-			add(p, &pos, ", %s=%.4g", m[i].name, m[i].value);
+		for (size_t i = 0; i < n; i++) {
+			add(p, &pos, ", %s=", m[i].name);
+			add_value(p, &pos, m[i].value);
+		}
 		add(p, &pos, "]");
 	} else {
 		if (p->total > 0)
@@ -146,8 +158,10 @@ const char *weft_progress_format(weft_progress *p, const weft_metric *m, size_t 
 			    (long long)p->total, (int)floor(frac * 100), el, rem, speed);
 		else
 			add(p, &pos, "%lld [%s, %s]", (long long)p->step, el, speed);
-		for (size_t i = 0; i < n; i++)
-			add(p, &pos, " %s=%.4g", m[i].name, m[i].value);
+		for (size_t i = 0; i < n; i++) {
+			add(p, &pos, " %s=", m[i].name);
+			add_value(p, &pos, m[i].value);
+		}
 	}
 	return p->line;
 }

@@ -2,12 +2,15 @@
  *
  * On a terminal (rank 0, stderr a TTY) a bar redrawn in place with a
  * carriage return, Lightning/tqdm style:
- *   Epoch 2:  45%|█████████▏          | 422/938 [00:05<00:06, 80.12it/s, loss=0.512]
+ *   Epoch 2:  45%|█████████▏          | 422/938 [00:05<00:06, 80.12it/s, loss=0.512,
+ *   tokens/s=12345, mfu=0.3125]
  * Elsewhere (a log file, a batch job) plain lines, one every `log_every`
  * steps and one at the end of each epoch:
- *   Epoch 2: 422/938 (45%) [00:05<00:06, 80.12it/s] loss=0.512
+ *   Epoch 2: 422/938 (45%) [00:05<00:06, 80.12it/s] loss=0.512 tokens/s=12345
  * it/s is the mean over the steps done in this epoch since it started (or
- * resumed); ETA is the remaining steps at that rate. Updates never allocate.
+ * resumed); ETA is the remaining steps at that rate. Metric values have 4
+ * significant digits, those of 10^4 and above are whole numbers.
+ * Updates never allocate.
  */
 #ifndef WEFT_RUNLOG_PROGRESS_H
 #define WEFT_RUNLOG_PROGRESS_H

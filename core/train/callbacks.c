@@ -9,7 +9,7 @@
 static int builtin(const char *key)
 {
 	return !strcmp(key, "model_checkpoint") || !strcmp(key, "early_stopping") ||
-	       !strcmp(key, "learning_rate_monitor");
+	       !strcmp(key, "learning_rate_monitor") || !strcmp(key, "throughput_monitor");
 }
 
 weft_status weft_trainer_callbacks_create(weft_trainer *t)
@@ -35,7 +35,7 @@ weft_status weft_trainer_callbacks_create(weft_trainer *t)
 			char where[256];
 
 			return weft_error_wrap(st, "%s: trainer.callbacks.%s (built in: model_checkpoint, "
-					       "early_stopping, learning_rate_monitor)",
+					       "early_stopping, learning_rate_monitor, throughput_monitor)",
 					       weft_cfg_where(opts, where, sizeof(where)), key);
 		}
 		if (weft_cfg_kind_of(opts) != WEFT_CFG_MAP && weft_cfg_kind_of(opts) != WEFT_CFG_NULL)

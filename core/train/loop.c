@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "runlog/report.h"
+#include "tp/tp.h"
 #include "train/early_stop.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
@@ -207,8 +208,9 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	weft_micro_batch micro[WEFT_TRAINER_MAX_MICRO];
 	weft_step_report rep = { .struct_size = sizeof(rep), .grad_norm = -1 };
 	weft_step_input in = { .struct_size = sizeof(in), .micro = micro };
-	int64_t rows = 0, tokens = 0;
+	int64_t rows = 0, tokens = 0, row_len = 1;
 	double w0 = weft_loader_wait_seconds(t->train_loader), t0;
+	double t_fetch = weft_trainer_now(); /* the step's time for throughput starts here */
 	weft_status st;
 
 	for (int64_t k = 0; k < t->tc.accumulate && t->next_batch < t->batches_per_epoch; k++) {
@@ -227,7 +229,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 					       .rows = b->rows,
 					       .row_offset = (int64_t)t->data_rank * b->rows };
 		rows += b->rows;
-		tokens += b->rows * tokens_per_row(b);
+		row_len = tokens_per_row(b);
+		tokens += b->rows * row_len;
 		in.n_micro++;
 		t->next_batch++;
 	}
@@ -286,6 +289,11 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->comm_ns += rep.comm_ns;
 	t->exposed_ns += rep.exposed_comm_ns;
 	t->comm_bytes += rep.comm_bytes;
+	if (t->tput.per_token && t->tput.flops_per_item == 0) /* the sequence length: now known */
+		t->tput.flops_per_item = weft_throughput_flops_per_token(
+			t->model, row_len, weft_tp_whole_numel(weft_model_params(t->model)));
+	weft_throughput_add(&t->tput, (double)(t->tput.per_token ? tokens : rows) * t->data_world,
+			    weft_trainer_now() - t_fetch);
 	if (t->tc.lr_monitor.enabled && t->tc.lr_monitor.per_epoch &&
 	    t->global_step - t->epoch * t->steps_per_epoch == 1) {
 		char name[64];
@@ -294,7 +302,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		log_metrics(t, t->global_step, &lm, 1);
 	}
 	if (t->global_step % t->tc.log_every_n_steps == 0 || t->global_step == 1) {
-		weft_metric m[6];
+		weft_metric m[10];
 		size_t n = 0;
 		char name[64];
 
@@ -307,6 +315,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			m[n++] = (weft_metric){ "loss_scale", t->scaler.scale };
 		if (t->tc.lr_monitor.enabled && !t->tc.lr_monitor.per_epoch)
 			m[n++] = (weft_metric){ lr_monitor_name(t, name, sizeof(name)), in.optim.lr };
+		if (t->tc.throughput_monitor)
+			n += weft_throughput_metrics(&t->tput, m + n);
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;
@@ -325,7 +335,7 @@ static int64_t val_every_steps(const weft_trainer *t)
 
 static void show_progress(weft_trainer *t)
 {
-	weft_metric m[3];
+	weft_metric m[5];
 	size_t n = 0;
 
 	m[n++] = (weft_metric){ "loss", t->last_train_loss };
@@ -334,6 +344,7 @@ static void show_progress(weft_trainer *t)
 		if (!isnan(t->last_val_acc))
 			m[n++] = (weft_metric){ "val_acc", t->last_val_acc };
 	}
+	n += weft_throughput_progress(&t->tput, m + n);
 	/* the bar counts the epoch's steps, as Lightning's (every epoch has
 	 * steps_per_epoch steps, so the epoch began at epoch * that) */
 	weft_progress_update(&t->progress, t->global_step - t->epoch * t->steps_per_epoch, m, n);
@@ -342,11 +353,12 @@ static void show_progress(weft_trainer *t)
 /* The epoch's final state with the latest metrics, on its own line. */
 static void show_progress_end(weft_trainer *t)
 {
-	weft_metric m[3] = { { "loss", t->last_train_loss },
+	weft_metric m[5] = { { "loss", t->last_train_loss },
 			     { "val_loss", t->last_val_loss },
 			     { "val_acc", t->last_val_acc } };
 	size_t n = !t->have_val ? 1 : isnan(t->last_val_acc) ? 2 : 3;
 
+	n += weft_throughput_progress(&t->tput, m + n);
 	weft_progress_end_epoch(&t->progress, m, n);
 }
 
@@ -411,6 +423,64 @@ static weft_status sanity_check(weft_trainer *t)
 	return WEFT_OK;
 }
 
+/* The devices this process drives: one, or strategy dp's replicas. */
+static int64_t devices_per_process(const weft_trainer *t)
+{
+	return weft_trainer_one_process_strategy(t) && t->tc.devices > 1 ? t->tc.devices : 1;
+}
+
+/* The peak FLOP/s of one device, from trainer.peak_flops or, on the CPU,
+ * derived from /proc/cpuinfo; 0 when unknown. `how` says where it came from. */
+static double device_peak_flops(const weft_trainer *t, char *how, size_t len)
+{
+	char info[16384];
+	size_t n = 0;
+	FILE *f;
+
+	if (t->tc.peak_flops > 0) {
+		snprintf(how, len, "trainer.peak_flops");
+		return t->tc.peak_flops;
+	}
+	if (t->tc.device.type != WEFT_DEVICE_CPU) {
+		snprintf(how, len, "no default peak for a %s device", t->tc.accelerator);
+		return 0.0;
+	}
+	f = fopen("/proc/cpuinfo", "r");
+	if (f) {
+		n = fread(info, 1, sizeof(info) - 1, f);
+		fclose(f);
+	}
+	info[n] = '\0';
+	return weft_cpu_peak_flops(f ? info : NULL, weft_cpu_get_threads(), how, len);
+}
+
+/* Sets up tokens/s and MFU for this fit and says, once, what MFU is
+ * measured against. */
+static void throughput_start(weft_trainer *t)
+{
+	int lm = weft_model_get_class(t->model) == WEFT_MODEL_GPT;
+	int64_t devices = (int64_t)t->world * devices_per_process(t);
+	char how[256];
+	double peak = device_peak_flops(t, how, sizeof(how));
+
+	/* an MLP's FLOPs per sample need no sequence length; a GPT's wait
+	 * for the first batch (train_one_step) */
+	weft_throughput_init(&t->tput, lm,
+			     lm ? 0.0 : weft_throughput_flops_per_token(
+					       t->model, 1,
+					       weft_tp_whole_numel(weft_model_params(t->model))),
+			     peak * (double)devices);
+	if (t->rank != 0 || t->tc.fast_dev_run > 0)
+		return;
+	if (peak > 0)
+		fprintf(stderr, "MFU: model FLOPs over a peak of %.4g GFLOP/s per device x %lld "
+			"device%s (%s); trainer.peak_flops sets another\n", peak / 1e9,
+			(long long)devices, devices == 1 ? "" : "s", how);
+	else
+		fprintf(stderr, "MFU: not reported (%s); set trainer.peak_flops to one device's "
+			"peak FLOP/s for an mfu column\n", how);
+}
+
 weft_status weft_trainer_fit_loop(weft_trainer *t)
 {
 	held_batch held[WEFT_TRAINER_MAX_MICRO];
@@ -431,6 +501,7 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 	st = sanity_check(t);
 	if (st)
 		return st;
+	throughput_start(t);
 	weft_progress_init(&t->progress, &po);
 	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
 		int epoch_done = 0;

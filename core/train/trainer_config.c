@@ -178,7 +178,7 @@ static weft_status parse_logger(const weft_cfg *tr, weft_trainer_config *c)
 /* Lightning's list form, callbacks: [{class: ModelCheckpoint, ...}, ...]:
  * each built-in class's mapping into *mc, *es, *lrm. */
 static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, const weft_cfg **es,
-				  const weft_cfg **lrm)
+				  const weft_cfg **lrm, const weft_cfg **tpm)
 {
 	for (size_t i = 0; i < weft_cfg_size(cbs); i++) {
 		const weft_cfg *e = weft_cfg_at(cbs, i);
@@ -188,16 +188,18 @@ static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, cons
 
 		if (weft_cfg_kind_of(e) != WEFT_CFG_MAP || !weft_cfg_get(e, "class"))
 			return weft_cfg_error(e, "must be a mapping with 'class:' (ModelCheckpoint, "
-					      "EarlyStopping or LearningRateMonitor)");
+					      "EarlyStopping, LearningRateMonitor or ThroughputMonitor)");
 		if ((st = weft_cfg_str(e, "class", NULL, &cls)))
 			return st;
 		slot = !strcmp(cls, "ModelCheckpoint") ? mc : !strcmp(cls, "EarlyStopping") ? es :
-		       !strcmp(cls, "LearningRateMonitor") ? lrm : NULL;
+		       !strcmp(cls, "LearningRateMonitor") ? lrm :
+		       !strcmp(cls, "ThroughputMonitor") ? tpm : NULL;
 		if (!slot)
 			return weft_cfg_error(weft_cfg_get(e, "class"),
 					      "'%s' is not a built-in callback class (ModelCheckpoint, "
-					      "EarlyStopping, LearningRateMonitor); callback plugins "
-					      "go in the mapping form, trainer.callbacks.<name>", cls);
+					      "EarlyStopping, LearningRateMonitor, ThroughputMonitor); "
+					      "callback plugins go in the mapping form, "
+					      "trainer.callbacks.<name>", cls);
 		if (*slot)
 			return weft_cfg_error(e, "names %s a second time", cls);
 		*slot = e;
@@ -205,25 +207,54 @@ static weft_status callbacks_list(const weft_cfg *cbs, const weft_cfg **mc, cons
 	return WEFT_OK;
 }
 
+/* trainer.peak_flops: one device's peak FLOP/s, the denominator of MFU;
+ * absent or null: the default (derived on the CPU, unknown on a GPU). */
+static weft_status parse_peak_flops(const weft_cfg *tr, double *out)
+{
+	const weft_cfg *n = weft_cfg_get(tr, "peak_flops");
+	weft_status st;
+
+	*out = 0.0;
+	if (!n || weft_cfg_kind_of(n) == WEFT_CFG_NULL)
+		return WEFT_OK;
+	st = weft_cfg_float(tr, "peak_flops", 0.0, out);
+	if (st)
+		return st;
+	if (!(*out > 0) || !isfinite(*out))
+		return weft_cfg_error(n, "must be the peak FLOP/s of one device, a number > 0 (such "
+				      "as 989.0e12, an H100 SXM's dense bf16 peak), or null for the "
+				      "default; got %g", *out);
+	return WEFT_OK;
+}
+
 static weft_status parse_callbacks(const weft_cfg *tr, weft_trainer_config *c)
 {
 	const weft_cfg *cbs = weft_cfg_get(tr, "callbacks");
-	const weft_cfg *mc = NULL, *es = NULL, *lrm = NULL;
+	const weft_cfg *mc = NULL, *es = NULL, *lrm = NULL, *tpm = NULL;
 	weft_status st;
 
 	if (cbs && weft_cfg_kind_of(cbs) == WEFT_CFG_SEQ) {
-		if ((st = callbacks_list(cbs, &mc, &es, &lrm)))
+		if ((st = callbacks_list(cbs, &mc, &es, &lrm, &tpm)))
 			return st;
 	} else if (cbs && weft_cfg_kind_of(cbs) != WEFT_CFG_MAP &&
 		   weft_cfg_kind_of(cbs) != WEFT_CFG_NULL) {
 		return weft_cfg_error(cbs, "must be a mapping (model_checkpoint:, early_stopping:, "
-				      "learning_rate_monitor:) or a list of {class: ...}");
+				      "learning_rate_monitor:, throughput_monitor:) or a list of "
+				      "{class: ...}");
 	} else {
 		mc = weft_cfg_get(cbs, "model_checkpoint");
 		es = weft_cfg_get(cbs, "early_stopping");
 		lrm = weft_cfg_get(cbs, "learning_rate_monitor");
+		tpm = weft_cfg_get(cbs, "throughput_monitor");
 	}
 	c->lr_monitor.enabled = lrm != NULL;
+	/* ThroughputMonitor has no options here: its class key alone, or an
+	 * empty mapping (or null) in the mapping form */
+	c->throughput_monitor = tpm != NULL;
+	if (tpm && weft_cfg_kind_of(tpm) == WEFT_CFG_MAP &&
+	    weft_cfg_size(tpm) > (weft_cfg_get(tpm, "class") ? 1u : 0u))
+		return weft_cfg_error(tpm, "takes no options (tokens/s and MFU are logged at every "
+				      "logged step; trainer.peak_flops sets the peak)");
 	{
 		static const char *const intervals[] = { "step", "epoch", NULL };
 		int idx = 0;
@@ -344,7 +375,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 	    (st = weft_cfg_str(tr, "default_root_dir", "runs", &c->default_root_dir)) ||
 	    (st = weft_cfg_str(tr, "name", default_name, &c->name)) ||
 	    (st = weft_cfg_str(tr, "resume", NULL, &c->resume)) ||
-	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)))
+	    (st = weft_cfg_int(tr, "threads", 0, &c->threads)) ||
+	    (st = parse_peak_flops(tr, &c->peak_flops)))
 		return st;
 	/* Lightning's output switches: the model summary and the loggers */
 	if ((st = weft_cfg_bool(tr, "enable_model_summary", 1, &c->enable_model_summary)) ||

@@ -75,6 +75,10 @@ typedef struct weft_trainer_config {
 	const char *name;            /* run name under default_root_dir */
 	const char *resume;          /* NULL, "auto" or a checkpoint path */
 	int64_t threads;             /* CPU threads per process; 0: cores / local ranks */
+	double peak_flops;           /* FLOP/s of one device for MFU; 0: the default
+				      * (train/throughput.h) */
+	int throughput_monitor;      /* callbacks: throughput_monitor / ThroughputMonitor:
+				      * tokens/s and MFU columns in metrics.csv */
 	weft_checkpoint_config ckpt;
 	weft_early_stop_config early;
 	weft_lr_monitor_config lr_monitor;

@@ -15,6 +15,7 @@
 #include "plugin/registry.h"
 #include "runlog/metrics_csv.h"
 #include "runlog/progress.h"
+#include "train/throughput.h"
 #include "runlog/tb_events.h"
 #include "train/lr_schedule.h"
 #include "train/optim_config.h"
@@ -128,6 +129,7 @@ struct weft_trainer {
 	int64_t samples_seen, tokens_seen;
 	int64_t compute_ns, comm_ns, exposed_ns, comm_bytes;
 	double data_wait_s;
+	weft_throughput tput;        /* tokens/s and MFU of this fit (metrics.csv, the bar) */
 
 	/* fault injection for tests: WEFT_FAULT_KILL_AT_STEP=k makes this rank
 	 * kill itself with SIGKILL after step k on the first attempt

@@ -117,6 +117,14 @@ int main(void)
 	p.step = 640;
 	WT_STR_CONTAINS(weft_progress_format(&p, NULL, 0, fake_now),
 			"Epoch 1: 640/1000 (64%) [00:04<00:36, 10.00it/s]");
+	/* a rate such as tokens/s in whole units, small values in 4 digits */
+	{
+		const weft_metric tm[3] = { { "loss", 0.51234 }, { "tokens/s", 123456.7 },
+					    { "mfu", 0.3125 } };
+
+		WT_STR_CONTAINS(weft_progress_format(&p, tm, 3, fake_now),
+				"loss=0.5123 tokens/s=123457 mfu=0.3125");
+	}
 	fclose(f);
 
 	/* Disabled (ranks other than 0): nothing at all. */

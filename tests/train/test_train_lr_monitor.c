@@ -63,7 +63,8 @@ int main(void)
 		     "--trainer.callbacks=[{class: LearningRateMonitr}]");
 	WT_CHECK(rc == 1);
 	WT_STR_CONTAINS(tt_output("bad", "err"), "'LearningRateMonitr' is not a built-in "
-			"callback class (ModelCheckpoint, EarlyStopping, LearningRateMonitor)");
+			"callback class (ModelCheckpoint, EarlyStopping, LearningRateMonitor, "
+			"ThroughputMonitor)");
 	tt_cleanup();
 	return wt_done("test_train_lr_monitor");
 }
