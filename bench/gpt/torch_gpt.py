@@ -41,7 +41,7 @@ SHAPES = {
                            bias=True, dropout=0.0), 4),
     "gpt-tiny": (dict(n_layer=2, n_head=4, n_embd=128, vocab_size=256, block_size=64,
                       bias=True, dropout=0.0), 4),
-    # GPT-2 small as bench_gpt --shape gpt2-124m (scripts/gpu-check part 8)
+    # GPT-2 small as bench_gpt --shape gpt2-124m (scripts/gpu-check part 4)
     "gpt2-124m": (dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, block_size=1024,
                        bias=True, dropout=0.0), 8),
 }

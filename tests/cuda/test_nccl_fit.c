@@ -12,7 +12,7 @@
  *     a gradient left unreduced, summed instead of averaged, or a loss or
  *     evaluation sum not reduced (the host buffers nccl stages) moves the
  *     numbers by 1e-3 or more within a few steps. The same comparison over
- *     comm gloo is scripts/gpu-check's part 6.
+ *     comm gloo is scripts/gpu-check's part 7.
  *     The run also goes through every host-buffer collective of the
  *     trainer: the config hash (all_gather), the run directory
  *     (broadcast), ddp's loss and evaluation sums (all_reduce), the
