@@ -234,6 +234,13 @@ ncclResult_t emu_comm_join(struct ncclComm **out, int nranks, const struct emu_i
 	r = emu_shm_attach(c, nranks);
 	if (r != ncclSuccess)
 		goto out_free;
+	/* the liveness lock first: a peer that sees `joined` probes it, and
+	 * must never find it free while this rank lives */
+	if (fcntl(c->fd, F_OFD_SETLK, &fl) != 0 && errno != EAGAIN && errno != EACCES) {
+		r = emu_fail(ncclSystemError, "emunccl: %s: locking byte %d of %s: %s", c->label, rank,
+			     c->id.name, strerror(errno));
+		goto out_free;
+	}
 	if (!atomic_compare_exchange_strong(&c->slots[rank].joined, &expect, 1)) {
 		r = emu_fail(ncclInvalidUsage, "emunccl: %s: rank %d has already joined the "
 			     "communicator of this unique id: two ranks passed the same rank, or "
@@ -242,11 +249,6 @@ ncclResult_t emu_comm_join(struct ncclComm **out, int nranks, const struct emu_i
 	}
 	owned = 1;
 	atomic_store(&c->slots[rank].pid, (int32_t)getpid());
-	if (fcntl(c->fd, F_OFD_SETLK, &fl) != 0) {
-		r = emu_fail(ncclSystemError, "emunccl: %s: locking byte %d of %s: %s", c->label, rank,
-			     c->id.name, strerror(errno));
-		goto out_free;
-	}
 	atomic_store(&c->joining, 1);
 	atomic_fetch_add(&c->hdr->joined, 1);
 	emu_ring(c);

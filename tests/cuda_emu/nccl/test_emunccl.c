@@ -577,7 +577,7 @@ static void rank_timeout(int rank, int n, const ncclUniqueId *id)
 	setenv("EMU_NCCL_TIMEOUT_MS", "400", 1);
 	c = join(n, id, rank);
 	if (rank == 1) { /* alive, but never calls the collective */
-		usleep(1500 * 1000);
+		usleep(4000 * 1000);
 		WT_CHECK(ncclCommDestroy(c) == ncclSuccess);
 		return;
 	}
@@ -585,7 +585,7 @@ static void rank_timeout(int rank, int n, const ncclUniqueId *id)
 	EXPECT_ERR(settle(c, ncclAllReduce(d, d, 64, ncclFloat32, ncclSum, c, stream)),
 		   ncclSystemError, "timed out after 400 ms waiting for rank 1");
 	dt = now_s() - t0;
-	WT_CHECK(dt >= 0.4 && dt < 1.4);
+	WT_CHECK(dt >= 0.4 && dt < 3.5); /* the deadline, plus slack for a loaded machine */
 	WT_CHECK(ncclCommAbort(c) == ncclSuccess);
 }
 
@@ -699,7 +699,7 @@ static void rank_watchdog(int rank, int n, const ncclUniqueId *id)
 	setenv("EMU_NCCL_TIMEOUT_MS", "20000", 1);
 	s.c = join(n, id, rank);
 	if (rank == 1) { /* takes no part, stays alive until rank 0 is done */
-		usleep(800 * 1000);
+		usleep(5000 * 1000);
 		WT_CHECK(ncclCommDestroy(s.c) == ncclSuccess);
 		return;
 	}
@@ -710,7 +710,9 @@ static void rank_watchdog(int rank, int n, const ncclUniqueId *id)
 	/* the call's own result where the stream ran it at once, else its stream ended */
 	WT_CHECK(s.r == ncclInvalidUsage || s.r == ncclSuccess);
 	WT_STR_CONTAINS(ncclGetLastError(NULL), "the communicator was aborted on this rank");
-	WT_CHECK(s.took < 0.2 + 0.5);
+	/* the abort (at 0.2 s) ends the wait far inside the 20 s deadline and
+	 * before rank 1 leaves at 5 s; 4 s allows a loaded machine */
+	WT_CHECK(s.took < 4.0);
 }
 
 /* A recv that expects fewer bytes than the send: both sides fail. */
