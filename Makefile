@@ -10,7 +10,7 @@ PREFIX     ?= /usr/local
 # Debian packages the build, the tests and the examples need.
 DEPS = build-essential cmake pkg-config ninja-build libyaml-dev libopenblas-dev \
        libgloo-dev zlib1g-dev clang libclang-rt-14-dev \
-       dataset-fashion-mnist fortunes-min python3
+       dataset-fashion-mnist fortunes-min python3 iproute2
 # Peers for bench/ only (large): PyTorch 2.x and numpy from PyPI, in a
 # virtual environment (git-ignored) that only bench/ uses. PyPI's torch
 # wheel for Linux brings CUDA libraries too (a few GiB); it runs on the CPU.
