@@ -12,12 +12,18 @@
  * backward. Micro-batches before the last run without communication
  * (no_sync). After the last backward, parameters whose hook never fired
  * are an error naming them, or (find_unused_parameters) count as ready.
- * An optional hook compresses each bucket to bf16 or f16 for the wire. */
+ * An optional hook compresses each bucket to bf16 or f16 for the wire:
+ * the casts are the kernel table's convert on the context's compute
+ * stream and the 16-bit copy is a buffer from its mem_alloc, so the hook
+ * never touches gradient memory from the host and runs wherever the
+ * gradients live (on the CPU the table's convert is weft/half.h's
+ * rounding, bit for bit; on CUDA the comm backend is handed a buffer
+ * tagged WEFT_COMM_DEVICE_CUDA and orders its reads after the cast). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "weft/half.h"
+#include "weft/device.h"
 #include "replicated.h"
 #include "replicated_plan.h"
 
@@ -46,7 +52,11 @@ typedef struct ddp {
 	uint8_t *param_ready;
 	ddp_bucket *buckets;
 	size_t n_buckets, next_launch;
-	uint16_t *half;          /* compressed copy of the gradients (comm_hook) */
+	uint16_t *half;          /* compressed copy of the gradients (comm_hook), in the
+				  * gradients' memory (the kernel table's mem_alloc) */
+	size_t half_bytes;
+	const weft_kernel_table *k; /* the context's kernel table and device context */
+	void *kctx;
 	int64_t hook_handle;
 	int hooked;
 	int syncing;             /* the hook launches collectives (last micro-batch) */
@@ -66,7 +76,8 @@ static weft_comm_dtype wire_dtype(const ddp *s)
 	       s->comm_hook == HOOK_FP16 ? WEFT_COMM_F16 : WEFT_COMM_F32;
 }
 
-/* The dtype the comm hook compresses gradients to (weft/half.h rounds). */
+/* The dtype the comm hook compresses gradients to (the kernel table's
+ * convert rounds to nearest even). */
 static weft_dtype hook_dtype(const ddp *s)
 {
 	return s->comm_hook == HOOK_BF16 ? WEFT_BF16 : WEFT_F16;
@@ -114,13 +125,6 @@ static weft_status ddp_create(const weft_cfg *section, const weft_strategy_env *
 				       "strategy 'ddp': world size is %d but the trainer gave no "
 				       "communicator; set trainer.comm (gloo on CPUs, nccl on GPUs)",
 				       env->world_size);
-		goto out_free;
-	}
-	if (s->comm_hook != HOOK_NONE && env->device.type != WEFT_DEVICE_CPU) {
-		st = g_host->cfg_error(g_host->cfg_get(section, "comm_hook"),
-				       "comm_hook %s compresses gradients in host memory and needs "
-				       "accelerator: cpu; on GPUs use comm_hook: none",
-				       hook_names[s->comm_hook]);
 		goto out_free;
 	}
 	s->env = env;
@@ -252,8 +256,12 @@ static weft_status launch(ddp *s, ddp_bucket *b)
 	weft_status st;
 
 	if (s->comm_hook != HOOK_NONE) {
-		weft_half_convert(n, WEFT_F32, s->rep.grads + b->begin, hook_dtype(s),
-				  s->half + b->begin);
+		st = s->k->convert(s->kctx, n, WEFT_F32, s->rep.grads + b->begin, hook_dtype(s),
+				   s->half + b->begin);
+		if (st)
+			return g_host->error_wrap(st, "strategy 'ddp': casting gradient bucket %zu "
+						  "to %s for comm_hook", (size_t)(b - s->buckets),
+						  hook_names[s->comm_hook]);
 		buf.data = s->half + b->begin;
 	}
 	b->t_launch = weft_clock_ns();
@@ -317,6 +325,35 @@ static weft_status grad_final_hook(struct weft_ctx *ctx, const struct weft_hook_
 	return launch_ready(s);
 }
 
+/* The comm hook's device services (the context's kernel table) and its
+ * 16-bit copy of the flat gradient buffer, beside the gradients. */
+static weft_status hook_init(ddp *s)
+{
+	void *half = NULL;
+	weft_status st;
+
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, ctx_kernels) || !g_host->ctx_kernels)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'ddp': comm_hook %s "
+					 "needs the host's ctx_kernels, which this weft lacks (an "
+					 "older weft); rebuild the plugin and weft together, or "
+					 "use comm_hook: none", hook_names[s->comm_hook]);
+	g_host->ctx_kernels(s->env->ctx, &s->k, &s->kctx);
+	if (!s->k || !s->k->convert || !s->k->mem_alloc || !s->k->mem_free)
+		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'ddp': comm_hook %s "
+					 "casts gradients with the kernel table's convert and "
+					 "allocates with its mem_alloc, and the '%s' table lacks "
+					 "them; use comm_hook: none, or rebuild the kernel library "
+					 "with this weft", hook_names[s->comm_hook],
+					 s->k ? s->k->head.name : "?");
+	s->half_bytes = (size_t)s->rep.numel * sizeof(uint16_t);
+	st = s->k->mem_alloc(s->env->device.index, WEFT_MEM_COMM, s->half_bytes, &half);
+	if (st)
+		return g_host->error_wrap(st, "strategy 'ddp': allocating the %s gradient buffer "
+					  "(%zu bytes)", hook_names[s->comm_hook], s->half_bytes);
+	s->half = half;
+	return WEFT_OK;
+}
+
 static weft_status ddp_setup(void *p)
 {
 	ddp *s = p;
@@ -331,12 +368,9 @@ static weft_status ddp_setup(void *p)
 	if (s->world == 1)
 		return WEFT_OK;
 	if (s->comm_hook != HOOK_NONE) {
-		s->half = g_host->mem_alloc(WEFT_MEM_COMM, (size_t)s->rep.numel * sizeof(uint16_t));
-		if (!s->half)
-			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'ddp': out of memory for "
-						 "the %s gradient buffer (%lld bytes)",
-						 hook_names[s->comm_hook],
-						 (long long)s->rep.numel * 2);
+		st = hook_init(s);
+		if (st)
+			return st;
 	}
 	{
 		weft_comm_buf all = {
@@ -464,9 +498,14 @@ static weft_status wait_all(ddp *s, int64_t *exposed)
 		if (w && !st)
 			st = g_host->error_wrap(w, "strategy 'ddp': all-reduce of gradient bucket "
 						"%zu", k);
-		if (!w && s->comm_hook != HOOK_NONE)
-			weft_half_convert(b->end - b->begin, hook_dtype(s), s->half + b->begin,
-					  WEFT_F32, s->rep.grads + b->begin);
+		if (!w && s->comm_hook != HOOK_NONE) {
+			w = s->k->convert(s->kctx, b->end - b->begin, hook_dtype(s),
+					  s->half + b->begin, WEFT_F32, s->rep.grads + b->begin);
+			if (w && !st)
+				st = g_host->error_wrap(w, "strategy 'ddp': casting gradient "
+							"bucket %zu back from %s", k,
+							hook_names[s->comm_hook]);
+		}
 	}
 	return st;
 }
@@ -611,7 +650,8 @@ static void ddp_destroy(void *p)
 		return;
 	if (s->hooked)
 		g_host->ctx_remove_hook(s->env->ctx, s->hook_handle);
-	g_host->mem_free(s->half);
+	if (s->half)
+		s->k->mem_free(s->env->device.index, WEFT_MEM_COMM, s->half, s->half_bytes);
 	g_host->mem_free(s->buckets);
 	g_host->mem_free(s->param_ready);
 	g_host->mem_free(s->param_bucket);

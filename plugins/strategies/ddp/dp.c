@@ -267,9 +267,13 @@ static weft_status dp_create(const weft_cfg *section, const weft_strategy_env *e
 					 env->world_size);
 	if (env->device.type != WEFT_DEVICE_CPU)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
-					 "strategy 'dp' spreads over CPU threads only in this "
-					 "version; on GPUs use strategy: ddp (one process per GPU), "
-					 "which is also faster");
+					 "strategy 'dp' spreads over CPU threads only: on GPUs "
+					 "one process would drive every device, and each step "
+					 "would reduce all replicas' gradients into one device "
+					 "and copy the parameters back out, serialised behind "
+					 "that device, while ddp (one process per GPU) "
+					 "all-reduces buckets during backward; set "
+					 "trainer.devices to the GPU count and use strategy: ddp");
 	if (devices > 1 && !env_has_replicas(env))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
 					 "strategy 'dp' needs model replicas, and this trainer "
