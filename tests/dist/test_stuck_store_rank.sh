@@ -36,7 +36,7 @@ fail() { echo "FAIL: $*"; cat "$dir"/out*.txt; exit 1; }
 port=$((20000 + $$ % 20000))
 export WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
 export TORCHELASTIC_RUN_ID=stuck-store-$$ WEFT_STORE_SECRET=stuck-store-$$
-export WEFT_HEARTBEAT_TIMEOUT=2 WEFT_HEARTBEAT_INTERVAL=0.2
+export WEFT_HEARTBEAT_TIMEOUT=4 WEFT_HEARTBEAT_INTERVAL=0.4
 RANK=0 LOCAL_RANK=0 "$WEFT" fit --config "$dir/cfg.yaml" >"$dir/out0.txt" 2>&1 &
 p0=$!
 RANK=1 LOCAL_RANK=1 "$WEFT" fit --config "$dir/cfg.yaml" >"$dir/out1.txt" 2>&1 &
@@ -50,7 +50,7 @@ until grep -q "loss" "$dir/out0.txt"; do
 done
 kill -STOP "$p0"
 start=$(date +%s)
-# 2 s of silence + the store client's 5 s grace + slack for a loaded machine
+# 4 s of silence + the store client's 5 s grace + slack for a loaded machine
 i=0
 while kill -0 "$p1" 2>/dev/null; do
 	i=$((i + 1))
