@@ -609,8 +609,9 @@ static void old_host(void)
 	dlclose(h); /* the registry keeps it loaded */
 }
 
-/* pp is only created here (it refuses cuda before building a stage): the
- * env must offer stages, which this test never builds. */
+/* pp is only created here (on cuda it checks the optimizer and the mesh
+ * before building a stage): the env must offer stages, which this test
+ * never builds. */
 static weft_status cb_stage_create(void *trainer, uint32_t parts, int64_t layer_begin,
 				   int64_t layer_end, void **stage, weft_params **params)
 {
@@ -647,16 +648,16 @@ static void cb_stage_free(void *trainer, void *stage)
 	(void)stage;
 }
 
-/* Strategies that keep shards or stage copies in host memory refuse a
- * CUDA device when created, naming themselves and pointing at ddp; zero
- * refuses only an optimizer it cannot step on the device. */
+/* Strategies that keep shards in host memory refuse a CUDA device when
+ * created, naming themselves and pointing at ddp; zero and pp refuse only
+ * an optimizer they cannot step on the device, and hybrid a mesh with dp
+ * or tp replicas. */
 static void refusals(void)
 {
 	static const struct {
 		const char *name, *yaml, *says;
 	} cases[] = {
 		{ "tp", NULL, "strategy 'tp' runs on accelerator: cpu only" },
-		{ "pp", "{name: pp, pp: 1}", "strategy 'pp': runs on accelerator: cpu only" },
 		{ "dp", NULL, "strategy 'dp' spreads over CPU threads only" },
 	};
 
@@ -684,30 +685,45 @@ static void refusals(void)
 		weft_config_free(cfg);
 		run_free(&r);
 	}
-	/* zero steps adam, adamw and sgd on the device (the kernel table's
-	 * optim_step); an optimizer that describes no device update is
+	/* zero and pp step adam, adamw and sgd on the device (the kernel
+	 * table's optim_step); an optimizer that describes no device update is
 	 * refused with the optimizers that run */
-	{
+	for (int which = 0; which < 2; which++) {
+		const char *name = which ? "pp" : "zero_2";
+		const char *yaml = "{name: pp, pp: 1}";
 		const void *vt;
 		const weft_strategy_ops *ops;
+		weft_config *cfg = NULL;
+		const weft_cfg *sec = NULL;
 		void *s = NULL;
 		run r;
 
-		WT_OK(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, "zero_2", &vt, NULL));
+		if (which) {
+			WT_OK(weft_config_load_string("strategy", yaml, strlen(yaml), &cfg));
+			sec = weft_config_root(cfg);
+		}
+		WT_OK(weft_registry_find(reg, WEFT_PLUGIN_STRATEGY, name, &vt, NULL));
 		ops = vt;
 		WT_OK(run_init(&r, 0, "sgd", "{name: sgd, lr: 0.1}", 0.0));
 		r.env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
-		WT_OK(ops->create(NULL, &r.env, &s));
+		r.env.stage_create = cb_stage_create;
+		r.env.stage_forward = cb_stage_forward;
+		r.env.stage_free = cb_stage_free;
+		WT_OK(ops->create(sec, &r.env, &s));
 		ops->destroy(s);
 		s = NULL;
 		run_free(&r);
 		WT_OK(run_init(&r, 0, "lion", "{name: lion, lr: 0.0001}", 0.0));
 		r.env.device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
-		WT_FAILS(ops->create(NULL, &r.env, &s), WEFT_ERR_UNSUPPORTED,
+		r.env.stage_create = cb_stage_create;
+		r.env.stage_forward = cb_stage_forward;
+		r.env.stage_free = cb_stage_free;
+		WT_FAILS(ops->create(sec, &r.env, &s), WEFT_ERR_UNSUPPORTED,
 			 "optimizer 'lion' has no device kernel", "use optimizer adam, adamw or sgd");
 		if (s)
 			ops->destroy(s);
 		run_free(&r);
+		weft_config_free(cfg);
 	}
 }
 

@@ -87,13 +87,9 @@ weft_status pp_create_as(const char *who, const weft_cfg *section,
 			goto out_free;
 		}
 	}
-	if (env->device.type != WEFT_DEVICE_CPU) {
-		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': runs on accelerator: "
-				       "cpu only in this version (its stage copies are host memory); "
-				       "on GPUs use strategy: ddp",
-				       who);
+	st = pp_dev_check(who, env, &s->o);
+	if (st)
 		goto out_free;
-	}
 	if (env->world_size > 1 && (!env->comm_ops || !env->world)) {
 		st = g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': world size is %d but "
 				       "the trainer gave no communicator; set trainer.comm: gloo",
@@ -103,7 +99,10 @@ weft_status pp_create_as(const char *who, const weft_cfg *section,
 	s->env = env;
 	/* the pipeline's communicator is the world's, or a split made in setup */
 	s->g = (pp_group){ .ops = env->comm_ops, .comm = env->world, .rank = s->mesh.pp_idx,
-			   .size = s->o.pp, .device_type = WEFT_COMM_DEVICE_CPU };
+			   .size = s->o.pp,
+			   .device_type = env->device.type == WEFT_DEVICE_CPU ?
+					  WEFT_COMM_DEVICE_CPU : WEFT_COMM_DEVICE_CUDA,
+			   .device_index = env->device.index };
 	s->S = s->o.pp * s->o.v;
 	*out = s;
 	return WEFT_OK;
@@ -343,7 +342,8 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 		if (!st)
 			st = g_host->ctx_tensor(f->ctx, "pp.recv", WEFT_F32, 3, shape, &f->x);
 		if (!st)
-			st = pp_msgs_recv(&s->msgs, a->op, a->micro, a->stage, a->peer, f->x->data, n);
+			st = pp_msgs_recv(&s->msgs, f->ctx, a->op, a->micro, a->stage, a->peer,
+					  f->x->data, n);
 		if (!st)
 			g_host->tensor_requires_grad(f->x, 1);
 		break;
@@ -359,12 +359,14 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 			*loss_sum += loss * (double)b->rows;
 		break;
 	case WEFT_PP_SEND_ACT:
-		st = pp_msgs_send(&s->msgs, a->op, a->micro, a->stage, a->peer, f->out->data, n);
+		st = pp_msgs_send(&s->msgs, f->ctx, a->op, a->micro, a->stage, a->peer,
+				  f->out->data, n);
 		break;
 	case WEFT_PP_RECV_GRAD:
 		st = g_host->ctx_tensor(f->ctx, "pp.grad", WEFT_F32, 3, shape, &f->g);
 		if (!st)
-			st = pp_msgs_recv(&s->msgs, a->op, a->micro, a->stage, a->peer, f->g->data, n);
+			st = pp_msgs_recv(&s->msgs, f->ctx, a->op, a->micro, a->stage, a->peer,
+					  f->g->data, n);
 		break;
 	case WEFT_PP_BACKWARD:
 		st = (c->parts & WEFT_STAGE_HEAD) ? g_host->backward(f->ctx, f->out) :
@@ -379,8 +381,8 @@ static weft_status act(pp_strategy *s, const weft_pp_action *a, const weft_step_
 			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': stage %d's input "
 						 "received no gradient (micro-batch %d)", a->stage,
 						 a->micro);
-		st = pp_msgs_send(&s->msgs, a->op, a->micro, a->stage, a->peer, f->x->grad->data,
-				  n);
+		st = pp_msgs_send(&s->msgs, f->ctx, a->op, a->micro, a->stage, a->peer,
+				  f->x->grad->data, n);
 		put_ctx(s, f->ctx);
 		memset(f, 0, sizeof(*f));
 		break;
@@ -458,6 +460,9 @@ weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *
 			put_ctx(s, s->fl[i].ctx);
 			memset(&s->fl[i], 0, sizeof(s->fl[i]));
 		}
+	/* the micro-batches' streams wrote the gradients the rest reads */
+	if (!st)
+		st = pp_dev_sync(s);
 	if (st)
 		return st;
 	from = weft_step_clock_mark();
@@ -485,7 +490,12 @@ weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *
 		st = pp_dp_params(s, &dp_bytes, &dp_calls);
 	if (st)
 		return st;
-	pp_copy_params(s, 0);
+	st = pp_copy_params(s, 0);
+	/* the next step's forwards, on other streams, read the parameters */
+	if (!st)
+		st = pp_dev_sync(s);
+	if (st)
+		return st;
 	note(s, PP_EV_OPTIM, -1, -1, from);
 	out->loss = red[1] > 0 ? red[0] / red[1] : 0.0;
 	out->comm_bytes = s->msgs.bytes - bytes0 + (int64_t)sizeof(red) + dp_bytes;
@@ -516,7 +526,8 @@ weft_status pp_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *o
 		pp_chunk *c = &s->chunk[k];
 		weft_tensor *x = NULL, *o = NULL;
 		weft_comm_buf buf = { .count = n, .dtype = WEFT_COMM_F32,
-				      .device = WEFT_COMM_DEVICE_CPU };
+				      .device = (weft_comm_device)s->g.device_type,
+				      .device_index = s->g.device_index };
 
 		if (c->stage > 0) {
 			st = g_host->ctx_tensor(ctx, "pp.recv", WEFT_F32, 3, shape, &x);
@@ -563,10 +574,9 @@ weft_status pp_state(void *p, weft_strategy_state *out)
 weft_status pp_gather_params(void *p, int gather)
 {
 	pp_strategy *s = p;
+	weft_status st = gather ? pp_gather(s) : pp_copy_params(s, 1);
 
-	if (gather)
-		return pp_gather(s);
-	return pp_copy_params(s, 1);
+	return st ? st : pp_dev_sync(s);
 }
 
 void pp_destroy(void *p)

@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#include "weft/device.h"
+#include "weft/optim.h"
 #include "weft/pp_schedule.h"
 #include "weft/step.h"
 
@@ -57,6 +59,7 @@ typedef struct pp_piece {
 				 * shard of it under dp_strategy zero_1 */
 	float *slot_mem;        /* n_slots * (sh_hi - sh_lo), WEFT_MEM_OPTIM */
 	float *slots[8];
+	int64_t state_at;       /* its state's first element in each slot array */
 } pp_piece;
 
 /* One model chunk (stage) this rank holds. */
@@ -80,6 +83,8 @@ typedef struct pp_chan pp_chan;
 
 typedef struct pp_msgs {
 	pp_group *g;
+	const weft_kernel_table *k; /* the buffers' device (mem_alloc / mem_free) */
+	int32_t dev_index;
 	int64_t buf_numel;      /* floats per buffer */
 	const int64_t *counts;  /* [m]: floats of each micro-batch's messages */
 	float **free_bufs;
@@ -142,8 +147,24 @@ typedef struct pp_strategy {
 	float *dp_stage;        /* zero_1: dp * the largest piece's shard, WEFT_MEM_COMM */
 	int64_t dp_stage_numel;
 	float **state_slots;
-	float *state_mem;
+	float *state_mem;       /* on the device, n_slots * state_numel (+1 byte) */
 	int gathered;
+
+	/* pp_dev.c: the device services of env->ctx's kernel table (weft/
+	 * device.h, ABI 1.3) through which every touch of parameter,
+	 * gradient, state and message memory goes */
+	const weft_kernel_table *k;
+	void *kctx;
+	int on_cpu;
+	int fused;              /* the optimizer steps with optim_step (not on the CPU) */
+	int okind;              /* WEFT_OPTIM_KERNEL_* when fused */
+	weft_optim_adam_params ap;
+	weft_optim_sgd_params sp;
+	weft_optim_range *opt;  /* chunk k's ranges: opt[opt_at[k] .. opt_at[k + 1]) */
+	size_t opt_at[PP_MAX_CHUNKS + 1];
+	float *mirror;          /* a host copy of the state handed to a checkpoint */
+	float *mirror_slots[8];
+	int64_t wte_tmp_numel;
 } pp_strategy;
 
 /* pp.c: the pipeline runtime strategies pp and hybrid (hybrid.c) share.
@@ -177,10 +198,13 @@ weft_status pp_partition(const pp_options *o, int S, int64_t n_layer, const int6
 /* pp_msg.c */
 weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int v,
 			 int64_t buf_numel);
-weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, const float *data,
-			 int64_t n);
-weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, float *data,
-			 int64_t n);
+/* send copies data (n floats, device memory written on ctx) into a pool
+ * buffer on ctx's stream and sends it; recv copies the message into data
+ * on ctx's stream. */
+weft_status pp_msgs_send(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stage, int peer,
+			 const float *data, int64_t n);
+weft_status pp_msgs_recv(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stage, int peer,
+			 float *data, int64_t n);
 weft_status pp_msgs_finish(pp_msgs *ms);
 void pp_msgs_free(pp_msgs *ms);
 
@@ -192,6 +216,24 @@ weft_status pp_sync_wte(pp_strategy *s);
 weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm);
 weft_status pp_gather(pp_strategy *s);
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
+
+/* pp_dev.c: the device side. pp_dev_check (create): whether this run can
+ * use the device at all (hybrid dp/tp and optimizers without a device
+ * kernel are refused off the CPU, with the reason). pp_dev_init (setup,
+ * before the chunks): the kernel table. pp_dalloc / pp_dfree: zeroed
+ * F32 buffers on the device by category. pp_dev_ranges (after the state
+ * is laid out): the optimizer's ranges. pp_dev_step: the fused step of
+ * every chunk. pp_dev_state: the slots a checkpoint reads (a host mirror
+ * off the CPU). pp_dev_sync: waits for every context of the rank. */
+weft_status pp_dev_check(const char *who, const weft_strategy_env *env, const pp_options *o);
+weft_status pp_dev_init(pp_strategy *s);
+float *pp_dalloc(pp_strategy *s, weft_mem_category cat, size_t bytes, const char *what);
+void pp_dfree(pp_strategy *s, weft_mem_category cat, void *p, size_t bytes);
+weft_status pp_dev_ranges(pp_strategy *s);
+weft_status pp_dev_step(pp_strategy *s, const weft_optim_step_info *in);
+weft_status pp_dev_state(pp_strategy *s, float *const **slots);
+weft_status pp_dev_sync(pp_strategy *s);
+void pp_dev_fini(pp_strategy *s);
 
 /* pp_group.c: the in-place f64 sum of v[0..n) over `comm` (blocking; the
  * backend's error, unwrapped), and the f64 sums over the pipeline group

@@ -12,7 +12,10 @@
  * step and is reused after (counted under WEFT_MEM_COMM). A send's buffer
  * returns to the pool only at the end of the step: the backend's `test`
  * reports a point-to-point transfer done once it is posted, and waiting
- * for its completion mid-step could wait on a peer that waits on us. */
+ * for its completion mid-step could wait on a peer that waits on us.
+ * The buffers live on the model's device (the kernel table's mem_alloc),
+ * and messages are copied in and out through its copy_ranges on the
+ * stream of the micro-batch's context that wrote or reads them. */
 #include <string.h>
 
 #include "pp.h"
@@ -29,6 +32,25 @@ struct pp_chan {
 	pp_msg *exp;            /* in the sender's order */
 	int n, next_post;
 };
+
+static size_t buf_bytes(const pp_msgs *ms)
+{
+	return (size_t)ms->buf_numel * sizeof(float);
+}
+
+/* Copies n floats on ctx's stream (the kernel table of the context that
+ * wrote or will read them). */
+static weft_status msg_copy(weft_ctx *ctx, float *dst, const float *src, int64_t n)
+{
+	const weft_kernel_table *k = NULL;
+	void *kctx = NULL;
+	weft_copy_range r = { .dst = 0, .src = 0, .count = n };
+
+	if (n <= 0)
+		return WEFT_OK;
+	g_host->ctx_kernels(ctx, &k, &kctx);
+	return k->copy_ranges(kctx, sizeof(float), &r, 1, dst, src);
+}
 
 static weft_status get_buf(pp_msgs *ms, float **out)
 {
@@ -48,10 +70,10 @@ static weft_status get_buf(pp_msgs *ms, float **out)
 		ms->free_bufs = nb;
 		ms->cap_free = cap;
 	}
-	*out = g_host->mem_alloc(WEFT_MEM_COMM, (size_t)ms->buf_numel * sizeof(float));
-	if (!*out)
-		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message buffer of %lld floats",
-					 (long long)ms->buf_numel);
+	*out = NULL;
+	if (ms->k->mem_alloc(ms->dev_index, WEFT_MEM_COMM, buf_bytes(ms), (void **)out))
+		return g_host->error_wrap(WEFT_ERR_NOMEM, "strategy 'pp': message buffer of %lld "
+					  "floats", (long long)ms->buf_numel);
 	ms->n_bufs++;
 	return WEFT_OK;
 }
@@ -90,7 +112,8 @@ weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int
 	if (buf_numel > ms->buf_numel) {
 		/* every buffer is idle between steps: drop the small ones */
 		for (int i = 0; i < ms->n_free; i++)
-			g_host->mem_free(ms->free_bufs[i]);
+			ms->k->mem_free(ms->dev_index, WEFT_MEM_COMM, ms->free_bufs[i],
+					buf_bytes(ms));
 		ms->n_bufs -= ms->n_free;
 		ms->n_free = 0;
 		ms->buf_numel = buf_numel;
@@ -127,8 +150,8 @@ out:
 	return st;
 }
 
-weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, const float *data,
-			 int64_t n)
+weft_status pp_msgs_send(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stage, int peer,
+			 const float *data, int64_t n)
 {
 	weft_comm_buf b;
 	float *buf;
@@ -141,7 +164,12 @@ weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, co
 	st = get_buf(ms, &buf);
 	if (st)
 		return st;
-	memcpy(buf, data, (size_t)n * sizeof(float));
+	st = msg_copy(ctx, buf, data, n);
+	if (st) {
+		put_buf(ms, buf);
+		return g_host->error_wrap(st, "strategy 'pp': copying the message of micro-batch "
+					  "%d from stage %d", micro, stage);
+	}
 	if (ms->n_sends == ms->cap_sends) {
 		int cap = ms->cap_sends ? 2 * ms->cap_sends : 16;
 		pp_msg *ns = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)cap * sizeof(pp_msg));
@@ -175,8 +203,8 @@ weft_status pp_msgs_send(pp_msgs *ms, int op, int micro, int stage, int peer, co
 	return WEFT_OK;
 }
 
-weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, float *data,
-			 int64_t n)
+weft_status pp_msgs_recv(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stage, int peer,
+			 float *data, int64_t n)
 {
 	pp_chan *c = &ms->from[peer];
 	int send_op = op == WEFT_PP_RECV_ACT ? WEFT_PP_SEND_ACT : WEFT_PP_SEND_GRAD;
@@ -224,8 +252,11 @@ weft_status pp_msgs_recv(pp_msgs *ms, int op, int micro, int stage, int peer, fl
 					  op == WEFT_PP_RECV_ACT ? "activation" : "gradient", micro, stage,
 					  peer);
 	}
-	memcpy(data, c->exp[j].buf, (size_t)n * sizeof(float));
+	st = msg_copy(ctx, data, c->exp[j].buf, n);
 	put_buf(ms, c->exp[j].buf);
+	if (st)
+		return g_host->error_wrap(st, "strategy 'pp': copying the message of micro-batch %d "
+					  "for stage %d", micro, stage);
 	return WEFT_OK;
 }
 
@@ -268,7 +299,7 @@ void pp_msgs_free(pp_msgs *ms)
 	if (ms->g)
 		pp_msgs_finish(ms);
 	for (int i = 0; i < ms->n_free; i++)
-		g_host->mem_free(ms->free_bufs[i]);
+		ms->k->mem_free(ms->dev_index, WEFT_MEM_COMM, ms->free_bufs[i], buf_bytes(ms));
 	g_host->mem_free(ms->free_bufs);
 	g_host->mem_free(ms->sends);
 	if (ms->g)

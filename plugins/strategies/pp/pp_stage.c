@@ -117,6 +117,13 @@ static weft_status chunk_pieces(pp_strategy *s, pp_chunk *c)
 	return WEFT_OK;
 }
 
+/* The optimizer state's device block: n_slots arrays of state_numel
+ * floats (one float more, so that no state is never no block). */
+static size_t state_bytes(const pp_strategy *s)
+{
+	return (s->n_slots * (size_t)s->state_numel + 1) * sizeof(float);
+}
+
 static int cmp_piece(const void *a, const void *b)
 {
 	const pp_piece *x = *(pp_piece *const *)a, *y = *(pp_piece *const *)b;
@@ -152,16 +159,21 @@ static weft_status alloc_state(pp_strategy *s)
 	qsort(own, (size_t)n_own, sizeof(own[0]), cmp_piece);
 	s->ranges = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(2 * n_own + 1) * sizeof(int64_t));
 	s->state_slots = g_host->mem_calloc(WEFT_MEM_OTHER, 9 * sizeof(float *));
-	s->state_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, s->n_slots * (size_t)total * sizeof(float) + 1);
-	if (!s->ranges || !s->state_slots || !s->state_mem)
+	if (!s->ranges || !s->state_slots)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': optimizer state of %lld "
 					 "elements", (long long)total);
+	s->state_numel = total;
+	s->state_mem = pp_dalloc(s, WEFT_MEM_OPTIM, state_bytes(s), "the optimizer state");
+	if (!s->state_mem)
+		return g_host->error_wrap(WEFT_ERR_NOMEM, "strategy 'pp': optimizer state of %lld "
+					  "elements", (long long)total);
 	for (size_t q = 0; q < s->n_slots; q++)
 		s->state_slots[q] = s->state_mem + q * (size_t)total;
 	s->n_ranges = 0;
 	for (int i = 0; i < n_own; i++) {
 		for (size_t q = 0; q < s->n_slots; q++)
 			own[i]->slots[q] = s->state_slots[q] + at;
+		own[i]->state_at = at;
 		at += own[i]->sh_hi - own[i]->sh_lo;
 		if (s->n_ranges && s->ranges[2 * s->n_ranges - 1] == own[i]->sh_lo) {
 			s->ranges[2 * s->n_ranges - 1] = own[i]->sh_hi;
@@ -171,8 +183,7 @@ static weft_status alloc_state(pp_strategy *s)
 		s->ranges[2 * s->n_ranges + 1] = own[i]->sh_hi;
 		s->n_ranges++;
 	}
-	s->state_numel = total;
-	return WEFT_OK;
+	return pp_dev_ranges(s);
 }
 
 weft_status pp_chunks_build(pp_strategy *s)
@@ -180,7 +191,9 @@ weft_status pp_chunks_build(pp_strategy *s)
 	int64_t *cost = NULL, embed = 0, head = 0;
 	weft_status st;
 
-	st = model_shape(s, &cost, &embed, &head);
+	st = pp_dev_init(s);
+	if (!st)
+		st = model_shape(s, &cost, &embed, &head);
 	if (st)
 		goto out;
 	s->bounds = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(s->S + 1) * sizeof(int64_t));
@@ -232,6 +245,8 @@ weft_status pp_chunks_build(pp_strategy *s)
 	st = alloc_state(s);
 	if (!st)
 		st = pp_copy_params(s, 1);
+	if (!st)
+		st = pp_dev_sync(s);
 out:
 	g_host->mem_free(cost);
 	return st;
@@ -253,8 +268,11 @@ void pp_chunks_free(pp_strategy *s)
 	g_host->mem_free(s->whole_ranges);
 	s->whole_ranges = NULL;
 	g_host->mem_free(s->state_slots);
-	g_host->mem_free(s->state_mem);
-	g_host->mem_free(s->wte_tmp);
+	if (s->k) {
+		pp_dfree(s, WEFT_MEM_OPTIM, s->state_mem, state_bytes(s));
+		pp_dfree(s, WEFT_MEM_COMM, s->wte_tmp, (size_t)s->wte_tmp_numel * sizeof(float));
+	}
+	pp_dev_fini(s);
 	s->bounds = s->ranges = NULL;
 	s->state_slots = NULL;
 	s->state_mem = s->wte_tmp = NULL;
@@ -262,27 +280,41 @@ void pp_chunks_free(pp_strategy *s)
 
 weft_status pp_copy_params(pp_strategy *s, int to_stage)
 {
-	const float *gbase = global_flat(s);
+	float *gbase = (float *)global_flat(s);
 
 	for (int k = 0; k < s->o.v; k++) {
 		pp_chunk *c = &s->chunk[k];
+		weft_copy_range r[PP_MAX_PIECES];
+		size_t n = 0;
+		weft_status st;
 
 		for (int i = 0; i < c->n_pieces; i++) {
 			pp_piece *p = &c->piece[i];
-			size_t bytes = (size_t)(p->end - p->begin) * sizeof(float);
 
 			if (to_stage)
-				memcpy(c->flat + p->local, gbase + p->begin, bytes);
+				r[n++] = (weft_copy_range){ .dst = p->local, .src = p->begin,
+							    .count = p->end - p->begin };
 			else if (!p->mirror)
-				memcpy((float *)gbase + p->begin, c->flat + p->local, bytes);
+				r[n++] = (weft_copy_range){ .dst = p->begin, .src = p->local,
+							    .count = p->end - p->begin };
 		}
+		if (!n)
+			continue;
+		st = to_stage ? s->k->copy_ranges(s->kctx, sizeof(float), r, n, c->flat, gbase) :
+				s->k->copy_ranges(s->kctx, sizeof(float), r, n, gbase, c->flat);
+		if (st)
+			return g_host->error_wrap(st, "strategy 'pp': copying stage %d's parameters "
+						  "%s the model", c->stage, to_stage ? "from" : "to");
 	}
 	return WEFT_OK;
 }
 
 /* The first stage's embedding and the last stage's head are one tied
- * matrix held twice: both add the other's gradient, in the same order
- * (embedding's + head's), so the two copies stay bit-identical. */
+ * matrix held twice: both add the other's gradient (a + b == b + a in
+ * IEEE arithmetic), so the two copies stay bit-identical. The exchange is
+ * ordered so that it cannot deadlock on a backend whose sends wait for
+ * the matching receive (NCCL's rendezvous): pipeline rank 0 sends first,
+ * then receives; the last rank receives first, then sends. */
 weft_status pp_sync_wte(pp_strategy *s)
 {
 	pp_chunk *c = NULL;
@@ -305,22 +337,32 @@ weft_status pp_sync_wte(pp_strategy *s)
 		return WEFT_OK;
 	}
 	if (!s->wte_tmp) {
-		s->wte_tmp = g_host->mem_alloc(WEFT_MEM_COMM, (size_t)c->wte_numel * sizeof(float));
+		s->wte_tmp = pp_dalloc(s, WEFT_MEM_COMM, (size_t)c->wte_numel * sizeof(float),
+				       "the tied embedding's buffer");
 		if (!s->wte_tmp)
-			return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': tied embedding buffer");
+			return g_host->error_wrap(WEFT_ERR_NOMEM, "strategy 'pp': tied embedding");
+		s->wte_tmp_numel = c->wte_numel;
 	}
 	sb = (weft_comm_buf){ .data = c->wte_grad, .count = c->wte_numel, .dtype = WEFT_COMM_F32,
 			      .device = (weft_comm_device)s->g.device_type,
 			      .device_index = s->g.device_index };
 	rb = sb;
 	rb.data = s->wte_tmp;
-	st = s->g.ops->send(s->g.comm, &sb, peer, &ws);
-	if (st)
-		return g_host->error_wrap(st, "strategy 'pp': sending the tied embedding's gradient");
-	st = s->g.ops->recv(s->g.comm, &rb, peer, &wr);
-	st2 = s->g.ops->wait(ws, -1);
-	if (!st)
-		st = s->g.ops->wait(wr, -1);
+	if (first) {
+		st = s->g.ops->send(s->g.comm, &sb, peer, &ws);
+		if (!st)
+			st = s->g.ops->wait(ws, -1);
+		if (!st)
+			st = s->g.ops->recv(s->g.comm, &rb, peer, &wr);
+		st2 = st ? st : s->g.ops->wait(wr, -1);
+	} else {
+		st = s->g.ops->recv(s->g.comm, &rb, peer, &wr);
+		if (!st)
+			st = s->g.ops->wait(wr, -1);
+		if (!st)
+			st = s->g.ops->send(s->g.comm, &sb, peer, &ws);
+		st2 = st ? st : s->g.ops->wait(ws, -1);
+	}
 	if (!st)
 		st = st2;
 	if (st)
@@ -328,13 +370,9 @@ weft_status pp_sync_wte(pp_strategy *s)
 					  "gradient between pipeline ranks 0 and %d", s->g.size - 1);
 	s->msgs.bytes += 4 * c->wte_numel;
 	s->msgs.calls += 2;
-	if (first)
-		for (int64_t i = 0; i < c->wte_numel; i++)
-			c->wte_grad[i] = c->wte_grad[i] + s->wte_tmp[i];
-	else
-		for (int64_t i = 0; i < c->wte_numel; i++)
-			c->wte_grad[i] = s->wte_tmp[i] + c->wte_grad[i];
-	return WEFT_OK;
+	st = s->k->axpy(s->kctx, WEFT_F32, c->wte_numel, 1.0f, s->wte_tmp, c->wte_grad);
+	return st ? g_host->error_wrap(st, "strategy 'pp': adding the tied embedding's gradients")
+		  : WEFT_OK;
 }
 
 /* The squares of this rank's gradients (the head's mirror of wte
@@ -392,14 +430,23 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 	if (env->gradient_clip_val > 0) {
 		double sumsq = 0.0, part[2];
 
+		/* piece by piece, added in this order: the sum the CPU always
+		 * gave, bit for bit */
 		for (int k = 0; k < s->o.v && !s->tp_comm; k++)
 			for (int i = 0; i < s->chunk[k].n_pieces; i++) {
 				const pp_piece *p = &s->chunk[k].piece[i];
-				const float *arr = s->chunk[k].grad + p->local;
-				int64_t len = p->end - p->begin;
+				weft_elem_range r = { .offset = p->local, .count = p->end - p->begin };
+				double part_p = 0.0;
 
-				if (!p->mirror)
-					sumsq += g_host->clip_sum_squares(&arr, &len, 1);
+				if (p->mirror)
+					continue;
+				st = s->k->sum_squares_ranges(s->kctx, s->chunk[k].grad, &r, 1,
+							      &part_p);
+				if (st)
+					return g_host->error_wrap(st, "strategy 'pp': the gradient "
+								  "norm of stage %d",
+								  s->chunk[k].stage);
+				sumsq += part_p;
 			}
 		/* under tp the pieces hold shards of the split parameters: their
 		 * squares are summed over the tp group, the replicated ones (the
@@ -418,6 +465,8 @@ weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, doub
 		sumsq *= in.grad_scale * in.grad_scale;
 		in.grad_scale *= g_host->clip_coef(sumsq, env->gradient_clip_val, grad_norm);
 	}
+	if (s->fused)
+		return pp_dev_step(s, &in);
 	for (int k = 0; k < s->o.v; k++) {
 		pp_chunk *c = &s->chunk[k];
 
@@ -492,6 +541,7 @@ weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out)
 {
 	const int64_t *ranges = s->ranges;
 	int n_ranges = s->n_ranges;
+	float *const *slots = NULL;
 	weft_status st = pp_tp_ranges(s);
 
 	if (st)
@@ -500,8 +550,11 @@ weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out)
 		ranges = s->whole_ranges;
 		n_ranges = s->n_whole_ranges;
 	}
+	st = pp_dev_state(s, &slots);
+	if (st)
+		return st;
 	out->n_slots = (uint32_t)s->n_slots;
-	out->slots = s->state_slots;
+	out->slots = slots;
 	out->begin = n_ranges ? ranges[0] : 0;
 	out->end = n_ranges ? ranges[2 * n_ranges - 1] : 0;
 	if (n_ranges > 1) {
