@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "weft/device.h"
 #include "weft/status.h"
@@ -275,6 +276,77 @@ static inline void ct_expect_close(const char *what, weft_dtype dt, const float 
 /* Both sides for one dtype: runs `body` as ct_run(dt) does in the tests. */
 static const weft_dtype ct_float_dtypes[] = { WEFT_F32, WEFT_BF16, WEFT_F16 };
 #define CT_NDTYPES 3
+
+
+/* ---- the `weft fit` tests' shared steps ---- */
+
+/* train_loss and, when norm is not NULL, grad_norm (the columns
+ * step,train_loss,lr,epoch,grad_norm) of DIR/runs/RUN/version_V/metrics.csv,
+ * at most max rows; returns how many were read. */
+static inline int ct_read_metrics(const char *dir, const char *run, int version, double *loss,
+				  double *norm, int max)
+{
+	char path[1200], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/runs/%s/version_%d/metrics.csv", dir, run, version);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		long step, epoch;
+		double l, lr, g;
+		int got = sscanf(line, "%ld,%lf,%lf,%ld,%lf", &step, &l, &lr, &epoch, &g);
+
+		if (norm ? got == 5 : got >= 2) {
+			loss[n] = l;
+			if (norm)
+				norm[n] = g;
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/* Whether the first 64 KiB of the file at path hold text. */
+static inline int ct_file_has(const char *path, const char *text)
+{
+	char buf[65536];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return strstr(buf, text) != NULL;
+}
+
+#ifdef WEFT_CLI
+/* Runs `weft fit` on DIR/NAME.yaml as run RUN on accelerator ACC with
+ * EXTRA arguments, output in DIR/RUN.log (its tail on stderr when it
+ * fails); returns the exit code. */
+static inline int ct_fit(const char *dir, const char *name, const char *run, const char *acc,
+			 const char *extra)
+{
+	char cmd[4096];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "'%s' fit --config '%s/%s.yaml' --trainer.name=%s "
+		 "--trainer.accelerator=%s %s > '%s/%s.log' 2>&1", WEFT_CLI, dir, name, run, acc,
+		 extra, dir, run);
+	rc = system(cmd);
+	if (rc != 0) {
+		snprintf(cmd, sizeof(cmd), "tail -n 20 '%s/%s.log' >&2", dir, run);
+		if (system(cmd) != 0)
+			fprintf(stderr, "%s: no log\n", run);
+	}
+	return rc;
+}
+#endif
 
 #ifdef WEFT_SOURCE_DIR_FOR_TESTS
 /* The `weft fit` tests' text corpus: the project's docs and SDK headers,

@@ -57,47 +57,6 @@ static int write_config(const char *dir, const char *name, const char *corpus, c
 	return fclose(f);
 }
 
-/* train_loss of runs/NAME/version_0/metrics.csv (columns
- * step,train_loss,lr,epoch,grad_norm). */
-static int read_losses(const char *dir, const char *name, double *loss, int max)
-{
-	char path[1200], line[512];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/runs/%s/version_0/metrics.csv", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		long step;
-		double l;
-
-		if (sscanf(line, "%ld,%lf,", &step, &l) == 2)
-			loss[n++] = l;
-	}
-	fclose(f);
-	return n;
-}
-
-/* Runs config NAME as run RUN (accelerator `acc`); returns the exit code. */
-static int fit(const char *dir, const char *name, const char *run, const char *acc)
-{
-	char cmd[4096];
-	int rc;
-
-	snprintf(cmd, sizeof(cmd), "'%s' fit --config '%s/%s.yaml' --trainer.name=%s "
-		 "--trainer.accelerator=%s > '%s/%s.log' 2>&1", WEFT_CLI, dir, name, run, acc, dir,
-		 run);
-	rc = system(cmd);
-	if (rc != 0) {
-		snprintf(cmd, sizeof(cmd), "tail -n 20 '%s/%s.log' >&2", dir, run);
-		if (system(cmd) != 0)
-			fprintf(stderr, "%s: no log\n", run);
-	}
-	return rc;
-}
-
 static void test_hook(const char *dir, const char *corpus, const char *hook)
 {
 	char cname[64], gname[64];
@@ -107,10 +66,10 @@ static void test_hook(const char *dir, const char *corpus, const char *hook)
 	snprintf(cname, sizeof(cname), "ddp_%s_cpu", hook);
 	snprintf(gname, sizeof(gname), "ddp_%s_cuda", hook);
 	WT_REQUIRE(write_config(dir, cname, corpus, hook) == 0);
-	WT_CHECK(fit(dir, cname, cname, "cpu") == 0);
-	WT_CHECK(fit(dir, cname, gname, "cuda") == 0);
-	nc = read_losses(dir, cname, cl, STEPS);
-	ng = read_losses(dir, gname, gl, STEPS);
+	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
+	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
+	nc = ct_read_metrics(dir, cname, 0, cl, NULL, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gl, NULL, STEPS);
 	WT_CHECK(nc == STEPS && ng == STEPS);
 	for (int s = 0; s < nc && s < ng; s++) {
 		double rel = fabs(gl[s] - cl[s]) / fabs(cl[s]);

@@ -85,42 +85,6 @@ static int write_config(const char *dir, const char *name, const char *corpus,
 	return fclose(f);
 }
 
-/* The train_loss column of runs/NAME/version_0/metrics.csv. */
-static int read_losses(const char *dir, const char *name, double *loss, int max)
-{
-	char path[1200], line[512];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/runs/%s/version_0/metrics.csv", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		long step;
-		double l;
-
-		if (sscanf(line, "%ld,%lf", &step, &l) == 2)
-			loss[n++] = l;
-	}
-	fclose(f);
-	return n;
-}
-
-static int file_has(const char *path, const char *text)
-{
-	char buf[65536];
-	size_t n;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return strstr(buf, text) != NULL;
-}
-
 static void test_fit(const char *dir, const char *corpus, const char *name, const char *optimizer,
 		     const char *path_logged)
 {
@@ -146,9 +110,9 @@ static void test_fit(const char *dir, const char *corpus, const char *name, cons
 		if (system(cmd) != 0)
 			fprintf(stderr, "%s: no log at %s\n", name, log);
 	}
-	WT_CHECK(file_has(log, path_logged) && file_has(log, "on cuda:0"));
-	nc = read_losses(dir, cname, cpu, STEPS);
-	ng = read_losses(dir, gname, gpu, STEPS);
+	WT_CHECK(ct_file_has(log, path_logged) && ct_file_has(log, "on cuda:0"));
+	nc = ct_read_metrics(dir, cname, 0, cpu, NULL, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gpu, NULL, STEPS);
 	WT_CHECK(nc == STEPS && ng == STEPS);
 	for (int s = 0; s < nc && s < ng; s++)
 		WT_CLOSE(gpu[s], cpu[s], 2e-4, 0.0);

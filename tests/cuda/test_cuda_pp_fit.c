@@ -58,78 +58,6 @@ static int write_config(const char *dir, const char *name, const char *corpus,
 	return fclose(f);
 }
 
-/* train_loss and grad_norm of runs/NAME/version_0/metrics.csv (columns
- * step,train_loss,lr,epoch,grad_norm). */
-static int read_metrics_at(const char *dir, const char *run_version, double *loss, double *norm,
-			   int max)
-{
-	char path[1200], line[512];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/runs/%s/metrics.csv", dir, run_version);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		long step, epoch;
-		double l, lr, g;
-
-		if (sscanf(line, "%ld,%lf,%lf,%ld,%lf", &step, &l, &lr, &epoch, &g) == 5) {
-			loss[n] = l;
-			norm[n++] = g;
-		}
-	}
-	fclose(f);
-	return n;
-}
-
-static int read_metrics(const char *dir, const char *name, double *loss, double *norm, int max)
-{
-	char rv[256];
-
-	snprintf(rv, sizeof(rv), "%s/version_0", name);
-	return read_metrics_at(dir, rv, loss, norm, max);
-}
-
-static int file_has(const char *path, const char *text)
-{
-	char buf[65536];
-	size_t n;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return strstr(buf, text) != NULL;
-}
-
-/* Runs config NAME as run RUN (accelerator `acc`); returns the exit code. */
-static int fit_args(const char *dir, const char *name, const char *run, const char *acc,
-		    const char *extra)
-{
-	char cmd[4096];
-	int rc;
-
-	snprintf(cmd, sizeof(cmd), "'%s' fit --config '%s/%s.yaml' --trainer.name=%s "
-		 "--trainer.accelerator=%s %s > '%s/%s.log' 2>&1", WEFT_CLI, dir, name, run, acc,
-		 extra, dir, run);
-	rc = system(cmd);
-	if (rc != 0) {
-		snprintf(cmd, sizeof(cmd), "tail -n 20 '%s/%s.log' >&2", dir, run);
-		if (system(cmd) != 0)
-			fprintf(stderr, "%s: no log\n", run);
-	}
-	return rc;
-}
-
-static int fit(const char *dir, const char *name, const char *run, const char *acc)
-{
-	return fit_args(dir, name, run, acc, "");
-}
-
 /* The optimizer state leaves the device for a checkpoint (a host mirror)
  * and goes back on resume: 3 steps on cuda, a checkpoint, a resumed run
  * to step 5, against 5 steps on the CPU (losses within 1e-5: a state slot
@@ -141,14 +69,14 @@ static void test_resume(const char *dir, const char *corpus)
 
 	WT_REQUIRE(write_config(dir, "resume", corpus, "{name: pp, pp: 2, schedule: 1f1b}",
 				"{name: adamw, lr: 3.0e-3, weight_decay: 0.1}") == 0);
-	WT_CHECK(fit_args(dir, "resume", "resume", "cpu", "--trainer.max_steps=5") == 0);
-	WT_CHECK(fit_args(dir, "resume", "resume_cuda", "cuda",
+	WT_CHECK(ct_fit(dir, "resume", "resume", "cpu", "--trainer.max_steps=5") == 0);
+	WT_CHECK(ct_fit(dir, "resume", "resume_cuda", "cuda",
 			  "--trainer.enable_checkpointing=true --trainer.max_steps=3") == 0);
-	WT_CHECK(fit_args(dir, "resume", "resume_cuda", "cuda",
+	WT_CHECK(ct_fit(dir, "resume", "resume_cuda", "cuda",
 			  "--trainer.enable_checkpointing=true --trainer.max_steps=5 "
 			  "--trainer.resume=auto") == 0);
-	nc = read_metrics(dir, "resume", cl, cn, 5);
-	ng = read_metrics_at(dir, "resume_cuda/version_1", gl, gn, 2);
+	nc = ct_read_metrics(dir, "resume", 0, cl, cn, 5);
+	ng = ct_read_metrics(dir, "resume_cuda", 1, gl, gn, 2);
 	WT_CHECK(nc == 5 && ng == 2);
 	for (int s = 0; s < 2 && nc == 5 && ng == 2; s++)
 		WT_CLOSE(gl[s], cl[3 + s], 1e-5, 0.0);
@@ -166,10 +94,10 @@ static void test_schedule(const char *dir, const char *corpus, const char *sched
 		 schedule, v);
 	WT_REQUIRE(write_config(dir, cname, corpus, strategy,
 				"{name: adamw, lr: 3.0e-3, weight_decay: 0.1}") == 0);
-	WT_CHECK(fit(dir, cname, cname, "cpu") == 0);
-	WT_CHECK(fit(dir, cname, gname, "cuda") == 0);
-	nc = read_metrics(dir, cname, cl, cn, STEPS);
-	ng = read_metrics(dir, gname, gl, gn, STEPS);
+	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
+	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
+	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
 	WT_CHECK(nc == STEPS && ng == STEPS);
 	for (int s = 0; s < nc && s < ng; s++) {
 		WT_CLOSE(gl[s], cl[s], 1e-5, 0.0);
@@ -195,17 +123,17 @@ int main(void)
 	/* an optimizer without a device kernel: one clear refusal */
 	WT_REQUIRE(write_config(dir, "lion", corpus, "{name: pp, pp: 2}",
 				"{name: lion, lr: 1.0e-4}") == 0);
-	WT_CHECK(fit(dir, "lion", "lion_cuda", "cuda") != 0);
+	WT_CHECK(ct_fit(dir, "lion", "lion_cuda", "cuda", "") != 0);
 	snprintf(log, sizeof(log), "%s/lion_cuda.log", dir);
-	WT_CHECK(file_has(log, "strategy 'pp' on accelerator: cuda steps the optimizer") &&
-		 file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
+	WT_CHECK(ct_file_has(log, "strategy 'pp' on accelerator: cuda steps the optimizer") &&
+		 ct_file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
 	/* dp replicas of a pipeline stay on the CPU in this version: said so */
 	WT_REQUIRE(write_config(dir, "hybrid", corpus, "{name: hybrid, dp: 2, pp: 1}",
 				"{name: adamw, lr: 3.0e-3}") == 0);
-	WT_CHECK(fit(dir, "hybrid", "hybrid_cuda", "cuda") != 0);
+	WT_CHECK(ct_fit(dir, "hybrid", "hybrid_cuda", "cuda", "") != 0);
 	snprintf(log, sizeof(log), "%s/hybrid_cuda.log", dir);
-	WT_CHECK(file_has(log, "strategy 'hybrid': dp 2 x tp 1 x pp 1 runs on accelerator: "
-			  "cpu only") && file_has(log, "on cuda use dp 1 and tp 1"));
+	WT_CHECK(ct_file_has(log, "strategy 'hybrid': dp 2 x tp 1 x pp 1 runs on accelerator: "
+			  "cpu only") && ct_file_has(log, "on cuda use dp 1 and tp 1"));
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_pp_fit");
 }

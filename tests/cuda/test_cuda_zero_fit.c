@@ -58,63 +58,6 @@ static int write_config(const char *dir, const char *name, const char *corpus,
 	return fclose(f);
 }
 
-/* train_loss and grad_norm of runs/NAME/version_0/metrics.csv (columns
- * step,train_loss,lr,epoch,grad_norm). */
-static int read_metrics(const char *dir, const char *name, double *loss, double *norm, int max)
-{
-	char path[1200], line[512];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/runs/%s/version_0/metrics.csv", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		long step, epoch;
-		double l, lr, g;
-
-		if (sscanf(line, "%ld,%lf,%lf,%ld,%lf", &step, &l, &lr, &epoch, &g) == 5) {
-			loss[n] = l;
-			norm[n++] = g;
-		}
-	}
-	fclose(f);
-	return n;
-}
-
-static int file_has(const char *path, const char *text)
-{
-	char buf[65536];
-	size_t n;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return strstr(buf, text) != NULL;
-}
-
-/* Runs config NAME as run RUN (accelerator `acc`); returns the exit code. */
-static int fit(const char *dir, const char *name, const char *run, const char *acc)
-{
-	char cmd[4096];
-	int rc;
-
-	snprintf(cmd, sizeof(cmd), "'%s' fit --config '%s/%s.yaml' --trainer.name=%s "
-		 "--trainer.accelerator=%s > '%s/%s.log' 2>&1", WEFT_CLI, dir, name, run, acc, dir,
-		 run);
-	rc = system(cmd);
-	if (rc != 0) {
-		snprintf(cmd, sizeof(cmd), "tail -n 20 '%s/%s.log' >&2", dir, run);
-		if (system(cmd) != 0)
-			fprintf(stderr, "%s: no log\n", run);
-	}
-	return rc;
-}
-
 static void test_stage(const char *dir, const char *corpus, const char *stage,
 		       const char *optimizer)
 {
@@ -128,10 +71,10 @@ static void test_stage(const char *dir, const char *corpus, const char *stage,
 				!strcmp(optimizer, "sgd") ?
 				"{name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}" :
 				"{name: adamw, lr: 3.0e-3, weight_decay: 0.1}") == 0);
-	WT_CHECK(fit(dir, cname, cname, "cpu") == 0);
-	WT_CHECK(fit(dir, cname, gname, "cuda") == 0);
-	nc = read_metrics(dir, cname, cl, cn, STEPS);
-	ng = read_metrics(dir, gname, gl, gn, STEPS);
+	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
+	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
+	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
 	WT_CHECK(nc == STEPS && ng == STEPS);
 	for (int s = 0; s < nc && s < ng; s++) {
 		WT_CLOSE(gl[s], cl[s], 1e-5, 0.0);
@@ -159,10 +102,10 @@ int main(void)
 
 	/* an optimizer without a device kernel: one clear refusal */
 	WT_REQUIRE(write_config(dir, "lion", corpus, "zero_2", "{name: lion, lr: 1.0e-4}") == 0);
-	WT_CHECK(fit(dir, "lion", "lion_cuda", "cuda") != 0);
+	WT_CHECK(ct_fit(dir, "lion", "lion_cuda", "cuda", "") != 0);
 	snprintf(log, sizeof(log), "%s/lion_cuda.log", dir);
-	WT_CHECK(file_has(log, "optimizer 'lion' has no device kernel") &&
-		 file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
+	WT_CHECK(ct_file_has(log, "optimizer 'lion' has no device kernel") &&
+		 ct_file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_zero_fit");
 }
