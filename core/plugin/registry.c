@@ -269,14 +269,34 @@ static weft_status clash(weft_plugin_kind kind, const char *name, const char *fi
 			      weft_plugin_kind_name(kind), name, first, second);
 }
 
+/* Records an opened lib (the registry owns handle from here on); *copy
+ * (optional) is the registry's copy of path. Errors: NOMEM. */
+static weft_status keep_lib(weft_registry *reg, const char *path, void *handle,
+			    const char **copy)
+{
+	struct reg_lib *libs = weft_registry_grow(reg->libs, &reg->cap_libs, reg->nlibs,
+						  sizeof(*libs));
+	char *dup;
+
+	if (!libs)
+		return weft_registry_nomem("recording a loaded plugin");
+	reg->libs = libs;
+	dup = strdup(path);
+	if (!dup)
+		return weft_registry_nomem("recording a loaded plugin");
+	libs[reg->nlibs++] = (struct reg_lib){ .path = dup, .handle = handle };
+	if (copy)
+		*copy = dup;
+	return WEFT_OK;
+}
+
 /* Records every plugin of a checked descriptor, or none when one clashes.
  * On success the registry owns `handle`; on failure the caller closes it. */
 static weft_status add_lib(weft_registry *reg, const char *path, void *handle,
 			   const weft_plugin_desc *desc)
 {
 	weft_registry_entry *entries;
-	struct reg_lib *libs;
-	char *copy;
+	const char *copy;
 
 	for (size_t i = 0; i < desc->count; i++) {
 		const weft_plugin_entry_item *it = &desc->items[i];
@@ -298,14 +318,8 @@ static weft_status add_lib(weft_registry *reg, const char *path, void *handle,
 	if (!entries)
 		return weft_registry_nomem("recording a loaded plugin");
 	reg->entries = entries;
-	libs = weft_registry_grow(reg->libs, &reg->cap_libs, reg->nlibs, sizeof(*libs));
-	if (!libs)
-		return weft_registry_nomem("recording a loaded plugin");
-	reg->libs = libs;
-	copy = strdup(path);
-	if (!copy)
-		return weft_registry_nomem("recording a loaded plugin");
-	libs[reg->nlibs++] = (struct reg_lib){ .path = copy, .handle = handle };
+	if (keep_lib(reg, path, handle, &copy) != WEFT_OK)
+		return WEFT_ERR_NOMEM;
 	for (size_t i = 0; i < desc->count; i++) {
 		const weft_plugin_head *h = desc->items[i].vtable;
 
@@ -319,23 +333,6 @@ static weft_status add_lib(weft_registry *reg, const char *path, void *handle,
 		};
 	}
 	weft_log(WEFT_LOG_DEBUG, "plugins: loaded %s (%zu plugins)", path, desc->count);
-	return WEFT_OK;
-}
-
-/* Records an opened lib (the registry owns handle from here on). */
-static weft_status keep_lib(weft_registry *reg, const char *path, void *handle)
-{
-	struct reg_lib *libs = weft_registry_grow(reg->libs, &reg->cap_libs, reg->nlibs,
-						  sizeof(*libs));
-	char *copy;
-
-	if (!libs)
-		return weft_registry_nomem("recording a loaded plugin");
-	reg->libs = libs;
-	copy = strdup(path);
-	if (!copy)
-		return weft_registry_nomem("recording a loaded plugin");
-	libs[reg->nlibs++] = (struct reg_lib){ .path = copy, .handle = handle };
 	return WEFT_OK;
 }
 
@@ -367,7 +364,7 @@ static weft_status fill_declared(weft_registry *reg, const struct reg_pending *p
 				      "names section (WEFT_PLUGIN_NAMES) but its entry returns %zu; "
 				      "make them agree and rebuild the plugin", p->path, declared,
 				      desc->count);
-	st = keep_lib(reg, p->path, handle);
+	st = keep_lib(reg, p->path, handle, NULL);
 	if (st)
 		return st;
 	for (size_t i = 0; i < desc->count; i++) {
