@@ -33,13 +33,21 @@ cudaError_t emu_set_error(cudaError_t e);
 
 /* ---- device memory (emu_mem.cpp) ---- */
 
-/* Device memory is readable and writable only between emu_dev_enter and
- * the matching emu_dev_exit (nesting, any thread); PROT_NONE otherwise
- * unless EMU_NO_PROTECT=1. */
-void emu_dev_enter(void);
-void emu_dev_exit(void);
+/* The emulated devices (EMU_DEVICES, default 1, at most EMU_MAX_DEVICES)
+ * and the calling thread's current one (cudaSetDevice). */
+#define EMU_MAX_DEVICES 16
+int emu_device_count(void);
+int emu_current_device(void);
+/* Device `dev`'s memory is readable and writable only between
+ * emu_dev_enter(dev) and the matching emu_dev_exit(dev) (nesting, any
+ * thread); PROT_NONE otherwise unless EMU_NO_PROTECT=1. So work of one
+ * device that touches another's memory faults, as host code does. */
+void emu_dev_enter(int dev);
+void emu_dev_exit(int dev);
 /* [p, p + n) lies inside one cudaMalloc allocation. */
 int emu_dev_range_ok(const void *p, size_t n);
+/* The device p's cudaMalloc allocation belongs to; -1 for other memory. */
+int emu_device_of(const void *p);
 /* p points into a cudaMalloc allocation. */
 int emu_is_dev(const void *p);
 /* p points into cudaMallocHost / cudaHostAlloc memory. */

@@ -5,7 +5,10 @@
  * emulated device work (a kernel, a copy, a memset, a GEMM, a host
  * function) runs, so host code that dereferences a device pointer takes
  * SIGSEGV; the handler installed here names the allocation before the
- * process dies the ordinary way. */
+ * process dies the ordinary way. With several devices (EMU_DEVICES) each
+ * allocation belongs to the device current at cudaMalloc, and work opens
+ * only its own device's memory: a pointer of another device faults the
+ * same way, and the handler says so. */
 #include "emu_impl.h"
 
 #include <signal.h>
@@ -62,8 +65,34 @@ void emu_report(const char *fmt, ...)
 
 static std::recursive_mutex mem_mu;
 static std::map<uintptr_t, size_t> dev_blocks; /* base -> bytes asked for */
+static std::map<uintptr_t, int> dev_owner;     /* base -> the device it belongs to */
 static std::map<uintptr_t, size_t> pin_blocks;
-static int dev_open;
+static int dev_open[EMU_MAX_DEVICES];
+static thread_local int cur_dev;
+
+int emu_device_count(void)
+{
+	static int n;
+
+	if (!n) {
+		const char *v = getenv("EMU_DEVICES");
+		char *end;
+		long k = v && *v ? strtol(v, &end, 10) : 1;
+
+		if (v && *v && (*end || k < 1 || k > EMU_MAX_DEVICES)) {
+			fprintf(stderr, "emu: EMU_DEVICES=%s: expected a device count from 1 to %d; "
+				"using 1\n", v, EMU_MAX_DEVICES);
+			k = 1;
+		}
+		n = (int)k;
+	}
+	return n;
+}
+
+int emu_current_device(void)
+{
+	return cur_dev;
+}
 
 static int protecting(void)
 {
@@ -83,28 +112,38 @@ static size_t round_page(size_t n)
 	return (n + page - 1) / page * page;
 }
 
-static void dev_protect_all(int prot)
+static void dev_protect_all(int dev, int prot)
 {
 	if (!protecting())
 		return;
-	for (auto &b : dev_blocks)
-		mprotect((void *)b.first, round_page(b.second), prot);
+	/* the two maps hold the same keys: walk them together */
+	auto o = dev_owner.begin();
+	for (auto &b : dev_blocks) {
+		if (o->second == dev)
+			mprotect((void *)b.first, round_page(b.second), prot);
+		++o;
+	}
 }
 
-void emu_dev_enter(void)
+static int dev_index_ok(int dev)
+{
+	return dev >= 0 && dev < EMU_MAX_DEVICES;
+}
+
+void emu_dev_enter(int dev)
 {
 	std::lock_guard<std::recursive_mutex> g(mem_mu);
 
-	if (dev_open++ == 0)
-		dev_protect_all(PROT_READ | PROT_WRITE);
+	if (dev_index_ok(dev) && dev_open[dev]++ == 0)
+		dev_protect_all(dev, PROT_READ | PROT_WRITE);
 }
 
-void emu_dev_exit(void)
+void emu_dev_exit(int dev)
 {
 	std::lock_guard<std::recursive_mutex> g(mem_mu);
 
-	if (--dev_open == 0)
-		dev_protect_all(PROT_NONE);
+	if (dev_index_ok(dev) && --dev_open[dev] == 0)
+		dev_protect_all(dev, PROT_NONE);
 }
 
 /* The block of `blocks` holding p (base in *base, size in *bytes), or 0. */
@@ -140,6 +179,14 @@ int emu_is_pinned(const void *p)
 	return block_of(pin_blocks, p, NULL, NULL);
 }
 
+int emu_device_of(const void *p)
+{
+	std::lock_guard<std::recursive_mutex> g(mem_mu);
+	uintptr_t base;
+
+	return block_of(dev_blocks, p, &base, NULL) ? dev_owner.find(base)->second : -1;
+}
+
 int emu_dev_range_ok(const void *p, size_t n)
 {
 	std::lock_guard<std::recursive_mutex> g(mem_mu);
@@ -168,11 +215,26 @@ static void segv_handler(int sig, siginfo_t *si, void *uctx)
 	(void)sig;
 	(void)uctx;
 	if (block_of(dev_blocks, si->si_addr, &base, &bytes)) {
-		n = snprintf(msg, sizeof(msg), "EMU DEFECT: host code accessed device memory at %p "
-			     "(byte %zu of a %zu-byte cudaMalloc allocation at %p) outside "
-			     "emulated device work: copy it with cudaMemcpy or touch it in a "
-			     "kernel\n", si->si_addr, (size_t)((uintptr_t)si->si_addr - base),
-			     bytes, (void *)base);
+		auto o = dev_owner.find(base); /* no allocation in a signal handler */
+		int owner = o != dev_owner.end() ? o->second : 0, running = -1;
+
+		for (int d = 0; d < EMU_MAX_DEVICES; d++)
+			if (dev_open[d] && d != owner)
+				running = d;
+		if (running >= 0)
+			n = snprintf(msg, sizeof(msg), "EMU DEFECT: device work of cuda:%d accessed "
+				     "memory of cuda:%d at %p (byte %zu of a %zu-byte cudaMalloc "
+				     "allocation at %p): a kernel, copy or GEMM uses a pointer of "
+				     "another device (the emulator has no peer access; weft runs one "
+				     "GPU per process)\n", running, owner, si->si_addr,
+				     (size_t)((uintptr_t)si->si_addr - base), bytes, (void *)base);
+		else
+			n = snprintf(msg, sizeof(msg), "EMU DEFECT: host code accessed device memory "
+				     "at %p (byte %zu of a %zu-byte cudaMalloc allocation at %p on "
+				     "cuda:%d) outside emulated device work: copy it with cudaMemcpy "
+				     "or touch it in a kernel\n", si->si_addr,
+				     (size_t)((uintptr_t)si->si_addr - base), bytes, (void *)base,
+				     owner);
 		if (n > 0 && write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
 			n = 0;
 	}
@@ -202,11 +264,12 @@ cudaError_t cudaMalloc(void **p, size_t n)
 	*p = NULL;
 	if (n == 0)
 		return cudaSuccess;
-	m = mmap(NULL, round_page(n), dev_open || !protecting() ? PROT_READ | PROT_WRITE : PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	m = mmap(NULL, round_page(n), dev_open[cur_dev] || !protecting() ? PROT_READ | PROT_WRITE :
+		 PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return emu_set_error(cudaErrorMemoryAllocation);
 	dev_blocks[(uintptr_t)m] = n;
+	dev_owner[(uintptr_t)m] = cur_dev;
 	*p = m;
 	return cudaSuccess;
 }
@@ -225,6 +288,7 @@ cudaError_t cudaFree(void *p)
 	}
 	munmap(p, round_page(it->second));
 	dev_blocks.erase(it);
+	dev_owner.erase((uintptr_t)p);
 	return cudaSuccess;
 }
 
@@ -274,7 +338,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 	memset(a, 0, sizeof(*a));
 	if (emu_is_dev(p)) {
 		a->type = cudaMemoryTypeDevice;
-		a->device = 0;
+		a->device = emu_device_of(p);
 		a->devicePointer = (void *)p;
 	} else if (emu_is_pinned(p)) {
 		a->type = cudaMemoryTypeHost;
@@ -289,15 +353,13 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
-	*n = 1;
+	*n = emu_device_count();
 	return cudaSuccess;
 }
 
-static thread_local int cur_dev;
-
 cudaError_t cudaSetDevice(int d)
 {
-	if (d != 0)
+	if (d < 0 || d >= emu_device_count())
 		return emu_set_error(cudaErrorInvalidDevice);
 	cur_dev = d;
 	return cudaSuccess;

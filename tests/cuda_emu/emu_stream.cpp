@@ -52,6 +52,7 @@ struct op {
 	op_state state = OP_PENDING;
 	std::thread::id runner;
 	int stream_id = 0;
+	int dev = 0; /* the device whose memory the work may touch */
 };
 typedef std::shared_ptr<op> op_ref;
 
@@ -63,6 +64,8 @@ struct stream {
 	op_ref last;
 	int destroyed = 0;
 	int id = 0;
+	int dev = 0; /* current at creation; the legacy and per-thread streams
+		      * take the enqueuing thread's */
 };
 
 struct event {
@@ -149,6 +152,7 @@ op_ref append_locked(stream *s, const char *what, std::function<void()> work, in
 	o->work = std::move(work);
 	o->host_fn = host_fn;
 	o->stream_id = s->id;
+	o->dev = s->kind == ST_LEGACY || s == per_thread.s ? emu_current_device() : s->dev;
 	if (!done(s->last))
 		o->deps.push_back(s->last);
 	if (s->kind == ST_LEGACY) {
@@ -176,16 +180,16 @@ void execute(const op_ref &o)
 		return;
 	if (o->host_fn) {
 		host_fn_depth++;
-		emu_dev_enter();
+		emu_dev_enter(o->dev);
 		o->work();
-		emu_dev_exit();
+		emu_dev_exit(o->dev);
 		host_fn_depth--;
 		return;
 	}
 	std::lock_guard<std::recursive_mutex> g(device);
-	emu_dev_enter();
+	emu_dev_enter(o->dev);
 	o->work();
-	emu_dev_exit();
+	emu_dev_exit(o->dev);
 }
 
 /* Runs the pending nodes `target` depends on and then target, in an order
@@ -217,10 +221,16 @@ int force_locked(const op_ref &target, std::unique_lock<std::mutex> &lk)
 		order.push_back(top.first);
 		stack.pop_back();
 	}
-	/* device memory stays open across the run (one mprotect pass, not two
-	 * per operation) */
-	emu_dev_enter();
+	/* a device's memory stays open across a run of its operations (one
+	 * mprotect pass, not two per operation); only that device's */
+	int open_dev = -1;
 	for (const op_ref &o : order) {
+		if (o->work && o->dev != open_dev) {
+			if (open_dev >= 0)
+				emu_dev_exit(open_dev);
+			open_dev = o->dev;
+			emu_dev_enter(open_dev);
+		}
 		for (;;) {
 			if (o->state == OP_DONE)
 				break;
@@ -263,7 +273,8 @@ int force_locked(const op_ref &target, std::unique_lock<std::mutex> &lk)
 			break;
 		}
 	}
-	emu_dev_exit();
+	if (open_dev >= 0)
+		emu_dev_exit(open_dev);
 	return done(target);
 }
 
@@ -278,9 +289,11 @@ void force(const op_ref &target)
 void run_now(const std::function<void()> &work)
 {
 	std::lock_guard<std::recursive_mutex> g(device);
-	emu_dev_enter();
+	int dev = emu_current_device();
+
+	emu_dev_enter(dev);
 	work();
-	emu_dev_exit();
+	emu_dev_exit(dev);
 }
 
 } /* namespace */
@@ -459,6 +472,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned int flags)
 	s->flags = flags;
 	s->kind = flags & cudaStreamNonBlocking ? ST_NONBLOCKING : ST_BLOCKING;
 	s->id = next_stream_id++;
+	s->dev = emu_current_device();
 	streams.insert(s);
 	*out = (cudaStream_t)s;
 	return cudaSuccess;

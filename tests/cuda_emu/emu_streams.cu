@@ -9,7 +9,13 @@
  *                          A's output without cudaStreamWaitEvent: the
  *                          emulator runs B's kernel before A's producer and
  *                          the program exits 1 saying it read stale data
- *                          (a real GPU may or may not show it) */
+ *                          (a real GPU may or may not show it)
+ *   EMU_DEVICES=2 emu_streams devices
+ *                          two devices: count, cudaSetDevice, memory and
+ *                          streams of each (test_devices)
+ *   EMU_DEVICES=2 emu_streams cross-device
+ *                          on purpose, a kernel of cuda:1 reads cuda:0's
+ *                          memory: the emulator's trap ends the process */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,8 +274,65 @@ static void test_host_fn(void)
 	OK(cudaStreamDestroy(c.other));
 }
 
+/* Several devices (run with EMU_DEVICES=2): the count, cudaSetDevice's
+ * range, memory and streams tagged with the device current when made,
+ * and a kernel of each device on its own memory. With `cross`, on
+ * purpose, a kernel on device 1's stream reads device 0's memory: the
+ * emulator traps it (the process dies of SIGSEGV after an EMU DEFECT). */
+static void test_devices(int cross)
+{
+	struct cudaPointerAttributes at;
+	cudaStream_t s[2];
+	float *x[2], h = 0.0f;
+	int n = 0, d = -1;
+
+	OK(cudaGetDeviceCount(&n));
+	CHECK(n == 2, "EMU_DEVICES=2 must give 2 devices, got %d", n);
+	CHECK(cudaSetDevice(2) == cudaErrorInvalidDevice, "cuda:2 must not exist");
+	cudaGetLastError();
+	for (int i = 0; i < 2; i++) {
+		OK(cudaSetDevice(i));
+		OK(cudaGetDevice(&d));
+		CHECK(d == i, "cudaGetDevice must say %d, got %d", i, d);
+		OK(cudaStreamCreate(&s[i]));
+		OK(cudaMalloc((void **)&x[i], N * sizeof(float)));
+		OK(cudaPointerGetAttributes(&at, x[i]));
+		CHECK(at.type == cudaMemoryTypeDevice && at.device == i,
+		      "memory made on cuda:%d must say device %d, says %d", i, i, at.device);
+	}
+	for (int i = 0; i < 2; i++) {
+		OK(cudaSetDevice(i));
+		k_fill<<<N / 64, 64, 0, s[i]>>>(x[i], 10.0f * (float)(i + 1));
+		OK(cudaStreamSynchronize(s[i]));
+		OK(cudaMemcpy(&h, x[i], sizeof(h), cudaMemcpyDeviceToHost));
+		CHECK(h == 10.0f * (float)(i + 1), "cuda:%d's kernel wrote %g", i, h);
+	}
+	if (cross) {
+		OK(cudaSetDevice(1));
+		k_twice<<<N / 64, 64, 0, s[1]>>>(x[0], x[1]); /* x[0] is cuda:0's */
+		OK(cudaStreamSynchronize(s[1]));
+		fprintf(stderr, "emu_streams: a kernel of cuda:1 read cuda:0's memory unseen\n");
+		exit(0);
+	}
+	for (int i = 0; i < 2; i++) {
+		OK(cudaSetDevice(i));
+		OK(cudaFree(x[i]));
+		OK(cudaStreamDestroy(s[i]));
+	}
+	OK(cudaSetDevice(0));
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && (!strcmp(argv[1], "devices") || !strcmp(argv[1], "cross-device"))) {
+		test_devices(!strcmp(argv[1], "cross-device"));
+		if (failures) {
+			fprintf(stderr, "emu_streams: %d checks failed\n", failures);
+			return 1;
+		}
+		printf("emu_streams: devices: all checks passed\n");
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[1], "missing-wait")) {
 		float got = producer_consumer(0, cudaStreamDefault);
 
