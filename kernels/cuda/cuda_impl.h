@@ -17,8 +17,10 @@ extern "C" {
 /* The context one weft_ctx computes on (weft_kernel_table.ctx_create):
  * one device, one compute stream, one cuBLAS handle bound to the stream.
  * The stream is a blocking stream (not cudaStreamNonBlocking), so work on
- * the legacy default stream - copies made with a NULL context, the NCCL
- * plugin's ordering event - is ordered after it. */
+ * the legacy default stream - copies made with a NULL context, comm gloo's
+ * staging copies - is ordered after it. A comm stream orders itself after
+ * it with the context's own event (`order`, through the extras'
+ * stream_wait_compute): every live context is on the `live` list. */
 typedef struct cuda_ctx {
 	int32_t index;
 	cudaStream_t stream;
@@ -41,6 +43,12 @@ typedef struct cuda_ctx {
 	 * for every kernel, so a fault is reported by the kernel that caused it
 	 * rather than by a later call. */
 	int sync_check;
+	/* Recorded on `stream` by stream_wait_compute and waited for by the
+	 * caller's stream; reused (a wait takes the record current at its
+	 * call). */
+	cudaEvent_t order;
+	/* The live contexts (cuda_table.c's list, under its lock). */
+	struct cuda_ctx *live_prev, *live_next;
 } cuda_ctx;
 
 /* A row scratch block outgrown by cuda_rows_reserve, freed at ctx_destroy. */

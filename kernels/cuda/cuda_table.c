@@ -1,6 +1,7 @@
 /* The CUDA kernel table: entry symbol, contexts (stream + cuBLAS handle),
  * device memory with accounting, copies; on top of the kernel files, and
  * of the helpers every one of them uses (cuda_common.c). */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,12 +10,67 @@
 
 /* ---- contexts ---- */
 
+/* Every context from ctx_create not yet destroyed, for stream_wait_compute
+ * (which may run on a comm thread while the trainer makes or destroys
+ * contexts). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_ctx *live_head;
+
+static void live_add(cuda_ctx *c)
+{
+	pthread_mutex_lock(&live_lock);
+	c->live_prev = NULL;
+	c->live_next = live_head;
+	if (live_head)
+		live_head->live_prev = c;
+	live_head = c;
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(cuda_ctx *c)
+{
+	pthread_mutex_lock(&live_lock);
+	if (c->live_prev)
+		c->live_prev->live_next = c->live_next;
+	else if (live_head == c)
+		live_head = c->live_next;
+	if (c->live_next)
+		c->live_next->live_prev = c->live_prev;
+	c->live_prev = c->live_next = NULL;
+	pthread_mutex_unlock(&live_lock);
+}
+
+/* The extras' stream_wait_compute (weft/cuda_extras.h): one event per live
+ * context of the device, recorded on its stream and waited for on
+ * `stream`, all under the list's lock so no context is destroyed midway. */
+static weft_status cuda_stream_wait_compute(int32_t index, void *stream)
+{
+	cudaError_t err = cudaSetDevice(index); /* left current: see use_device_of */
+	const char *what = "cudaSetDevice";
+
+	pthread_mutex_lock(&live_lock);
+	for (cuda_ctx *c = live_head; c && err == cudaSuccess; c = c->live_next) {
+		if (c->index != index)
+			continue;
+		what = "cudaEventRecord on a compute stream";
+		err = cudaEventRecord(c->order, c->stream);
+		if (err == cudaSuccess) {
+			what = "cudaStreamWaitEvent";
+			err = cudaStreamWaitEvent((cudaStream_t)stream, c->order, 0);
+		}
+	}
+	pthread_mutex_unlock(&live_lock);
+	return err == cudaSuccess ? WEFT_OK :
+	       cuda_fail("stream_wait_compute", index, err, "%s", what);
+}
+
 static void cuda_ctx_destroy(void *kctx)
 {
 	cuda_ctx *c = kctx;
 
 	if (!c)
 		return;
+	live_remove(c);
 	cudaSetDevice(c->index);
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
@@ -36,6 +92,8 @@ static void cuda_ctx_destroy(void *kctx)
 		cudaFree(c->check_dev);
 	if (c->blas)
 		cublasDestroy(c->blas);
+	if (c->order)
+		cudaEventDestroy(c->order);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	cuda_host->mem_free(c);
@@ -64,6 +122,10 @@ static weft_status cuda_ctx_create(int32_t index, void **kctx)
 		err = cudaStreamCreate(&c->stream);
 	}
 	if (err == cudaSuccess) {
+		what = "cudaEventCreateWithFlags";
+		err = cudaEventCreateWithFlags(&c->order, cudaEventDisableTiming);
+	}
+	if (err == cudaSuccess) {
 		what = "cudaMalloc";
 		err = cudaMalloc((void **)&c->check_dev, 3 * sizeof(unsigned long long));
 	}
@@ -88,6 +150,7 @@ static weft_status cuda_ctx_create(int32_t index, void **kctx)
 		st = cuda_blas_fail("ctx_create", index, bst, "cublasCreate");
 		goto out_destroy;
 	}
+	live_add(c);
 	*kctx = c;
 	return WEFT_OK;
 
@@ -407,6 +470,7 @@ static const weft_cuda_extras cuda_extras = {
 	.host_free = cuda_host_free,
 	.copy_sync = cuda_copy_sync,
 	.sum_squares = cuda_sum_squares,
+	.stream_wait_compute = cuda_stream_wait_compute,
 };
 
 /* The entry symbol (weft/device.h): the table, or NULL with the reason in

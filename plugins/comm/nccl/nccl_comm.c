@@ -16,12 +16,16 @@
  *   collective is older than the timeout or NCCL reports an error.
  * - Every use of the ncclComm_t holds the comm's lock, since another
  *   thread (wait, abort, the watchdog) may abort it at any moment.
- * - Collectives run on the communicator's own stream. Before each, an
- *   event recorded on the legacy default stream (which waits for every
- *   blocking stream of the device: the CUDA kernel table's compute streams
- *   are blocking) is waited for on the comm stream, so the collective sees
- *   everything the compute streams wrote. Completion is an event on the
- *   comm stream; `wait` polls it with the deadline.
+ * - Collectives run on the communicator's own stream (non-blocking: no
+ *   implicit order with the legacy default stream or any other). Before
+ *   each, the comm stream waits for events recorded on the compute streams
+ *   (the CUDA kernel library's extras, stream_wait_compute: one per live
+ *   kernel-table context of the GPU, since a comm call carries no context
+ *   and pp computes on several), so the collective sees everything the
+ *   compute streams wrote before the call. Completion is an event on the
+ *   comm stream; `wait` polls it with the deadline, so compute issued
+ *   after `wait` returned runs after the collective. No device-wide
+ *   synchronize and no legacy-stream work on the way.
  * - Host buffers (weft_comm_buf.device == WEFT_COMM_DEVICE_CPU: the
  *   trainer's loss, eval sums, overflow flag, config hash, broadcast paths)
  *   are staged (nccl_stage.h): the call takes an idle scratch area (device
@@ -289,6 +293,47 @@ static cudaError_t stage_out_locked(weft_comm *c, const struct nccl_call *k, wef
 			       p->out_bytes, cudaMemcpyDeviceToHost, c->stream);
 }
 
+/* Makes c->stream wait for the work issued so far on the compute streams
+ * of c's GPU (module comment). A process that has not loaded the CUDA
+ * kernel library has no compute stream of weft's: then there is nothing
+ * to wait for (its device buffers were written by the caller's own
+ * copies). The caller holds c->mu with c->device current. Errors:
+ * WEFT_ERR_UNSUPPORTED for a kernel library built before ABI 1.4, the
+ * extras' CUDA errors; either breaks c. */
+static weft_status order_after_compute_locked(weft_comm *c, const char *what)
+{
+	const weft_cuda_extras *ex = c->extras;
+	const char *file = NULL;
+	char who[256], msg[1024];
+	weft_status st;
+
+	if (!ex) {
+		if (!WEFT_HAS_MEMBER(nccl_host, weft_host, cuda_extras) ||
+		    !nccl_host->cuda_extras || nccl_host->cuda_extras(&ex, &file) != WEFT_OK)
+			return WEFT_OK; /* no kernel library loaded: no compute stream */
+		if (!WEFT_HAS_MEMBER(ex, weft_cuda_extras, stream_wait_compute) ||
+		    !ex->stream_wait_compute) {
+			snprintf(msg, sizeof(msg), "%s: %s: the CUDA kernel library %s was built "
+				 "before ABI 1.4 and cannot order the comm stream after its "
+				 "compute streams (no stream_wait_compute); rebuild the CUDA "
+				 "kernels with this weft", nccl_who(c, who, sizeof(who)), what,
+				 file ? file : "(unknown file)");
+			nccl_break(c, msg);
+			return nccl_host->error_set(WEFT_ERR_UNSUPPORTED, "%s", msg);
+		}
+		c->extras = ex;
+	}
+	st = ex->stream_wait_compute(c->device, c->stream);
+	if (st) {
+		snprintf(msg, sizeof(msg), "%s: %s: ordering the comm stream after the compute "
+			 "streams: %s", nccl_who(c, who, sizeof(who)), what,
+			 nccl_host->error_last());
+		nccl_break(c, msg);
+		return nccl_host->error_set(st, "%s", msg);
+	}
+	return WEFT_OK;
+}
+
 weft_status nccl_issue(weft_comm *c, const char *what,
 		       ncclResult_t (*issue_fn)(weft_comm *c, const struct nccl_call *k),
 		       struct nccl_call *k, weft_comm_work **work)
@@ -323,11 +368,9 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 	w->comm = c;
 	if (k && k->plan.staged && (st = take_stage_locked(c, k->plan.bytes, what, &w->stage)))
 		goto out_put_work;
-	err = cudaEventRecord(c->ready, cudaStreamLegacy);
-	if (err == cudaSuccess)
-		err = cudaStreamWaitEvent(c->stream, c->ready, 0);
-	if (err == cudaSuccess && k)
-		err = stage_in_locked(c, k, w);
+	if ((st = order_after_compute_locked(c, what)))
+		goto out_put_work;
+	err = k ? stage_in_locked(c, k, w) : cudaSuccess;
 	if (err != cudaSuccess) {
 		st = fail_cuda(c, what, err);
 		goto out_put_work;
@@ -640,8 +683,6 @@ void nccl_destroy(weft_comm *c)
 		cudaFree(c->barrier_buf);
 		nccl_host->mem_account(WEFT_MEM_COMM, -(int64_t)sizeof(int32_t));
 	}
-	if (c->ready)
-		cudaEventDestroy(c->ready);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	pthread_mutex_unlock(&c->mu);
@@ -750,8 +791,6 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 	err = cudaSetDevice(c->device);
 	if (err == cudaSuccess)
 		err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-	if (err == cudaSuccess)
-		err = cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming);
 	if (err == cudaSuccess)
 		err = cudaMalloc((void **)&c->barrier_buf, sizeof(int32_t));
 	if (err != cudaSuccess) {

@@ -14,6 +14,7 @@
 #include "nccl_rendezvous.h"
 #include "nccl_stage.h"
 #include "weft/comm.h"
+#include "weft/cuda_extras.h"
 
 extern const weft_host *nccl_host; /* nccl_comm.c; set by the entry symbol */
 
@@ -56,7 +57,10 @@ struct weft_comm {
 	int64_t timeout_ms;
 	ncclComm_t nc;
 	cudaStream_t stream; /* the comm stream: every collective runs here, in issue order */
-	cudaEvent_t ready;   /* orders the comm stream after the compute streams */
+	/* The CUDA kernel library's extras once found (under mu): their
+	 * stream_wait_compute orders the comm stream after the compute
+	 * streams, with events. NULL while no kernel library is loaded. */
+	const struct weft_cuda_extras *extras;
 	int32_t *barrier_buf; /* one int on the device for barrier */
 
 	pthread_mutex_t mu; /* issue, wait's abort, destroy */
@@ -107,7 +111,9 @@ struct nccl_call {
 };
 
 /* Runs `issue_fn` (which enqueues NCCL calls on c->stream with k->sdev and
- * k->rdev) after ordering the comm stream behind every compute stream,
+ * k->rdev) after ordering the comm stream behind the work issued so far on
+ * every compute stream of c's GPU (an event per kernel-table context,
+ * recorded there and waited for on the comm stream),
  * settles a non-blocking communicator, records the completion event, and
  * either hands back a work handle (work != NULL) or waits for it with the
  * comm's timeout. With k->plan.staged it takes a scratch area, copies the

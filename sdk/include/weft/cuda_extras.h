@@ -1,8 +1,9 @@
 /* weft/cuda_extras.h - the CUDA kernel library's extras, beyond the kernel
  * table: kernels the training loop uses that are not ops (the fused AdamW
  * step, the loss-scale check of 16-mixed precision, the clipping sum of
- * squares) and the staging of host-side comm backends (pinned host memory,
- * a synchronous copy).
+ * squares), the staging of host-side comm backends (pinned host memory,
+ * a synchronous copy) and the event ordering of a comm stream after the
+ * compute streams (since ABI 1.4).
  *
  * weft_kernels_cuda.so exports two C symbols: weft_kernels_entry (the
  * weft_kernel_table for `cuda`, weft/device.h) and weft_kernels_cuda_extras
@@ -128,6 +129,24 @@ typedef struct weft_cuda_extras {
 	 * buffer, kept (steady state allocates nothing). Errors: CUDA's,
 	 * naming n and the device. */
 	weft_status (*sum_squares)(void *kctx, int64_t n, const float *x, double *out);
+
+	/* ---- since ABI 1.4: ordering a side stream after compute with
+	 * events (the NCCL plugin's comm stream). Check
+	 * WEFT_HAS_MEMBER(ex, weft_cuda_extras, stream_wait_compute) first. ---- */
+
+	/* Makes `stream` (a cudaStream_t of device `index`, passed as void *)
+	 * wait for the work issued so far on the stream of every live
+	 * kernel-table context of that device: an event recorded on each
+	 * context's stream (the context's own, reused) and waited for with
+	 * cudaStreamWaitEvent. Work issued on the contexts after the call is
+	 * not waited for; nothing else (no legacy default stream, no other
+	 * stream) is. Why every context and not the caller's: a comm call
+	 * carries no context (weft_comm_buf cannot grow), and one rank may
+	 * compute on several (pp's micro-batches). Does not block the host;
+	 * thread-safe (contexts are made and destroyed concurrently).
+	 * Device `index` is left current for the calling thread. Errors:
+	 * CUDA's, naming the device. */
+	weft_status (*stream_wait_compute)(int32_t index, void *stream);
 } weft_cuda_extras;
 
 /* The symbol the kernel library exports and its type: for the core's lookup
