@@ -1,27 +1,31 @@
-/* `weft fit` with trainer.comm: nccl on 2 GPUs (issue #9), for a machine
- * with at least two: skips (77) with one GPU or none, since NCCL refuses
- * two ranks of a communicator on one GPU.
+/* `weft fit` with trainer.comm: nccl on 2 ranks, one GPU each, against the
+ * same run on accelerator: cpu (comm gloo): on a machine with 2 GPUs, or
+ * under the CUDA emulator with EMU_DEVICES=2 and the emulated NCCL
+ * (test_nccl_fit_emu). Skips (77) with fewer than 2 GPUs, since NCCL
+ * refuses two ranks of a communicator on one GPU.
  *
- *   - ddp on 2 GPUs over nccl, batch 4 per rank, against one process on
- *     one GPU with batch 8 (strategy single): every number in both
- *     metrics.csv files (train loss per step, the validation loss every 10
- *     steps) within 1e-4 relative. Why 1e-4: the same global batch in F32,
- *     so only the order of the gradient sums differs (cuBLAS picks kernels
- *     by shape, and NCCL averages two half-batch gradients), ~1e-6
- *     relative per step; 20 AdamW steps of that stay far below 1e-4, while
- *     a gradient left unreduced, summed instead of averaged, or a loss or
- *     evaluation sum not reduced (the host buffers nccl stages) moves the
- *     numbers by 1e-3 or more within a few steps. The same comparison over
- *     comm gloo is scripts/gpu-check's part 7.
- *     The run also goes through every host-buffer collective of the
- *     trainer: the config hash (all_gather), the run directory
- *     (broadcast), ddp's loss and evaluation sums (all_reduce), the
- *     checkpoint's path broadcast and barriers.
+ *   - every strategy of `runs` below (ddp, ddp's bf16 and fp16 comm hooks,
+ *     zero_1/2/3, pp with gpipe): a small GPT, 3 steps with AdamW,
+ *     every step's train loss within 1e-5 relative of the CPU run's.
+ *     Why 1e-5: both runs are F32 and step the optimizer with the same
+ *     rounding (the device kernels are bit-identical to the plugin); they
+ *     differ only in the order of the GEMMs' sums (~1e-7 relative per value
+ *     after 2 updates). The 16-bit hooks round both runs' gradients the
+ *     same way (a 2-rank sum is rounded once on either backend); a GEMM
+ *     difference can move a gradient across a rounding boundary, which
+ *     moves the loss by far less than 1e-5 on this model (the measured
+ *     worst is printed). A defect does not hide under it: a gradient left
+ *     unreduced or summed instead of averaged, a collective that reads a
+ *     buffer before the compute stream wrote it, a shard at the wrong
+ *     offset or a stage's activation not received each move the loss of
+ *     step 2 or 3 by 1e-4 or more at lr 3e-3.
+ *     Another strategy is one row of `runs`.
  *   - the two ranks' communicators are on cuda:0 and cuda:1 (the plugin's
- *     debug line "connected on cuda:N");
- *   - 16-mixed on 2 GPUs over nccl (the overflow flag is a host buffer
- *     reduced with max every step) runs 20 steps with finite losses and
- *     the loss falls.
+ *     debug line "connected on cuda:N"), and the run goes through the
+ *     trainer's host-buffer collectives (config hash, run directory, ddp's
+ *     loss sums), which the plugin stages;
+ *   - 16-mixed over nccl (the overflow flag is a host buffer reduced with
+ *     max every step) runs with finite losses that fall.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,167 +34,123 @@
 
 #include "cuda_test.h"
 
-#define STEPS 20
-#define RTOL 1e-4
-#define MAX_ROWS 64
-#define MAX_COLS 16
+#define STEPS 3
+#define RTOL 1e-5
+
+/* One strategy's run: the trainer.strategy mapping and the trainer lines
+ * it needs beyond the common ones. */
+typedef struct fit_run {
+	const char *name;
+	const char *strategy;
+	const char *trainer_extra;
+} fit_run;
+
+static const fit_run runs[] = {
+	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", "" },
+	{ "ddp_bf16", "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, "
+		      "first_bucket_mb: 0.002}", "" },
+	{ "ddp_fp16", "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, "
+		      "first_bucket_mb: 0.002}", "" },
+	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "" },
+	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "" },
+	{ "zero_3", "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
+		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
+	  "" },
+	{ "pp_gpipe", "{name: pp, pp: 2, schedule: gpipe}", "  accumulate_grad_batches: 4\n" },
+	/* pp with 1f1b is not a row yet: in its steady state stage 0 sends an
+	 * activation while stage 1 sends a gradient, each issued before the
+	 * matching receive and outside a group, and NCCL's sends wait for
+	 * their receiver (a rendezvous, which the emulated NCCL models): both
+	 * ranks wait until the deadline. It joins, with its schedule in the
+	 * strategy mapping, once pp groups its point-to-point calls (issue 20,
+	 * item 3). */
+};
 
 static char dir[] = "/tmp/weft_test_nccl_fit_XXXXXX";
 
-static int write_config(const char *corpus)
+/* DIR/NAME.yaml for run r: 2 ranks on accelerator: cpu over gloo; the
+ * cuda runs override accelerator and comm on the command line. */
+static int write_config(const char *name, const char *corpus, const fit_run *r)
 {
 	char path[1200];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/fit.yaml", dir);
+	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
 	f = fopen(path, "w");
 	if (!f)
 		return -1;
 	fprintf(f,
-		"seed_everything: 7\n"
+		"seed_everything: 11\n"
 		"trainer:\n"
-		"  accelerator: cuda\n"
-		"  devices: 1\n"
-		"  comm: nccl\n"
+		"  accelerator: cpu\n"
+		"  devices: 2\n"
+		"  comm: gloo\n"
+		"  strategy: %s\n"
+		"%s"
 		"  max_steps: %d\n"
 		"  log_every_n_steps: 1\n"
-		"  val_check_interval: 10\n"
-		"  check_val_every_n_epoch: null\n"
-		"  limit_val_batches: 2\n"
+		"  limit_val_batches: 0\n"
+		"  enable_checkpointing: false\n"
 		"  enable_progress_bar: false\n"
 		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 256,\n"
-		"        block_size: 32, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 32, batch_size: 8,\n"
+		"model: {class: gpt, n_layer: 2, n_head: 2, n_embd: 16, vocab_size: 256,\n"
+		"        block_size: 8, bias: true, dropout: 0.0}\n"
+		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
 		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.0}\n",
-		STEPS, dir, corpus);
+		"optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1}\n",
+		r->strategy, r->trainer_extra, STEPS, dir, corpus);
 	return fclose(f);
 }
 
-/* Runs `weft fit` with extra arguments as run NAME (env: variables to
- * set, or ""); returns its status. */
-static int fit(const char *name, const char *env, const char *extra)
+/* Run r on the CPU and over nccl; compares every step's loss. */
+static void test_run(const char *corpus, const fit_run *r)
 {
-	char cmd[4096];
-	int rc;
+	char cname[64], gname[64], log[1200];
+	double cl[STEPS], gl[STEPS], worst = 0.0;
+	int nc, ng;
 
-	snprintf(cmd, sizeof(cmd), "%s '%s' fit --config '%s/fit.yaml' --trainer.name=%s %s "
-		 "> '%s/%s.log' 2>&1", env, WEFT_CLI, dir, name, extra, dir, name);
-	rc = system(cmd);
-	if (rc != 0) {
-		fprintf(stderr, "run %s failed (status %d); its log ends:\n", name, rc);
-		snprintf(cmd, sizeof(cmd), "tail -n 25 '%s/%s.log' >&2", dir, name);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(no log)\n");
-	}
-	return rc;
-}
-
-/* The numbers of runs/NAME/version_0/metrics.csv after its header:
- * val[row][col], NAN where a field is empty. Returns the rows. */
-static int read_metrics(const char *name, double val[MAX_ROWS][MAX_COLS], int *cols)
-{
-	char path[1200], line[1024];
-	int rows = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/runs/%s/version_0/metrics.csv", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	*cols = 0;
-	while (fgets(line, sizeof(line), f) && rows < MAX_ROWS) {
-		char *p = line;
-		int c = 0;
-
-		if (rows++ < 0) /* header */
-			continue;
-		while (c < MAX_COLS) {
-			char *end;
-			double v = strtod(p, &end);
-
-			val[rows - 1][c++] = end == p ? NAN : v;
-			p = strchr(p, ',');
-			if (!p)
-				break;
-			p++;
-		}
-		*cols = c > *cols ? c : *cols;
-	}
-	fclose(f);
-	return rows < 0 ? 0 : rows;
-}
-
-static int file_has(const char *name, const char *text)
-{
-	char path[1200], buf[1 << 16];
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.log", dir, name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	return strstr(buf, text) != NULL;
-}
-
-static void test_ddp_vs_single(void)
-{
-	static double a[MAX_ROWS][MAX_COLS], b[MAX_ROWS][MAX_COLS];
-	int ra, rb, ca = 0, cb = 0, values = 0, bad = 0;
-
-	WT_CHECK(fit("single", "", "--trainer.strategy=single") == 0);
+	snprintf(cname, sizeof(cname), "%s_cpu", r->name);
+	snprintf(gname, sizeof(gname), "%s_nccl", r->name);
+	WT_REQUIRE(write_config(cname, corpus, r) == 0);
+	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
 	/* debug: the plugin logs the GPU each rank's communicator is on */
-	WT_CHECK(fit("ddp_nccl", "WEFT_LOG_LEVEL=debug", "--trainer.devices=2 "
-		     "--trainer.strategy=ddp --data.batch_size=4") == 0);
-	WT_CHECK(file_has("ddp_nccl", "rank 0/2 connected on cuda:0"));
-	WT_CHECK(file_has("ddp_nccl", "rank 1/2 connected on cuda:1"));
-	ra = read_metrics("single", a, &ca);
-	rb = read_metrics("ddp_nccl", b, &cb);
-	WT_CHECK(ra >= STEPS && ra == rb && ca == cb);
-	for (int r = 0; r < ra && r < rb; r++)
-		for (int c = 0; c < ca && c < cb; c++) {
-			if (isnan(a[r][c]) && isnan(b[r][c]))
-				continue;
-			values++;
-			if (!(fabs(a[r][c] - b[r][c]) <= RTOL * fabs(a[r][c]))) {
-				if (bad++ < 10)
-					fprintf(stderr, "metrics.csv line %d column %d: single %.9g, "
-						"ddp over nccl %.9g\n", r + 2, c + 1, a[r][c],
-						b[r][c]);
-			}
-		}
-	WT_CHECK(values >= STEPS);
-	WT_CHECK(bad == 0);
-}
+	setenv("WEFT_LOG_LEVEL", "debug", 1);
+	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "--trainer.comm=nccl") == 0);
+	unsetenv("WEFT_LOG_LEVEL");
+	snprintf(log, sizeof(log), "%s/%s.log", dir, gname);
+	WT_CHECK(ct_file_has(log, "rank 0/2 connected on cuda:0") &&
+		 ct_file_has(log, "rank 1/2 connected on cuda:1"));
+	nc = ct_read_metrics(dir, cname, 0, cl, NULL, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gl, NULL, STEPS);
+	WT_CHECK(nc == STEPS && ng == STEPS);
+	for (int s = 0; s < nc && s < ng; s++) {
+		double rel = fabs(gl[s] - cl[s]) / fabs(cl[s]);
 
-static void test_16_mixed(void)
-{
-	static double m[MAX_ROWS][MAX_COLS];
-	double first = NAN, last = NAN;
-	int rows, cols = 0, losses = 0;
-
-	WT_CHECK(fit("ddp_nccl_16", "", "--trainer.devices=2 --trainer.strategy=ddp "
-		     "--data.batch_size=4 --trainer.precision=16-mixed") == 0);
-	rows = read_metrics("ddp_nccl_16", m, &cols);
-	/* column 2: train_loss (column 1 is the step) */
-	for (int r = 0; r < rows; r++) {
-		if (cols < 2 || isnan(m[r][1]))
-			continue;
-		WT_CHECK(isfinite(m[r][1]));
-		if (losses++ == 0)
-			first = m[r][1];
-		last = m[r][1];
+		WT_CLOSE(gl[s], cl[s], RTOL, 0.0);
+		worst = rel > worst ? rel : worst;
 	}
-	WT_CHECK(losses == STEPS);
-	WT_CHECK(last < first);
+	fprintf(stderr, "%s: nccl on cuda vs cpu: worst loss rel %.3g over %d steps\n", r->name,
+		worst, nc < ng ? nc : ng);
+	/* the runs trained: AdamW at this rate lowers the loss within 3 steps */
+	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
 }
 
-int main(void)
+static void test_16_mixed(const char *corpus)
+{
+	double l[STEPS];
+	int n;
+
+	WT_REQUIRE(write_config("mixed16", corpus, &runs[0]) == 0);
+	WT_CHECK(ct_fit(dir, "mixed16", "mixed16_nccl", "cuda", "--trainer.comm=nccl "
+			"--trainer.precision=16-mixed") == 0);
+	n = ct_read_metrics(dir, "mixed16_nccl", 0, l, NULL, STEPS);
+	WT_CHECK(n == STEPS);
+	for (int s = 0; s < n; s++)
+		WT_CHECK(isfinite(l[s]));
+	WT_CHECK(n == STEPS && l[STEPS - 1] < l[0]);
+}
+
+int main(int argc, char **argv)
 {
 	char corpus[256];
 	int n = 0;
@@ -203,9 +163,17 @@ int main(void)
 	}
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
-	WT_REQUIRE(write_config(corpus) == 0);
-	test_ddp_vs_single();
-	test_16_mixed();
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		/* `test_nccl_fit NAME...` runs only the named rows (and no 16-mixed) */
+		int wanted = argc < 2;
+
+		for (int a = 1; a < argc; a++)
+			wanted |= !strcmp(argv[a], runs[i].name);
+		if (wanted)
+			test_run(corpus, &runs[i]);
+	}
+	if (argc < 2)
+		test_16_mixed(corpus);
 	ct_finish_dir(dir);
 	return wt_done("test_nccl_fit");
 }
