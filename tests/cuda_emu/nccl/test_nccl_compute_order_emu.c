@@ -20,7 +20,12 @@
  *       plugin does not order after: the program must read stale data and
  *       exit 1 saying so. Ordering through the legacy default stream (the
  *       plugin's earlier scheme, which waits for every blocking stream)
- *       would hide this; so the pair proves the events are the order. */
+ *       would hide this; so the pair proves the events are the order.
+ *   test_nccl_compute_order_emu old-kernels (nccl_refuses_kernels_before_abi_1_4)
+ *       one rank, with WEFT_PLUGIN_PATH naming first a kernel library
+ *       whose extras end where ABI 1.3 did (fake_old_kernels.c): an
+ *       all-reduce of a device buffer is refused with the advice to
+ *       rebuild the kernels, and the communicator is broken after it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +148,46 @@ static int foreign(weft_comm *c, int rank)
 	return bad > 0;
 }
 
+/* One rank over a kernel library built before ABI 1.4. */
+static void old_kernels(void)
+{
+	weft_comm_init_args a = {
+		.struct_size = sizeof(weft_comm_init_args), .rank = 0, .size = 1,
+		.name = "old", .timeout_ms = 20000, .device = WEFT_COMM_DEVICE_CUDA,
+		.device_index = 0,
+	};
+	const weft_plugin_desc *desc;
+	weft_store_server *srv;
+	weft_store_client *cl = NULL;
+	weft_comm *c = NULL;
+	void *h = NULL, *kctx = NULL, *x;
+	weft_comm_buf b;
+
+	WT_OK(weft_kernels_get((weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 }, &k));
+	WT_OK(weft_plugin_open(NCCL_SO, &h, &desc));
+	ops = desc->items[0].vtable;
+	WT_OK(weft_store_server_start("127.0.0.1", 0, "nccl-old", &srv));
+	WT_OK(weft_store_connect("127.0.0.1", weft_store_server_port(srv), "nccl-old", 5000, &cl));
+	a.store = weft_store_client_vtable(cl);
+	WT_OK(ops->init(&a, &c));
+	WT_REQUIRE(c != NULL);
+	WT_OK(k->ctx_create(0, &kctx));
+	x = dev_buf(0, kctx);
+	b = dbuf(x, 0);
+	WT_FAILS(ops->all_reduce(c, &b, &b, WEFT_COMM_SUM, NULL), WEFT_ERR_UNSUPPORTED,
+		 "nccl: comm 'old' rank 0/1: all_reduce", "fake/weft_kernels_cuda.so",
+		 "was built before ABI 1.4 and cannot order the comm stream after its compute "
+		 "streams", "rebuild the CUDA kernels with this weft");
+	/* broken from then on, saying why */
+	WT_FAILS(ops->all_reduce(c, &b, &b, WEFT_COMM_SUM, NULL), WEFT_ERR_COMM,
+		 "the communicator broke earlier", "was built before ABI 1.4");
+	k->mem_free(0, WEFT_MEM_OTHER, x, N * sizeof(float));
+	k->ctx_destroy(kctx);
+	ops->destroy(c);
+	weft_store_client_close(cl);
+	weft_store_server_stop(srv);
+}
+
 static int rank_main(int rank, int port, int foreign_mode)
 {
 	weft_comm_init_args a = {
@@ -175,6 +220,11 @@ static int rank_main(int rank, int port, int foreign_mode)
 int main(int argc, char **argv)
 {
 	int foreign_mode = argc > 1 && !strcmp(argv[1], "foreign");
+
+	if (argc > 1 && !strcmp(argv[1], "old-kernels")) {
+		old_kernels();
+		return wt_done("test_nccl_compute_order_emu old-kernels");
+	}
 	weft_store_server *srv;
 	pid_t pid[RANKS];
 	int bad = 0, stale = 0, n = 0;
