@@ -13,8 +13,8 @@
  * not at all, a stage's parameters not copied back or a clipping factor
  * left out each move the loss of step 2 or 3 by 1e-4 or more at lr 3e-3.
  * A checkpoint written on cuda resumes to the CPU run's losses.
- * Also: hybrid dp 2 x pp 1 on cuda and lion on cuda are refused at create
- * with one message each saying what runs.
+ * Also: lion on cuda is refused at create with one message saying what
+ * runs. (hybrid dp x pp on cuda: test_cuda_hybrid_fit.)
  * Skips (77) without a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,13 +127,6 @@ int main(void)
 	snprintf(log, sizeof(log), "%s/lion_cuda.log", dir);
 	WT_CHECK(ct_file_has(log, "strategy 'pp' on accelerator: cuda steps the optimizer") &&
 		 ct_file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
-	/* dp replicas of a pipeline stay on the CPU in this version: said so */
-	WT_REQUIRE(write_config(dir, "hybrid", corpus, "{name: hybrid, dp: 2, pp: 1}",
-				"{name: adamw, lr: 3.0e-3}") == 0);
-	WT_CHECK(ct_fit(dir, "hybrid", "hybrid_cuda", "cuda", "") != 0);
-	snprintf(log, sizeof(log), "%s/hybrid_cuda.log", dir);
-	WT_CHECK(ct_file_has(log, "strategy 'hybrid': dp 2 x tp 1 x pp 1 runs on accelerator: "
-			  "cpu only") && ct_file_has(log, "on cuda use dp 1 and tp 1"));
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_pp_fit");
 }

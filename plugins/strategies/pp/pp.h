@@ -144,7 +144,8 @@ typedef struct pp_strategy {
 	int n_whole_ranges;
 	int64_t state_numel;
 	float *wte_tmp;         /* the other copy's tied-embedding gradient */
-	float *dp_stage;        /* zero_1: dp * the largest piece's shard, WEFT_MEM_COMM */
+	float *dp_stage;        /* zero_1: dp * the largest piece's shard, WEFT_MEM_COMM on
+				 * the model's device */
 	int64_t dp_stage_numel;
 	float **state_slots;
 	float *state_mem;       /* on the device, n_slots * state_numel (+1 byte) */
@@ -218,7 +219,7 @@ weft_status pp_gather(pp_strategy *s);
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
 /* pp_dev.c: the device side. pp_dev_check (create): whether this run can
- * use the device at all (hybrid dp/tp and optimizers without a device
+ * use the device at all (hybrid tp > 1 and optimizers without a device
  * kernel are refused off the CPU, with the reason). pp_dev_init (setup,
  * before the chunks): the kernel table. pp_dalloc / pp_dfree: zeroed
  * F32 buffers on the device by category. pp_dev_ranges (after the state

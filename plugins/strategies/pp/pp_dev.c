@@ -11,6 +11,9 @@
  * weft_optim_ops.adam_params / sgd_params), stepped over each chunk's
  * pieces cut where weight decay starts or stops.
  *
+ * The dp replicas of a hybrid mesh (pp_dp.c) average and gather on the
+ * same device buffers; tp > 1 is refused off the CPU (pp_dev_check).
+ *
  * Contexts: every micro-batch runs on a context of its own, each with its
  * own stream; pp_dev_sync waits for all of them (after the schedule,
  * before the gradients are read on the model's context, and after the
@@ -59,11 +62,11 @@ weft_status pp_dev_check(const char *who, const weft_strategy_env *env, const pp
 
 	if (env->device.type == WEFT_DEVICE_CPU)
 		return WEFT_OK;
-	if (o->dp > 1 || o->tp > 1)
+	if (o->tp > 1)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': dp %d x tp %d x pp "
-					 "%d runs on accelerator: cpu only in this version (its dp "
-					 "and tp parts reduce and step on host memory); on cuda use "
-					 "dp 1 and tp 1 (a plain pipeline), or accelerator: cpu",
+					 "%d: tp > 1 runs on accelerator: cpu only in this version "
+					 "(its tp part reduces and steps on host memory); on cuda use "
+					 "tp 1 (dp x pp runs there), or accelerator: cpu",
 					 who, o->dp, o->tp, o->pp);
 	if (optim_fits(env, env->optim_ops->state_slots(env->optim), &kind, &ap, &sp, &why))
 		return WEFT_OK;

@@ -1,0 +1,219 @@
+/* precision_fit.h - what test_cuda_bf16_mixed_fit and test_cuda_16_mixed_fit
+ * share (one program per precision, so that ctest runs them side by side
+ * and each stays within the emulator's per-test time).
+ *
+ * Mixed precision through every strategy that runs on CUDA, on a GPU or
+ * under the CUDA emulator: `weft fit` of a small GPT on 2 ranks over comm
+ * gloo at trainer.precision bf16-mixed and 16-mixed, for zero_1, zero_2,
+ * zero_3, pp (1f1b, 2 stages), ddp, and ddp with its bf16 and fp16 comm
+ * hooks; 3 steps with AdamW and gradient clipping at 0.5; every step's
+ * train loss and gradient norm against the same run on accelerator: cpu
+ * at the same precision. (32-true: test_cuda_zero_fit, test_cuda_pp_fit,
+ * test_cuda_hybrid_fit, test_cuda_ddp_hooks, test_cuda_fit_optim.)
+ *
+ * The CPU mirrors the CUDA path by design (core/tensor/autocast.c): a
+ * linear layer rounds x, w and dy to the 16-bit dtype with the same
+ * round-to-nearest-even on both, and gemm_lowp multiplies them exactly
+ * and sums in F32 (the CPU widens and calls sgemm, cuBLAS computes in
+ * 32F); everything else (parameters, gradients, optimizer state, the
+ * other ops) is F32 on both, and 16-mixed's loss scale and overflow
+ * decision are the same computation on both. So the runs differ only in
+ * the order of F32 sums, as at 32-true, plus what that order does to the
+ * next 16-bit rounding: a value ~1e-7 relative apart can land on the other
+ * side of a rounding boundary and then differs by one 16-bit ulp (2^-8 or
+ * 2^-11 relative) in that element. AdamW's first steps then move each
+ * weight by about lr whatever its gradient's size, so a gradient near
+ * zero that came out with the other sign moves its weight 2 lr apart: the
+ * differences grow over the steps more than at 32-true, and are measured
+ * rather than derived.
+ * The loss alone is a weak probe: at initialization the logits are near
+ * zero and the loss near log(vocab) whatever the rounding; the gradient
+ * norm, which sees every gradient, moves more. So one bound per precision
+ * applies to both, set between what the two devices differ by and what
+ * autocast itself changes (ddp's CPU run at 32-true against the same at
+ * the mixed precision), measured on this test's fixed corpus:
+ *   bf16-mixed 1e-4: cuda vs cpu measured worst 1.3e-7 (1.8e-5 for pp on
+ *     the docs corpus the other fit tests read); autocast off differs by
+ *     1.4e-3, 14x above the bound.
+ *   16-mixed 2e-4: cuda vs cpu measured worst 3.3e-5 (ddp with the fp16
+ *     hook, which rounds the gradients to f16 as well; pp 8.7e-6, the rest
+ *     <= 4.7e-6), 6x margin; autocast off differs by 9.2e-4, 4.6x above.
+ *     The loss scale (2^16) is a power of two: exact on both.
+ * Each program checks the second half of that claim itself (ddp's CPU run
+ * at 32-true is further from the mixed one than the bound), so a bound
+ * that stopped telling autocast on from off would fail. A 16-mixed step
+ * skipped on one side only, or gradients not unscaled, miss by far more.
+ * Skips (77) without a GPU. */
+#ifndef WEFT_TEST_PRECISION_FIT_H
+#define WEFT_TEST_PRECISION_FIT_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_test.h"
+
+#define STEPS 3
+
+static const struct {
+	const char *name;      /* the runs' names */
+	const char *strategy;  /* trainer.strategy */
+	int n_layer;
+	int accumulate;
+} cases[] = {
+	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", 1,
+	  1 },
+	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", 1,
+	  1 },
+	{ "zero_3", "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
+		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
+	  1, 1 },
+	{ "pp", "{name: pp, pp: 2, schedule: 1f1b}", 2, 2 },
+	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", 1, 1 },
+	{ "ddp_bf16", "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}",
+	  1, 1 },
+	{ "ddp_fp16", "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}",
+	  1, 1 },
+};
+
+/* The bounds (relative), argued above. */
+#define PF_TOL_BF16 1e-4
+#define PF_TOL_F16 2e-4
+
+static int pf_write_config(const char *dir, const char *name, const char *corpus, int c,
+			   const char *precision)
+{
+	char path[1200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"seed_everything: 11\n"
+		"trainer:\n"
+		"  accelerator: cpu\n"
+		"  devices: 2\n"
+		"  comm: gloo\n"
+		"  precision: %s\n"
+		"  strategy: %s\n"
+		"  accumulate_grad_batches: %d\n"
+		"  max_steps: %d\n"
+		"  log_every_n_steps: 1\n"
+		"  limit_val_batches: 0\n"
+		"  enable_checkpointing: false\n"
+		"  enable_progress_bar: false\n"
+		"  gradient_clip_val: 0.5\n"
+		"  default_root_dir: %s/runs\n"
+		"model: {class: gpt, n_layer: %d, n_head: 2, n_embd: 16, vocab_size: 256,\n"
+		"        block_size: 8, bias: true, dropout: 0.0}\n"
+		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
+		"       val_fraction: 0.1, shuffle: false}\n"
+		"optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1}\n",
+		precision, cases[c].strategy, cases[c].accumulate, STEPS, dir, cases[c].n_layer,
+		corpus);
+	return fclose(f);
+}
+
+/* The relative difference of a and b (b the reference). */
+static double pf_rel(double a, double b)
+{
+	return fabs(a - b) / fabs(b);
+}
+
+/* Case c at precision prec, CUDA against the CPU within tol. */
+static void pf_case(const char *dir, const char *corpus, int c, const char *prec, double tol)
+{
+	double cl[STEPS], cn[STEPS], gl[STEPS], gn[STEPS], worst = 0.0;
+	char cname[64], gname[64];
+	int nc, ng;
+
+	snprintf(cname, sizeof(cname), "%s_%s_cpu", cases[c].name, prec);
+	snprintf(gname, sizeof(gname), "%s_%s_cuda", cases[c].name, prec);
+	WT_REQUIRE(pf_write_config(dir, cname, corpus, c, prec) == 0);
+	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
+	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
+	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
+	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
+	WT_CHECK(nc == STEPS && ng == STEPS);
+	for (int s = 0; s < nc && s < ng; s++) {
+		WT_CLOSE(gl[s], cl[s], tol, 0.0);
+		WT_CLOSE(gn[s], cn[s], tol, 0.0);
+		worst = fmax(worst, fmax(pf_rel(gl[s], cl[s]), pf_rel(gn[s], cn[s])));
+	}
+	fprintf(stderr, "%s at %s: cuda vs cpu worst rel %.3g over %d steps (bound %g)\n",
+		cases[c].name, prec, worst, nc < ng ? nc : ng, tol);
+	/* the runs trained */
+	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
+}
+
+/* What the bound must tell apart: ddp's CPU run at prec (made by pf_case
+ * before) against the same at 32-true, every step's loss and norm. */
+static void pf_autocast_effect(const char *dir, const char *corpus, const char *prec,
+			       double tol)
+{
+	double fl[STEPS], fn[STEPS], ml[STEPS], mn[STEPS], worst = 0.0;
+	char mixed[64];
+	int nf, nm;
+
+	snprintf(mixed, sizeof(mixed), "ddp_%s_cpu", prec);
+	WT_REQUIRE(pf_write_config(dir, "ddp_32", corpus, 4, "32-true") == 0);
+	WT_CHECK(ct_fit(dir, "ddp_32", "ddp_32", "cpu", "") == 0);
+	nf = ct_read_metrics(dir, "ddp_32", 0, fl, fn, STEPS);
+	nm = ct_read_metrics(dir, mixed, 0, ml, mn, STEPS);
+	WT_CHECK(nf == STEPS && nm == STEPS);
+	for (int s = 0; s < nf && s < nm; s++)
+		worst = fmax(worst, fmax(pf_rel(ml[s], fl[s]), pf_rel(mn[s], fn[s])));
+	fprintf(stderr, "ddp on the cpu: %s vs 32-true worst rel %.3g (bound %g)\n", prec, worst,
+		tol);
+	/* autocast changed the run by more than the bound */
+	WT_CHECK(worst > tol);
+}
+
+/* The runs' text: 64 KiB of words drawn by a fixed generator, so that the
+ * measured differences (and the autocast check) do not move when the
+ * project's docs, which the other fit tests read, are edited. */
+static void pf_write_corpus(const char *dir, char *corpus, size_t len)
+{
+	static const char *const words[] = { "the", "gradient", "of", "a", "stage", "is",
+					     "averaged", "over", "ranks", "and", "stepped",
+					     "on", "device", "memory", "with", "each", "shard",
+					     "kernel", "loss", "scale", "\n" };
+	uint32_t x = 12345u;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(corpus, len, "%s/corpus.txt", dir);
+	f = fopen(corpus, "w");
+	WT_REQUIRE(f != NULL);
+	while (n < 65536) {
+		const char *w;
+
+		x = x * 1664525u + 1013904223u;
+		w = words[(x >> 16) % (sizeof(words) / sizeof(words[0]))];
+		n += (size_t)fprintf(f, "%s ", w);
+	}
+	WT_REQUIRE(fclose(f) == 0);
+}
+
+/* Every case at prec within tol, in a scratch dir named for the test. */
+static int pf_main(const char *test, const char *prec, double tol)
+{
+	char dir[256], corpus[256];
+
+	snprintf(dir, sizeof(dir), "/tmp/weft_%s_XXXXXX", test);
+	ct_setup(test);
+	ct_teardown();
+	WT_REQUIRE(mkdtemp(dir) != NULL);
+	pf_write_corpus(dir, corpus, sizeof(corpus));
+	for (int c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++)
+		pf_case(dir, corpus, c, prec, tol);
+	pf_autocast_effect(dir, corpus, prec, tol);
+	ct_finish_dir(dir);
+	return wt_done(test);
+}
+
+#endif /* WEFT_TEST_PRECISION_FIT_H */

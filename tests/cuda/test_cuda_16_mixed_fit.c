@@ -1,0 +1,11 @@
+/* 16-mixed through zero_1/2/3, pp and ddp (with and without its comm
+ * hooks) on CUDA against the CPU at 16-mixed, every step's loss and
+ * gradient norm within 2e-4 relative; why: precision_fit.h. Also: the
+ * same CPU run at 32-true is further from 16-mixed than that bound.
+ * Skips (77) without a GPU. */
+#include "precision_fit.h"
+
+int main(void)
+{
+	return pf_main("test_cuda_16_mixed_fit", "16-mixed", PF_TOL_F16);
+}
