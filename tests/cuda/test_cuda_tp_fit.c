@@ -4,8 +4,8 @@
  * 0.5, every step's train loss and gradient norm against the same run on
  * accelerator: cpu:
  *   - tp 2 with sequence parallelism and the vocabulary-parallel loss
- *     (partial layernorm and bias gradients summed over the tp group),
- *     AdamW, checkpointed on cuda after 3
+ *     (partial layernorm and bias gradients summed over the tp group, the
+ *     loss's rows on the device), AdamW, checkpointed on cuda after 3
  *     steps and resumed to 5 (the optimizer state's host mirror there and
  *     back) against the CPU's uninterrupted run;
  *   - tp 3, odd shapes (width 24, 3 heads, context 7, vocabulary 255:
