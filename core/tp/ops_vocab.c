@@ -9,9 +9,15 @@
  * the local sums of exp(z - max) together with the target's logit, which
  * only its owner contributes (SUM); its backward is local.
  *
- * The embedding is composed from the kernel table (it runs on any device);
- * the cross-entropy and accuracy run their per-row loops on the host, on
- * the logits themselves on the CPU and on a host copy elsewhere. */
+ * The embedding is composed from the kernel table (it runs on any device).
+ * The cross-entropy's per-row passes over the logits are the table's
+ * vocab_ce_stats and vocab_ce_backward (weft/device.h, since ABI 1.4), so
+ * the logits never leave the device: the collectives work on the rows'
+ * statistics in device buffers, and only those statistics (three doubles
+ * a row) come to the host for the mean. A table without those members
+ * (an older or a third party's) gets the same loops on the host, on a
+ * host copy of the logits. The accuracy (evaluation only, never recorded)
+ * runs its arg-max on a host copy. */
 #include <math.h>
 #include <string.h>
 
@@ -67,13 +73,24 @@ static weft_status host_ids(weft_ctx *ctx, const char *op, const weft_tensor *t,
 	return WEFT_OK;
 }
 
-/* One counted all-reduce of F64 values over the group, in place. */
-static weft_status reduce_f64(weft_tp_group *g, const char *op, weft_pass pass, double *v,
-			      int64_t n, weft_comm_redop how)
+/* One counted all-reduce of F64 values over the group, in place: host
+ * memory, or with on_device memory of ctx's device that kernels queued on
+ * ctx write (waited for first). */
+static weft_status reduce_f64(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pass pass,
+			      double *v, int64_t n, weft_comm_redop how, int on_device)
 {
-	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64 };
+	weft_device dev = weft_ctx_device(ctx);
+	int cuda = on_device && dev.type == WEFT_DEVICE_CUDA;
+	weft_comm_buf b = { .data = v, .count = n, .dtype = WEFT_COMM_F64,
+			    .device = cuda ? WEFT_COMM_DEVICE_CUDA : WEFT_COMM_DEVICE_CPU,
+			    .device_index = cuda ? dev.index : 0 };
 	int64_t t0 = weft_clock_ns();
-	weft_status st = g->ops->all_reduce(g->comm, &b, &b, how, NULL);
+	weft_status st = WEFT_OK;
+
+	if (on_device && ctx->k->synchronize)
+		st = ctx->k->synchronize(ctx->kctx);
+	if (!st)
+		st = g->ops->all_reduce(g->comm, &b, &b, how, NULL);
 
 	if (st)
 		return weft_error_wrap(st, "%s (%s, tp rank %d of %d)", op,
@@ -188,10 +205,22 @@ weft_status weft_tp_vocab_embedding(weft_ctx *ctx, weft_tp_group *g, weft_tensor
 
 /* ---- the cross-entropy over vocab-split logits ---- */
 
-/* What the backward reads (host memory of the step). */
+/* Whether ctx's table computes the loss's per-row passes itself. */
+static int table_vce(const weft_ctx *ctx)
+{
+	return WEFT_HAS_MEMBER(ctx->k, weft_kernel_table, vocab_ce_backward) &&
+	       ctx->k->vocab_ce_stats && ctx->k->vocab_ce_backward;
+}
+
+/* What the backward reads. With on_device, z, mx and sum are the step's
+ * device memory and targets the target tensor's; else z is a host view of
+ * the logits, mx and sum host memory of the step. */
 typedef struct vce_saved {
-	const float *z;      /* logits, host view (rows, Vl) */
-	const int64_t *tg;   /* targets */
+	const float *z;      /* logits (rows, Vl) */
+	const int64_t *tg;   /* targets, host */
+	const void *targets; /* targets, on the device (on_device) */
+	weft_dtype idx_dt;
+	int on_device;
 	const double *mx;    /* global row maxima */
 	const double *sum;   /* global sums of exp(z - max) */
 	double count;        /* counted rows */
@@ -214,6 +243,10 @@ static weft_status vce_backward(weft_ctx *ctx, weft_tape_node *n)
 			       WEFT_COPY_DEVICE_TO_HOST)))
 		return st;
 	scale = (double)dloss / v->count;
+	if (v->on_device)
+		return ctx->k->vocab_ce_backward(ctx->kctx, v->rows, v->Vl, v->z, v->idx_dt,
+						 v->targets, v->ignore, v->begin, v->mx, v->sum,
+						 scale, dx);
 	if (on_cpu(ctx)) {
 		acc = dx;
 	} else {
@@ -255,15 +288,96 @@ static weft_status vce_check(const char *op, const weft_tensor *logits,
 	return WEFT_OK;
 }
 
+/* The rows' global maxima (*mx) and [sums of exp(z - max) | the target's
+ * logit] (*st2, 2 * rows), host memory, by the table's kernels on the
+ * logits where they are: two all-reduces of device buffers (MAX, SUM);
+ * the statistics come to the host for the mean. Fills v's device fields
+ * for the backward. */
+static weft_status vce_rows_table(weft_ctx *ctx, weft_tp_group *g, const char *op, vce_saved *v,
+				  const weft_tensor *logits, const weft_tensor *targets,
+				  const double **mx, const double **st2)
+{
+	size_t n = (size_t)v->rows;
+	void *dmx, *dst, *hmx, *hst;
+	weft_status st;
+
+	if ((st = op_scratch(ctx, op, (n ? n : 1) * sizeof(double), &dmx)) ||
+	    (st = op_scratch(ctx, op, (n ? 2 * n : 1) * sizeof(double), &dst)) ||
+	    (st = ctx->k->vocab_ce_stats(ctx->kctx, v->rows, v->Vl, logits->data, DT(targets),
+					 targets->data, v->begin, NULL, dmx)) ||
+	    (st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, dmx, v->rows, WEFT_COMM_MAX, 1)) ||
+	    (st = ctx->k->vocab_ce_stats(ctx->kctx, v->rows, v->Vl, logits->data, DT(targets),
+					 targets->data, v->begin, dmx, dst)) ||
+	    (st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, dst, 2 * v->rows, WEFT_COMM_SUM, 1)) ||
+	    (st = host_view(ctx, op, dmx, n * sizeof(double), &hmx)) ||
+	    (st = host_view(ctx, op, dst, 2 * n * sizeof(double), &hst)))
+		return st;
+	v->on_device = 1;
+	v->z = logits->data;
+	v->targets = targets->data;
+	v->idx_dt = DT(targets);
+	v->mx = dmx;
+	v->sum = dst;
+	*mx = hmx;
+	*st2 = hst;
+	return WEFT_OK;
+}
+
+/* As vce_rows_table, with the loops on the host over a host view of the
+ * logits (a table without vocab_ce_stats). */
+static weft_status vce_rows_host(weft_ctx *ctx, weft_tp_group *g, const char *op, vce_saved *v,
+				 const weft_tensor *logits, const double **mx_out,
+				 const double **st2_out)
+{
+	const int64_t *tg = v->tg;
+	double *mx, *st2;
+	void *zh;
+	weft_status st;
+
+	if ((st = host_view(ctx, op, logits->data, weft_tensor_nbytes(logits), &zh)) ||
+	    (st = host_scratch(ctx, op, (size_t)v->rows * sizeof(double), (void **)&mx)) ||
+	    (st = host_scratch(ctx, op, (size_t)(2 * v->rows) * sizeof(double), (void **)&st2)))
+		return st;
+	v->z = zh;
+	for (int64_t i = 0; i < v->rows; i++) {
+		const float *z = v->z + i * v->Vl;
+		float m = -INFINITY;
+
+		for (int64_t j = 0; j < v->Vl; j++)
+			m = z[j] > m ? z[j] : m;
+		mx[i] = m;
+	}
+	if ((st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, mx, v->rows, WEFT_COMM_MAX, 0)))
+		return st;
+	/* st2: [sum of exp(z - max) | the target's logit] per row */
+	for (int64_t i = 0; i < v->rows; i++) {
+		const float *z = v->z + i * v->Vl;
+		int64_t t = tg[i] - v->begin;
+		double s = 0.0;
+
+		for (int64_t j = 0; j < v->Vl; j++)
+			s += exp((double)z[j] - mx[i]);
+		st2[i] = s;
+		st2[v->rows + i] = t >= 0 && t < v->Vl ? (double)z[t] : 0.0;
+	}
+	if ((st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, st2, 2 * v->rows, WEFT_COMM_SUM, 0)))
+		return st;
+	v->mx = mx;
+	v->sum = st2;
+	*mx_out = mx;
+	*st2_out = st2;
+	return WEFT_OK;
+}
+
 weft_status weft_tp_vocab_cross_entropy(weft_ctx *ctx, weft_tp_group *g, weft_tensor *logits,
 					weft_tensor *targets, int64_t ignore_index,
 					weft_tensor **out)
 {
 	const char *op = "tp_vocab_cross_entropy";
 	vce_saved *v;
-	double *mx, *st2, loss = 0.0;
+	const double *mx, *st2;
+	double loss = 0.0;
 	float lossf;
-	void *zh;
 	int64_t *tg, V;
 	weft_tensor *y;
 	weft_tape_node *node;
@@ -278,41 +392,20 @@ weft_status weft_tp_vocab_cross_entropy(weft_ctx *ctx, weft_tp_group *g, weft_te
 	v->Vl = logits->shape[logits->ndim - 1];
 	v->begin = (int64_t)g->rank * v->Vl;
 	v->ignore = ignore_index;
+	v->on_device = 0;
 	V = v->Vl * g->size;
 	if ((st = op_pre_use(ctx, op, logits, WEFT_PASS_FORWARD)) ||
-	    (st = host_ids(ctx, op, targets, &tg)) ||
-	    (st = host_view(ctx, op, logits->data, weft_tensor_nbytes(logits), &zh)) ||
-	    (st = host_scratch(ctx, op, (size_t)v->rows * sizeof(double), (void **)&mx)) ||
-	    (st = host_scratch(ctx, op, (size_t)(2 * v->rows) * sizeof(double), (void **)&st2)))
+	    (st = host_ids(ctx, op, targets, &tg)))
 		return st;
-	v->z = zh;
 	v->tg = tg;
-	for (int64_t i = 0; i < v->rows; i++) {
-		const float *z = v->z + i * v->Vl;
-		float m = -INFINITY;
-
+	for (int64_t i = 0; i < v->rows; i++)
 		if (tg[i] != ignore_index && (tg[i] < 0 || tg[i] >= V))
 			return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: row %lld has target %lld, "
 					      "outside [0, %lld)", op, (long long)i,
 					      (long long)tg[i], (long long)V);
-		for (int64_t j = 0; j < v->Vl; j++)
-			m = z[j] > m ? z[j] : m;
-		mx[i] = m;
-	}
-	if ((st = reduce_f64(g, op, WEFT_PASS_FORWARD, mx, v->rows, WEFT_COMM_MAX)))
-		return st;
-	/* st2: [sum of exp(z - max) | the target's logit] per row */
-	for (int64_t i = 0; i < v->rows; i++) {
-		const float *z = v->z + i * v->Vl;
-		int64_t t = tg[i] - v->begin;
-		double s = 0.0;
-
-		for (int64_t j = 0; j < v->Vl; j++)
-			s += exp((double)z[j] - mx[i]);
-		st2[i] = s;
-		st2[v->rows + i] = t >= 0 && t < v->Vl ? (double)z[t] : 0.0;
-	}
-	if ((st = reduce_f64(g, op, WEFT_PASS_FORWARD, st2, 2 * v->rows, WEFT_COMM_SUM)))
+	st = table_vce(ctx) ? vce_rows_table(ctx, g, op, v, logits, targets, &mx, &st2) :
+			      vce_rows_host(ctx, g, op, v, logits, &mx, &st2);
+	if (st)
 		return st;
 	v->count = 0;
 	for (int64_t i = 0; i < v->rows; i++) {
@@ -322,8 +415,6 @@ weft_status weft_tp_vocab_cross_entropy(weft_ctx *ctx, weft_tp_group *g, weft_te
 		v->count += 1;
 	}
 	lossf = v->count > 0 ? (float)(loss / v->count) : 0.0f;
-	v->mx = mx;
-	v->sum = st2;
 	if ((st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
 	    (st = ctx->k->copy(ctx->kctx, y->data, &lossf, sizeof(float), WEFT_COPY_HOST_TO_DEVICE)) ||
 	    (st = op_record(ctx, op, vce_backward, y, 1, &logits, &node)))
@@ -366,7 +457,7 @@ weft_status weft_tp_vocab_accuracy(weft_ctx *ctx, weft_tp_group *g, weft_tensor 
 		best[i] = Vl ? (double)z[a] : -INFINITY;
 		who[i] = (double)(begin + a);
 	}
-	if ((st = reduce_f64(g, op, WEFT_PASS_FORWARD, best, rows, WEFT_COMM_MAX)))
+	if ((st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, best, rows, WEFT_COMM_MAX, 0)))
 		return st;
 	for (int64_t i = 0; i < rows; i++) {
 		const float *z = (const float *)zh + i * Vl;
@@ -375,7 +466,7 @@ weft_status weft_tp_vocab_accuracy(weft_ctx *ctx, weft_tp_group *g, weft_tensor 
 		if (!Vl || (double)z[a] != best[i])
 			who[i] = INFINITY;
 	}
-	if ((st = reduce_f64(g, op, WEFT_PASS_FORWARD, who, rows, WEFT_COMM_MIN)))
+	if ((st = reduce_f64(ctx, g, op, WEFT_PASS_FORWARD, who, rows, WEFT_COMM_MIN, 0)))
 		return st;
 	for (int64_t i = 0; i < rows; i++) {
 		if (tg[i] == ignore_index)

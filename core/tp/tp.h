@@ -179,8 +179,11 @@ weft_status weft_tp_vocab_embedding(weft_ctx *ctx, weft_tp_group *g, weft_tensor
  * global targets (...), skipping ignore_index: the value weft_op_cross_entropy
  * gives on the gathered logits, without gathering them (row maxima
  * all-reduced with MAX, sums of exp and the owner's target logit with one
- * SUM; two forward all-reduces, none backward). out: an F32 scalar, the
- * same on every rank. Errors: unbound group; WEFT_ERR_SHAPE;
+ * SUM; two forward all-reduces, none backward). The passes over the
+ * logits are the kernel table's vocab_ce_stats / vocab_ce_backward where
+ * it has them (the logits stay on the device; only the rows' statistics
+ * reach the host), else host loops on a host copy. out: an F32 scalar,
+ * the same on every rank. Errors: unbound group; WEFT_ERR_SHAPE;
  * WEFT_ERR_INVALID_ARG naming the row and the target outside [0, Vl * size). */
 weft_status weft_tp_vocab_cross_entropy(weft_ctx *ctx, weft_tp_group *g, weft_tensor *logits,
 					weft_tensor *targets, int64_t ignore_index,

@@ -192,6 +192,13 @@ weft_status cpu_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows, 
 weft_status cpu_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 			 const void *logits, weft_dtype idx_dt, const void *targets,
 			 int64_t ignore_index, int64_t *correct, int64_t *counted);
+weft_status cpu_vocab_ce_stats(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+			       weft_dtype idx_dt, const void *targets, int64_t begin,
+			       const double *max, double *stats);
+weft_status cpu_vocab_ce_backward(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+				  weft_dtype idx_dt, const void *targets, int64_t ignore_index,
+				  int64_t begin, const double *max, const double *sum, double scale,
+				  float *dlogits);
 
 weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
 				  int64_t nh, const void *qkv, void *out, void *att,

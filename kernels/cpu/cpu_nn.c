@@ -354,3 +354,53 @@ weft_status cpu_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 	}
 	return WEFT_OK;
 }
+
+/* ---- the vocabulary-parallel loss (weft/device.h, since ABI 1.4) ----
+ * Row by row in column order, in double: the loops core/tp ran on the
+ * host before the table had these members, so CPU runs keep their bits. */
+
+weft_status cpu_vocab_ce_stats(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+			       weft_dtype idx_dt, const void *targets, int64_t begin,
+			       const double *max, double *stats)
+{
+	(void)kctx;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *z = logits + r * vocab;
+		int64_t t = cpu_index(idx_dt, targets, r) - begin;
+		float m = -INFINITY;
+		double s = 0.0;
+
+		if (!max) {
+			for (int64_t j = 0; j < vocab; j++)
+				m = z[j] > m ? z[j] : m;
+			stats[r] = m;
+			continue;
+		}
+		for (int64_t j = 0; j < vocab; j++)
+			s += exp((double)z[j] - max[r]);
+		stats[r] = s;
+		stats[rows + r] = t >= 0 && t < vocab ? (double)z[t] : 0.0;
+	}
+	return WEFT_OK;
+}
+
+weft_status cpu_vocab_ce_backward(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+				  weft_dtype idx_dt, const void *targets, int64_t ignore_index,
+				  int64_t begin, const double *max, const double *sum, double scale,
+				  float *dlogits)
+{
+	(void)kctx;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *z = logits + r * vocab;
+		float *d = dlogits + r * vocab;
+		int64_t tg = cpu_index(idx_dt, targets, r), t = tg - begin;
+
+		if (tg == ignore_index)
+			continue;
+		for (int64_t j = 0; j < vocab; j++)
+			d[j] += (float)(exp((double)z[j] - max[r]) / sum[r] * scale);
+		if (t >= 0 && t < vocab)
+			d[t] -= (float)scale;
+	}
+	return WEFT_OK;
+}

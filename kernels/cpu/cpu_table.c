@@ -115,6 +115,8 @@ static const weft_kernel_table cpu_table = {
 	.copy_ranges = cpu_copy_ranges,
 	.sum_squares_ranges = cpu_sum_squares_ranges,
 	.optim_step = cpu_optim_step,
+	.vocab_ce_stats = cpu_vocab_ce_stats,
+	.vocab_ce_backward = cpu_vocab_ce_backward,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

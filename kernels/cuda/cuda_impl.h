@@ -218,6 +218,13 @@ weft_status cuda_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows,
 weft_status cuda_accuracy(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 			  const void *logits, weft_dtype idx_dt, const void *targets,
 			  int64_t ignore_index, int64_t *correct, int64_t *counted);
+weft_status cuda_vocab_ce_stats(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+				weft_dtype idx_dt, const void *targets, int64_t begin,
+				const double *max, double *stats);
+weft_status cuda_vocab_ce_backward(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+				   weft_dtype idx_dt, const void *targets, int64_t ignore_index,
+				   int64_t begin, const double *max, const double *sum,
+				   double scale, float *dlogits);
 
 /* cuda_attention.c */
 weft_status cuda_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,

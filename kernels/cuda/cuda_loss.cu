@@ -1,7 +1,9 @@
-/* Embedding, cross-entropy and accuracy. Index operands are checked on
- * the device: a kernel records the first bad position with atomicMin in
- * the context's check slot, and the call reads it back (one wait per
- * call) to report the error as the CPU kernels word it. */
+/* Embedding, cross-entropy (whole, and the vocabulary-parallel rows of
+ * weft/device.h's vocab_ce_stats / vocab_ce_backward) and accuracy. Index
+ * operands are checked on the device: a kernel records the first bad
+ * position with atomicMin in the context's check slot, and the call
+ * reads it back (one wait per call) to report the error as the CPU
+ * kernels word it. */
 #include <limits.h>
 
 #include "cuda_dev.cuh"
@@ -224,6 +226,70 @@ __global__ void k_accuracy(int64_t rows, int64_t vocab, int dt, const void *logi
 	}
 }
 
+/* The vocabulary-parallel loss's statistics, one block per row (THREADS
+ * threads): with max NULL the row's largest logit; else the row's sum of
+ * exp(z - max) in double, reduced over the block in a fixed tree, and the
+ * target's logit where this rank holds its column. */
+__global__ void k_vce_stats(int64_t rows, int64_t vocab, const float *logits,
+			    const void *targets, int idx_dt, int64_t begin, const double *max,
+			    double *stats)
+{
+	__shared__ float shf[32];
+	__shared__ double shd[THREADS];
+
+	for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+		const float *z = logits + r * vocab;
+
+		if (!max) {
+			float m = -INFINITY;
+
+			for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+				m = fmaxf(m, z[j]);
+			m = block_max(m, shf);
+			if (threadIdx.x == 0)
+				stats[r] = (double)m;
+			continue;
+		}
+		{
+			double acc = 0.0;
+
+			for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+				acc += exp((double)z[j] - max[r]);
+			shd[threadIdx.x] = acc;
+			__syncthreads();
+			for (unsigned int h = blockDim.x / 2; h > 0; h >>= 1) {
+				if (threadIdx.x < h)
+					shd[threadIdx.x] += shd[threadIdx.x + h];
+				__syncthreads();
+			}
+			if (threadIdx.x == 0) {
+				int64_t t = ld_index(targets, r, idx_dt) - begin;
+
+				stats[r] = shd[0];
+				stats[rows + r] = t >= 0 && t < vocab ? (double)z[t] : 0.0;
+			}
+			__syncthreads(); /* shd is reused by the next row */
+		}
+	}
+}
+
+__global__ void k_vce_bwd(int64_t rows, int64_t vocab, const float *logits, const void *targets,
+			  int idx_dt, int64_t ignore, int64_t begin, const double *max,
+			  const double *sum, double scale, float *dlogits)
+{
+	GRID_STRIDE(e, rows * vocab) {
+		int64_t r = e / vocab, j = e % vocab, t = ld_index(targets, r, idx_dt);
+		float v;
+
+		if (t == ignore)
+			continue;
+		v = dlogits[e] + (float)(exp((double)logits[e] - max[r]) / sum[r] * scale);
+		if (j == t - begin)
+			v -= (float)scale;
+		dlogits[e] = v;
+	}
+}
+
 static unsigned int row_grid(int64_t rows)
 {
 	return rows > 0x7fffffff ? 0x7fffffffu : (unsigned int)rows;
@@ -417,4 +483,42 @@ extern "C" weft_status cuda_accuracy(void *kctx, weft_dtype dt, int64_t rows, in
 	*counted = (int64_t)c->check_host[1];
 	*correct = (int64_t)c->check_host[2];
 	return WEFT_OK;
+}
+
+extern "C" weft_status cuda_vocab_ce_stats(void *kctx, int64_t rows, int64_t vocab,
+					   const float *logits, weft_dtype idx_dt,
+					   const void *targets, int64_t begin, const double *max,
+					   double *stats)
+{
+	const char *name = "vocab_ce_stats";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (rows <= 0)
+		return WEFT_OK;
+	k_vce_stats<<<row_grid(rows), THREADS, 0, c->stream>>>(rows, vocab, logits, targets,
+								 idx_dt, begin, max, stats);
+	return cuda_launched(c, name, "rows %lld vocab %lld%s", (long long)rows, (long long)vocab,
+			     max ? " (sums)" : " (maxima)");
+}
+
+extern "C" weft_status cuda_vocab_ce_backward(void *kctx, int64_t rows, int64_t vocab,
+					      const float *logits, weft_dtype idx_dt,
+					      const void *targets, int64_t ignore_index,
+					      int64_t begin, const double *max, const double *sum,
+					      double scale, float *dlogits)
+{
+	const char *name = "vocab_ce_backward";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (ret || (ret = check_idx_dt(name, idx_dt)))
+		return ret;
+	if (rows <= 0 || vocab <= 0 || !dlogits)
+		return WEFT_OK;
+	k_vce_bwd<<<grid_for(rows * vocab, THREADS), THREADS, 0, c->stream>>>(
+		rows, vocab, logits, targets, idx_dt, ignore_index, begin, max, sum, scale, dlogits);
+	return cuda_launched(c, name, "rows %lld vocab %lld", (long long)rows, (long long)vocab);
 }

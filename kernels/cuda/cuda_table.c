@@ -460,6 +460,8 @@ static const weft_kernel_table cuda_table = {
 	.copy_ranges = cuda_copy_ranges,
 	.sum_squares_ranges = cuda_sum_squares_ranges,
 	.optim_step = cuda_optim_step,
+	.vocab_ce_stats = cuda_vocab_ce_stats,
+	.vocab_ce_backward = cuda_vocab_ce_backward,
 };
 
 static const weft_cuda_extras cuda_extras = {

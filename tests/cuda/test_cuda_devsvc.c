@@ -11,7 +11,17 @@
  *     in double; only the order differs: positive terms, ~log2(n) x 1e-16
  *     with tree sums; a range left out or counted twice is off by 1e-3 or
  *     more here) and the same bits twice;
- *   - copy_ranges: a pack then an unpack gives the CPU's bytes exactly.
+ *   - copy_ranges: a pack then an unpack gives the CPU's bytes exactly;
+ *   - vocab_ce_stats and vocab_ce_backward (since ABI 1.4), on rank 1 of
+ *     3 of a vocabulary split (37 rows of 300 columns, targets inside
+ *     and outside this rank's columns, an ignored row): the row maxima
+ *     and target logits equal to the CPU's exactly (no arithmetic), the
+ *     sums of exp within 1e-12 relative (both in double, only the order
+ *     of the sums differs), the gradients within 1e-6 relative (each
+ *     element is one double expression rounded to float once, which a
+ *     last-bit difference of the sum can round the other way: 6e-8; a
+ *     one-hot at the wrong column or a row not skipped is off by the
+ *     scale, 0.37) and the ignored row untouched.
  * Skips (77) without a GPU. */
 #include <string.h>
 
@@ -131,6 +141,55 @@ static void copies(void)
 	ct_release(&gpu);
 }
 
+static void vocab(void)
+{
+	enum { R = 37, V = 300 };
+	const int64_t begin = 300, ignore = -100;
+	ct_dev gpu = ct_gpu_dev(WEFT_F32);
+	float *z = ct_random(91, R * V, -8.0f, 8.0f, WEFT_F32);
+	float *d0 = ct_random(92, R * V, -1.0f, 1.0f, WEFT_F32);
+	float want_d[R * V], got_d[R * V];
+	int64_t tg[R];
+	double want_mx[R], got_mx[R], gmax[R], want[2 * R], got[2 * R];
+	void *dz, *dtg, *dmx, *dst, *dd;
+
+	for (int64_t r = 0; r < R; r++) /* a third in this rank's columns */
+		tg[r] = r == 5 ? ignore : (r * 131) % (3 * V);
+	dz = ct_in(&gpu, z, R * V);
+	dd = ct_in(&gpu, d0, R * V);
+	dtg = ct_in_raw(&gpu, tg, sizeof(tg));
+	dmx = ct_alloc(&gpu, sizeof(gmax));
+	dst = ct_alloc(&gpu, sizeof(got));
+	WT_OK(ct_cpu->vocab_ce_stats(NULL, R, V, z, WEFT_I64, tg, begin, NULL, want_mx));
+	WT_OK(ct_gpu->vocab_ce_stats(ct_kctx, R, V, dz, WEFT_I64, dtg, begin, NULL, dmx));
+	WT_OK(ct_gpu->copy(ct_kctx, got_mx, dmx, sizeof(got_mx), WEFT_COPY_DEVICE_TO_HOST));
+	WT_CHECK(memcmp(got_mx, want_mx, sizeof(got_mx)) == 0);
+	/* the global maxima: another rank's larger ones for some rows */
+	for (int64_t r = 0; r < R; r++)
+		gmax[r] = want_mx[r] + (r % 3 == 0 ? 0.5 : 0.0);
+	WT_OK(ct_gpu->copy(ct_kctx, dmx, gmax, sizeof(gmax), WEFT_COPY_HOST_TO_DEVICE));
+	WT_OK(ct_cpu->vocab_ce_stats(NULL, R, V, z, WEFT_I64, tg, begin, gmax, want));
+	WT_OK(ct_gpu->vocab_ce_stats(ct_kctx, R, V, dz, WEFT_I64, dtg, begin, dmx, dst));
+	WT_OK(ct_gpu->copy(ct_kctx, got, dst, sizeof(got), WEFT_COPY_DEVICE_TO_HOST));
+	for (int64_t r = 0; r < R; r++) {
+		WT_CLOSE(got[r], want[r], 1e-12, 0.0);
+		WT_CHECK(got[R + r] == want[R + r]);
+	}
+	memcpy(want_d, d0, sizeof(want_d));
+	WT_OK(ct_cpu->vocab_ce_backward(NULL, R, V, z, WEFT_I64, tg, ignore, begin, gmax, want,
+					0.37, want_d));
+	WT_OK(ct_gpu->vocab_ce_backward(ct_kctx, R, V, dz, WEFT_I64, dtg, ignore, begin, dmx, dst,
+					0.37, dd));
+	ct_out(&gpu, dd, R * V, got_d);
+	ct_expect_close("vocab_ce_backward", WEFT_F32, got_d, want_d, R * V,
+			(ct_tol){ 1e-6, 1e-9 });
+	ct_expect_close("vocab_ce_backward (ignored row)", WEFT_F32, got_d + 5 * V, d0 + 5 * V, V,
+			(ct_tol){ 0.0, 0.0 });
+	free(z);
+	free(d0);
+	ct_release(&gpu);
+}
+
 int main(void)
 {
 	ct_setup("test_cuda_devsvc");
@@ -144,6 +203,9 @@ int main(void)
 	optim(0, 0, 0.0, 3);
 	sums();
 	copies();
+	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, vocab_ce_backward) &&
+		   ct_gpu->vocab_ce_stats && ct_gpu->vocab_ce_backward);
+	vocab();
 	ct_teardown();
 	return wt_done("test_cuda_devsvc");
 }

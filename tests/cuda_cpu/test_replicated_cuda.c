@@ -649,15 +649,14 @@ static void cb_stage_free(void *trainer, void *stage)
 }
 
 /* Strategies that keep shards in host memory refuse a CUDA device when
- * created, naming themselves and pointing at ddp; zero and pp refuse only
- * an optimizer they cannot step on the device, and hybrid a mesh with dp
- * or tp replicas. */
+ * created, naming themselves and pointing at ddp; zero, pp and tp refuse
+ * only an optimizer they cannot step on the device, and hybrid a mesh
+ * with dp or tp replicas. */
 static void refusals(void)
 {
 	static const struct {
 		const char *name, *yaml, *says;
 	} cases[] = {
-		{ "tp", NULL, "strategy 'tp' runs on accelerator: cpu only" },
 		{ "dp", NULL, "strategy 'dp' spreads over CPU threads only" },
 	};
 
@@ -685,11 +684,11 @@ static void refusals(void)
 		weft_config_free(cfg);
 		run_free(&r);
 	}
-	/* zero and pp step adam, adamw and sgd on the device (the kernel
+	/* zero, pp and tp step adam, adamw and sgd on the device (the kernel
 	 * table's optim_step); an optimizer that describes no device update is
 	 * refused with the optimizers that run */
-	for (int which = 0; which < 2; which++) {
-		const char *name = which ? "pp" : "zero_2";
+	for (int which = 0; which < 3; which++) {
+		const char *name = which == 1 ? "pp" : which == 2 ? "tp" : "zero_2";
 		const char *yaml = "{name: pp, pp: 1}";
 		const void *vt;
 		const weft_strategy_ops *ops;
@@ -698,7 +697,7 @@ static void refusals(void)
 		void *s = NULL;
 		run r;
 
-		if (which) {
+		if (which == 1) {
 			WT_OK(weft_config_load_string("strategy", yaml, strlen(yaml), &cfg));
 			sec = weft_config_root(cfg);
 		}

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "weft/step.h"
+#include "tp_dev.h"
 #include "tp_zero.h"
 #include "tp_plan.h"
 
@@ -39,16 +40,25 @@ typedef struct tp_strategy {
 	int vocab;                  /* vocabulary parallel */
 	int zero;                   /* dp_strategy zero_1 (and dp > 1) */
 	tp_dpz z;                   /* its state, when zero */
+	tp_dev dev;                 /* the kernel table every buffer is reached by */
 	weft_comm *tp_comm, *dp_comm;
-	float *params, *grads;      /* flat F32 (borrowed) */
+	float *params, *grads;      /* flat F32 on the device (borrowed) */
 	int64_t numel;
 	size_t n_slots;
-	float *slot_mem;
-	float *slots[8];
+	float *slot_mem;            /* n_slots x numel, WEFT_MEM_OPTIM, on the device */
+	float *slots[TP_MAX_SLOTS];
+	tp_mirror mirror;           /* the slots' host copy for checkpoints (off the CPU) */
+	weft_optim_range *opt;      /* off the CPU: the step's ranges over [0, numel) */
+	size_t n_opt;
 	size_t *partial;            /* indices of parameters with partial gradients */
 	size_t n_partial;
 	float *partial_buf;         /* their gradients packed, WEFT_MEM_COMM */
 	int64_t partial_numel;
+	weft_copy_range *pack, *unpack; /* gradients <-> partial_buf, n_partial each */
+	weft_elem_range *sq[2];     /* per parameter, whole [0] and split [1] ones: its
+				     * gradient (the clipping norm); zero_1: the pieces
+				     * of the slice and (dp rank 0) the tail */
+	size_t n_sq[2];
 	int *split;                 /* per parameter: split over tp (not whole) */
 	int64_t *ranges;            /* this rank's flat buffer in the whole model's
 				     * flat coordinates: sorted [begin, end) pairs */
@@ -200,16 +210,12 @@ static weft_status tp_create(const weft_cfg *section, const weft_strategy_env *e
 	weft_status st;
 
 	*out = NULL;
-	/* its partial-gradient sums and layout copies are host memcpys */
-	if (env->device.type != WEFT_DEVICE_CPU)
-		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' runs on accelerator: "
-					 "cpu only in this version (it copies gradient shards in "
-					 "host memory); on GPUs use strategy: ddp");
 	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_gather_param))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy 'tp' needs a host with "
 					 "the tensor-parallel services (weft ABI 1.1 with tp)");
 	if ((st = parse_options(section, env->world_size, &size, &sp, &vocab, &zero, &has_plan,
-				where, sizeof(where))))
+				where, sizeof(where))) ||
+	    (st = tp_dev_check(g_host, env)))
 		return st;
 	if (size > 1 && !env->comm_ops)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: size %lld needs %lld "
@@ -297,11 +303,49 @@ static weft_status setup_comms(tp_strategy *s)
 	return WEFT_OK;
 }
 
+/* The offset of parameter i's gradient in the flat gradient buffer (the
+ * pointers are compared, never dereferenced: they may be device memory). */
+static int64_t grad_at(const tp_strategy *s, size_t i)
+{
+	const weft_tensor *t = g_host->params_at(s->env->params, i);
+
+	return (const float *)t->grad->data - s->grads;
+}
+
+/* The sequence-parallel parameters' gradients: packed into partial_buf
+ * and back by one copy_ranges each way. */
+static weft_status setup_partial(tp_strategy *s)
+{
+	int64_t off = 0;
+
+	if (!s->partial_numel)
+		return WEFT_OK;
+	s->partial_buf = tp_dev_alloc(&s->dev, WEFT_MEM_COMM, s->partial_numel,
+				      "the sequence-parallel gradients' buffer");
+	s->pack = g_host->mem_alloc(WEFT_MEM_OTHER, s->n_partial * sizeof(*s->pack));
+	s->unpack = g_host->mem_alloc(WEFT_MEM_OTHER, s->n_partial * sizeof(*s->unpack));
+	if (!s->partial_buf)
+		return WEFT_ERR_NOMEM;
+	if (!s->pack || !s->unpack)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for %zu "
+					 "copy ranges", s->n_partial);
+	for (size_t k = 0; k < s->n_partial; k++) {
+		int64_t n = g_host->tensor_numel(g_host->params_at(s->env->params, s->partial[k]));
+		int64_t g = grad_at(s, s->partial[k]);
+
+		s->pack[k] = (weft_copy_range){ .dst = off, .src = g, .count = n };
+		s->unpack[k] = (weft_copy_range){ .dst = g, .src = off, .count = n };
+		off += n;
+	}
+	return WEFT_OK;
+}
+
 static weft_status setup_params(tp_strategy *s)
 {
 	const weft_strategy_env *env = s->env;
 	size_t n = g_host->params_count(env->params);
 	weft_tensor *flat = NULL, *flat_grad = NULL;
+	weft_status st;
 
 	g_host->params_flat(env->params, WEFT_F32, &flat, &flat_grad);
 	if (!flat || !flat_grad)
@@ -324,24 +368,86 @@ static weft_status setup_params(tp_strategy *s)
 			s->partial_numel += g_host->tensor_numel(g_host->params_at(env->params, i));
 		}
 	}
-	if (s->partial_numel) {
-		s->partial_buf = g_host->mem_alloc(WEFT_MEM_COMM,
-						   (size_t)s->partial_numel * sizeof(float));
-		if (!s->partial_buf)
-			return WEFT_ERR_NOMEM;
-	}
+	if ((st = setup_partial(s)))
+		return st;
 	s->n_slots = env->optim_ops->state_slots(env->optim);
-	if (s->n_slots > sizeof(s->slots) / sizeof(s->slots[0]))
+	if (s->n_slots > TP_MAX_SLOTS)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy tp: optimizer '%s' wants "
-					 "%zu state slots; at most 8 are supported",
-					 env->optim_ops->head.name, s->n_slots);
+					 "%zu state slots; at most %d are supported",
+					 env->optim_ops->head.name, s->n_slots, TP_MAX_SLOTS);
 	if (s->n_slots && !s->zero) {
-		s->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM,
-						 s->n_slots * (size_t)s->numel * sizeof(float));
+		s->slot_mem = tp_dev_alloc(&s->dev, WEFT_MEM_OPTIM,
+					   (int64_t)s->n_slots * s->numel, "the optimizer state");
 		if (!s->slot_mem)
 			return WEFT_ERR_NOMEM;
 		for (size_t k = 0; k < s->n_slots; k++)
 			s->slots[k] = s->slot_mem + k * (size_t)s->numel;
+	}
+	if (!s->dev.on_cpu && !s->zero) {
+		s->opt = g_host->mem_alloc(WEFT_MEM_OTHER, (env->nseg + 1) * sizeof(*s->opt));
+		if (!s->opt)
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: optimizer ranges");
+		tp_dev_cut(&s->dev, 0, s->numel, 0, s->opt, &s->n_opt);
+	}
+	return WEFT_OK;
+}
+
+/* Appends [off, off + count) to s->sq[k]. On the CPU every piece stays a
+ * range of its own, so each is summed exactly as clipping sums it (the
+ * bits the host's loop gave); off the CPU, where the sum is taken in
+ * another order anyway, touching pieces merge: the device sums each range
+ * with two launches, whatever its length. */
+static void add_sq(tp_strategy *s, int k, int64_t off, int64_t count)
+{
+	weft_elem_range *last = s->n_sq[k] ? &s->sq[k][s->n_sq[k] - 1] : NULL;
+
+	if (!s->dev.on_cpu && last && last->offset + last->count == off) {
+		last->count += count;
+		return;
+	}
+	s->sq[k][s->n_sq[k]++] = (weft_elem_range){ .offset = off, .count = count };
+}
+
+/* Appends the pieces of the parameters within flat elements [b, e) to
+ * s->sq, split parameters' to sq[1], whole ones' to sq[0], in order. */
+static void add_sq_span(tp_strategy *s, int64_t b, int64_t e)
+{
+	size_t n = g_host->params_count(s->env->params);
+
+	for (size_t i = 0; i < n && b < e; i++) {
+		weft_tensor *t = g_host->params_at(s->env->params, i);
+		int64_t off = (const float *)t->data - s->params, len = g_host->tensor_numel(t);
+		int64_t lo = off > b ? off : b, hi = off + len < e ? off + len : e;
+
+		if (lo < hi)
+			add_sq(s, s->split[i], lo, hi - lo);
+	}
+}
+
+/* The ranges of the clipping norm: every parameter's gradient, or under
+ * zero_1 the pieces of this dp rank's slice and (dp rank 0) of the tail;
+ * summed range by range in parameter order, as clipping sums. */
+static weft_status setup_sq(tp_strategy *s)
+{
+	const weft_strategy_env *env = s->env;
+	size_t n = g_host->params_count(env->params);
+
+	for (int k = 0; k < 2; k++) {
+		s->sq[k] = g_host->mem_alloc(WEFT_MEM_OTHER, (2 * n + 1) * sizeof(*s->sq[k]));
+		if (!s->sq[k])
+			return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for "
+						 "the gradient norm's ranges");
+	}
+	if (s->zero) {
+		add_sq_span(s, s->z.begin, s->z.end);
+		if (s->dp_rank == 0)
+			add_sq_span(s, s->z.prefix, s->numel);
+		return WEFT_OK;
+	}
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(env->params, i);
+
+		add_sq(s, s->split[i], grad_at(s, i), g_host->tensor_numel(t));
 	}
 	return WEFT_OK;
 }
@@ -431,15 +537,18 @@ static weft_status tp_setup(void *p)
 	weft_status st;
 
 	print_layout(s);
-	if ((st = setup_comms(s)) || (st = setup_params(s)) || (st = setup_ranges(s)))
+	if ((st = tp_dev_init(&s->dev, g_host, s->env)) || (st = setup_comms(s)) ||
+	    (st = setup_params(s)) || (st = setup_ranges(s)))
 		return st;
-	if (s->zero && (st = tp_dpz_setup(&s->z, g_host, s->env->comm_ops, s->dp_comm, s->dp,
+	if (s->zero && (st = tp_dpz_setup(&s->z, &s->dev, s->env->comm_ops, s->dp_comm, s->dp,
 					  s->dp_rank, s->numel, s->n_slots, s->ranges,
 					  s->n_ranges)))
 		return st;
+	if ((st = setup_sq(s)))
+		return st;
 	/* the replicas of one shard start from dp rank 0's values */
 	if (s->dp_comm) {
-		weft_comm_buf b = buf(s->params, s->numel, WEFT_COMM_F32);
+		weft_comm_buf b = tp_dev_buf(&s->dev, s->params, s->numel, WEFT_COMM_F32);
 
 		st = s->env->comm_ops->broadcast(s->dp_comm, &b, 0, NULL);
 	}
@@ -448,37 +557,48 @@ static weft_status tp_setup(void *p)
 
 /* ---- one step ---- */
 
-/* Sums the partial gradients over the tp group (sequence parallelism). */
+/* Sums the partial gradients over the tp group (sequence parallelism):
+ * packed into one buffer, all-reduced, unpacked. */
 static weft_status sum_partial(tp_strategy *s, int64_t *bytes, int64_t *calls)
 {
 	const weft_strategy_env *env = s->env;
-	int64_t off = 0;
+	const tp_dev *d = &s->dev;
 	weft_comm_buf b;
 	weft_status st;
 
 	if (!s->partial_numel)
 		return WEFT_OK;
-	for (size_t k = 0; k < s->n_partial; k++) {
-		weft_tensor *t = g_host->params_at(env->params, s->partial[k]);
-		int64_t n = g_host->tensor_numel(t);
-
-		memcpy(s->partial_buf + off, t->grad->data, (size_t)n * sizeof(float));
-		off += n;
+	st = d->k->copy_ranges(d->kctx, sizeof(float), s->pack, s->n_partial, s->partial_buf,
+			       s->grads);
+	if (!st) {
+		b = tp_dev_buf(d, s->partial_buf, s->partial_numel, WEFT_COMM_F32);
+		st = env->comm_ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
 	}
-	b = buf(s->partial_buf, s->partial_numel, WEFT_COMM_F32);
-	st = env->comm_ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM, NULL);
+	if (!st)
+		st = d->k->copy_ranges(d->kctx, sizeof(float), s->unpack, s->n_partial, s->grads,
+				       s->partial_buf);
 	if (st)
 		return g_host->error_wrap(st, "strategy tp: summing sequence-parallel gradients");
-	off = 0;
-	for (size_t k = 0; k < s->n_partial; k++) {
-		weft_tensor *t = g_host->params_at(env->params, s->partial[k]);
-		int64_t n = g_host->tensor_numel(t);
-
-		memcpy(t->grad->data, s->partial_buf + off, (size_t)n * sizeof(float));
-		off += n;
-	}
 	*bytes += s->partial_numel * (int64_t)sizeof(float);
 	*calls += 1;
+	return WEFT_OK;
+}
+
+/* The squares of this rank's gradient ranges (s->sq): whole parameters'
+ * in part[0], split ones' in part[1]. One wait per part. */
+static weft_status local_sumsq(tp_strategy *s, double *part)
+{
+	const tp_dev *d = &s->dev;
+
+	for (int k = 0; k < 2; k++) {
+		weft_status st = s->n_sq[k] ? d->k->sum_squares_ranges(d->kctx, s->grads, s->sq[k],
+									s->n_sq[k], &part[k]) :
+					     WEFT_OK;
+
+		if (st)
+			return g_host->error_wrap(st, "strategy tp: the gradient norm over %zu "
+						  "ranges", s->n_sq[k]);
+	}
 	return WEFT_OK;
 }
 
@@ -487,17 +607,11 @@ static weft_status sum_partial(tp_strategy *s, int64_t *bytes, int64_t *calls)
 static weft_status global_sumsq(tp_strategy *s, double *out, int64_t *bytes, int64_t *calls)
 {
 	const weft_strategy_env *env = s->env;
-	size_t n = g_host->params_count(env->params);
 	double part[2] = { 0.0, 0.0 };
 	weft_status st;
 
-	for (size_t i = 0; i < n; i++) {
-		weft_tensor *t = g_host->params_at(env->params, i);
-		const float *g = t->grad->data;
-		int64_t len = g_host->tensor_numel(t);
-
-		part[s->split[i]] += g_host->clip_sum_squares(&g, &len, 1);
-	}
+	if ((st = local_sumsq(s, part)))
+		return st;
 	if (s->tp_comm) {
 		weft_comm_buf b = buf(&part[1], 1, WEFT_COMM_F64);
 
@@ -511,25 +625,6 @@ static weft_status global_sumsq(tp_strategy *s, double *out, int64_t *bytes, int
 	return WEFT_OK;
 }
 
-/* zero_1: squares of the flat elements [b, e), split parameters' into
- * part[1], whole ones' into part[0]. */
-static void range_sumsq(tp_strategy *s, int64_t b, int64_t e, double *part)
-{
-	size_t n = g_host->params_count(s->env->params);
-
-	for (size_t i = 0; i < n && b < e; i++) {
-		weft_tensor *t = g_host->params_at(s->env->params, i);
-		int64_t off = (const float *)t->data - s->params, len = g_host->tensor_numel(t);
-		int64_t lo = off > b ? off : b, hi = off + len < e ? off + len : e;
-		const float *g = s->grads + lo;
-
-		if (lo >= hi)
-			continue;
-		len = hi - lo;
-		part[s->split[i]] += g_host->clip_sum_squares(&g, &len, 1);
-	}
-}
-
 /* zero_1: the global squared norm from each dp rank's slice (the tail,
  * which every dp rank holds, counted by dp rank 0): summed over dp, the
  * split parameters' part then over tp. */
@@ -540,9 +635,8 @@ static weft_status zero_sumsq(tp_strategy *s, double *out, int64_t *bytes, int64
 	weft_comm_buf b = buf(part, 2, WEFT_COMM_F64), b1 = buf(&part[1], 1, WEFT_COMM_F64);
 	weft_status st;
 
-	range_sumsq(s, s->z.begin, s->z.end, part);
-	if (s->dp_rank == 0)
-		range_sumsq(s, s->z.prefix, s->numel, part);
+	if ((st = local_sumsq(s, part)))
+		return st;
 	st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_SUM, NULL);
 	if (!st && s->tp_comm)
 		st = env->comm_ops->all_reduce(s->tp_comm, &b1, &b1, WEFT_COMM_SUM, NULL);
@@ -578,7 +672,7 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 		if ((st = tp_dpz_reduce(&s->z, s->grads, &bytes, &calls)))
 			return st;
 	} else if (s->dp_comm) {
-		weft_comm_buf b = buf(s->grads, s->numel, WEFT_COMM_F32);
+		weft_comm_buf b = tp_dev_buf(&s->dev, s->grads, s->numel, WEFT_COMM_F32);
 
 		st = env->comm_ops->all_reduce(s->dp_comm, &b, &b, WEFT_COMM_AVG, NULL);
 		if (st)
@@ -618,9 +712,12 @@ static weft_status tp_train_step(void *p, const weft_step_input *in, weft_step_r
 		if (!st)
 			st = tp_dpz_gather(&s->z, s->params, &bytes, &calls);
 		comm_ns += weft_clock_ns() - c0;
-	} else if (!out->skipped) {
+	} else if (!out->skipped && s->dev.on_cpu) {
 		st = env->optim_ops->step(env->optim, env->segs, env->nseg, s->params, s->grads,
 					  s->slots, 0, s->numel, &info);
+	} else if (!out->skipped) {
+		st = tp_dev_step(&s->dev, &info, s->opt, s->n_opt, s->params, s->grads, s->slots,
+				 &s->mirror, s->slot_mem, s->n_slots, s->numel);
 	}
 	if (st)
 		return st;
@@ -687,17 +784,19 @@ static weft_status tp_eval_step(void *p, const weft_micro_batch *b, weft_eval_re
 static weft_status tp_state(void *p, weft_strategy_state *out)
 {
 	tp_strategy *s = p;
+	weft_status st;
 
-	if (s->zero) {
-		tp_dpz_state(&s->z, out);
-		return WEFT_OK;
-	}
+	if (s->zero)
+		return tp_dpz_state(&s->z, out);
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)s->n_slots;
 	out->begin = 0;
 	out->end = s->numel;
-	out->slots = s->slots;
+	st = tp_dev_state(&s->dev, s->slots, &s->mirror, s->slot_mem, s->n_slots, s->numel,
+			  &out->slots);
+	if (st)
+		return st;
 	if (s->size > 1) {
 		out->n_ranges = s->n_ranges;
 		out->ranges = s->ranges;
@@ -717,8 +816,14 @@ static void tp_destroy(void *p)
 		g_host->tp_bind(s->env->params, s->env->comm_ops, NULL);
 	g_host->comm_free(s->dp_comm);
 	g_host->comm_free(s->tp_comm);
-	g_host->mem_free(s->slot_mem);
-	g_host->mem_free(s->partial_buf);
+	tp_dev_free(&s->dev, WEFT_MEM_OPTIM, s->slot_mem, (int64_t)s->n_slots * s->numel);
+	tp_dev_free(&s->dev, WEFT_MEM_COMM, s->partial_buf, s->partial_numel);
+	tp_dev_mirror_free(&s->dev, &s->mirror);
+	g_host->mem_free(s->opt);
+	g_host->mem_free(s->pack);
+	g_host->mem_free(s->unpack);
+	g_host->mem_free(s->sq[0]);
+	g_host->mem_free(s->sq[1]);
 	g_host->mem_free(s->partial);
 	g_host->mem_free(s->split);
 	g_host->mem_free(s->ranges);

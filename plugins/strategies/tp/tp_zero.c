@@ -4,9 +4,9 @@
 
 #include "tp_zero.h"
 
-static weft_comm_buf fbuf(float *data, int64_t n)
+static weft_comm_buf fbuf(const tp_dpz *z, float *data, int64_t n)
 {
-	return (weft_comm_buf){ .data = data, .count = n, .dtype = WEFT_COMM_F32 };
+	return tp_dev_buf(z->dev, data, n, WEFT_COMM_F32);
 }
 
 /* Appends the part of local run [lb, le) that lies in [b, e), mapped
@@ -26,14 +26,16 @@ static void add_mapped(tp_dpz *z, int64_t lb, int64_t le, int64_t g, int64_t b, 
 	z->n_ranges++;
 }
 
-weft_status tp_dpz_setup(tp_dpz *z, const weft_host *host, const weft_comm_ops *ops,
+weft_status tp_dpz_setup(tp_dpz *z, const tp_dev *dev, const weft_comm_ops *ops,
 			 weft_comm *dp, int32_t size, int32_t rank, int64_t numel, size_t n_slots,
 			 const int64_t *tp_ranges, uint32_t n_tp_ranges)
 {
+	const weft_host *host = dev->host;
 	int64_t tail, len, at = 0;
 
 	memset(z, 0, sizeof(*z));
 	z->host = host;
+	z->dev = dev;
 	z->ops = ops;
 	z->dp = dp;
 	z->size = size;
@@ -47,16 +49,23 @@ weft_status tp_dpz_setup(tp_dpz *z, const weft_host *host, const weft_comm_ops *
 	tail = numel - z->prefix;
 	len = z->per + tail;
 	if (n_slots) {
-		z->slot_mem = host->mem_calloc(WEFT_MEM_OPTIM,
-					       n_slots * (size_t)(len ? len : 1) * sizeof(float));
+		z->slot_mem = tp_dev_alloc(dev, WEFT_MEM_OPTIM, (int64_t)n_slots * (len ? len : 1),
+					   "the zero_1 optimizer state");
 		if (!z->slot_mem)
-			return host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for the "
-					       "zero_1 optimizer state (%lld elements x %zu slots)",
-					       (long long)len, n_slots);
+			return WEFT_ERR_NOMEM;
 		for (size_t k = 0; k < n_slots; k++) {
 			z->slots[k] = z->slot_mem + k * (size_t)len;
 			z->tail_slots[k] = z->slots[k] + z->per;
 		}
+	}
+	if (!dev->on_cpu) {
+		const weft_strategy_env *env = dev->env;
+
+		z->opt = host->mem_alloc(WEFT_MEM_OTHER, 2 * (env->nseg + 1) * sizeof(*z->opt));
+		if (!z->opt)
+			return host->error_set(WEFT_ERR_NOMEM, "strategy tp: zero_1 optimizer ranges");
+		tp_dev_cut(dev, z->begin, z->end, 0, z->opt, &z->n_opt);
+		tp_dev_cut(dev, z->prefix, numel, z->per, z->opt, &z->n_opt);
 	}
 	/* each tp run may split in two pieces (slice, tail): 2 per run */
 	z->ranges = host->mem_alloc(WEFT_MEM_OTHER, (size_t)(4 * (n_tp_ranges + 1)) *
@@ -75,7 +84,7 @@ weft_status tp_dpz_setup(tp_dpz *z, const weft_host *host, const weft_comm_ops *
 
 weft_status tp_dpz_reduce(tp_dpz *z, float *grads, int64_t *bytes, int64_t *calls)
 {
-	weft_comm_buf send = fbuf(grads, z->prefix), recv = fbuf(grads + z->begin, z->per);
+	weft_comm_buf send = fbuf(z, grads, z->prefix), recv = fbuf(z, grads + z->begin, z->per);
 	weft_status st = WEFT_OK;
 
 	if (z->per) {
@@ -84,7 +93,7 @@ weft_status tp_dpz_reduce(tp_dpz *z, float *grads, int64_t *bytes, int64_t *call
 		*calls += 1;
 	}
 	if (!st && z->numel > z->prefix) {
-		weft_comm_buf t = fbuf(grads + z->prefix, z->numel - z->prefix);
+		weft_comm_buf t = fbuf(z, grads + z->prefix, z->numel - z->prefix);
 
 		st = z->ops->all_reduce(z->dp, &t, &t, WEFT_COMM_AVG, NULL);
 		*bytes += (z->numel - z->prefix) * (int64_t)sizeof(float);
@@ -99,6 +108,9 @@ weft_status tp_dpz_step(tp_dpz *z, const weft_strategy_env *env, float *params,
 {
 	weft_status st = WEFT_OK;
 
+	if (!z->dev->on_cpu)
+		return tp_dev_step(z->dev, info, z->opt, z->n_opt, params, grads, z->slots,
+				   &z->mirror, z->slot_mem, z->n_slots, z->per + (z->numel - z->prefix));
 	if (z->per)
 		st = env->optim_ops->step(env->optim, env->segs, env->nseg, params + z->begin,
 					  grads + z->begin, z->slots, z->begin, z->end, info);
@@ -111,7 +123,7 @@ weft_status tp_dpz_step(tp_dpz *z, const weft_strategy_env *env, float *params,
 
 weft_status tp_dpz_gather(tp_dpz *z, float *params, int64_t *bytes, int64_t *calls)
 {
-	weft_comm_buf send = fbuf(params + z->begin, z->per), recv = fbuf(params, z->prefix);
+	weft_comm_buf send = fbuf(z, params + z->begin, z->per), recv = fbuf(z, params, z->prefix);
 	weft_status st;
 
 	if (!z->per)
@@ -125,23 +137,28 @@ weft_status tp_dpz_gather(tp_dpz *z, float *params, int64_t *bytes, int64_t *cal
 	return WEFT_OK;
 }
 
-void tp_dpz_state(const tp_dpz *z, weft_strategy_state *out)
+weft_status tp_dpz_state(tp_dpz *z, weft_strategy_state *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
 	out->n_slots = (uint32_t)z->n_slots;
-	out->slots = z->slots;
 	out->n_ranges = z->n_ranges;
 	out->ranges = z->ranges;
 	out->begin = z->n_ranges ? z->ranges[0] : 0;
 	out->end = z->n_ranges ? z->ranges[2 * z->n_ranges - 1] : 0;
+	return tp_dev_state(z->dev, z->slots, &z->mirror, z->slot_mem, z->n_slots,
+			    z->per + (z->numel - z->prefix), &out->slots);
 }
 
 void tp_dpz_free(tp_dpz *z)
 {
 	if (!z->host) /* never set up: destroy right after create */
 		return;
-	z->host->mem_free(z->slot_mem);
+	tp_dev_free(z->dev, WEFT_MEM_OPTIM, z->slot_mem,
+		    (int64_t)z->n_slots * (z->per + z->numel - z->prefix ?
+					    z->per + z->numel - z->prefix : 1));
+	tp_dev_mirror_free(z->dev, &z->mirror);
+	z->host->mem_free(z->opt);
 	z->host->mem_free(z->ranges);
 	memset(z, 0, sizeof(*z));
 }

@@ -588,6 +588,38 @@ typedef struct weft_kernel_table {
 	weft_status (*optim_step)(void *kctx, const weft_optim_kernel *k,
 				  const weft_optim_range *ranges, size_t n, float *params,
 				  const float *grads, float *const *slots);
+
+	/* ---- since ABI 1.4: the vocabulary-parallel loss (tensor
+	 * parallelism's cross-entropy over logits split by vocabulary
+	 * columns, which never leave the device); check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, vocab_ce_backward) first. Both are
+	 * stream-ordered on kctx. ---- */
+
+	/* (optional, NULL: the core reads such logits on the host) Per-row
+	 * statistics of `rows` rows of F32 logits, this rank's `vocab`
+	 * columns of each, which are the global columns [begin, begin +
+	 * vocab); targets (idx_dt I32 or I64, `rows` of them) are global
+	 * column indices. With max NULL: stats[r] = the row's largest logit
+	 * (NaNs skipped; -inf for an empty row). Else, max holding the rows'
+	 * global maxima: stats[r] = the sum over the row of exp(z - max[r])
+	 * and stats[rows + r] = the target's logit where this rank holds its
+	 * column, else 0. Exponentials and sums in double, so the result
+	 * differs from another order of summation only in the last bits (the
+	 * CPU table sums each row in column order). max and stats are F64
+	 * device memory. The targets are not checked (the caller has). */
+	weft_status (*vocab_ce_stats)(void *kctx, int64_t rows, int64_t vocab, const float *logits,
+				      weft_dtype idx_dt, const void *targets, int64_t begin,
+				      const double *max, double *stats);
+	/* (optional, with vocab_ce_stats) Its backward: for each row whose
+	 * target is not ignore_index, element by element
+	 *   dlogits[r][j] += (float)(exp(z[r][j] - max[r]) / sum[r] * scale)
+	 * (in double, rounded once), then dlogits[r][t - begin] -= (float)scale
+	 * where this rank holds the target's column t. max and sum (F64,
+	 * `rows` each) are device memory, scale a host value. */
+	weft_status (*vocab_ce_backward)(void *kctx, int64_t rows, int64_t vocab,
+					 const float *logits, weft_dtype idx_dt, const void *targets,
+					 int64_t ignore_index, int64_t begin, const double *max,
+					 const double *sum, double scale, float *dlogits);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
