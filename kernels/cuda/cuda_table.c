@@ -397,6 +397,15 @@ static const weft_kernel_table cuda_table = {
 	.copy_ranges = cuda_copy_ranges,
 	.sum_squares_ranges = cuda_sum_squares_ranges,
 	.optim_step = cuda_optim_step,
+	.rmsnorm_forward = cuda_rmsnorm_forward,
+	.rmsnorm_backward = cuda_rmsnorm_backward,
+	.rope_forward = cuda_rope_forward,
+	.rope_backward = cuda_rope_backward,
+	.swiglu_forward = cuda_swiglu_forward,
+	.swiglu_backward = cuda_swiglu_backward,
+	.attention_gqa_forward = cuda_attention_gqa_forward,
+	.attention_gqa_backward = cuda_attention_gqa_backward,
+	.attention_gqa_scratch = cuda_attention_gqa_scratch,
 };
 
 static const weft_cuda_extras cuda_extras = {
