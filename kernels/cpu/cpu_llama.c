@@ -150,57 +150,63 @@ weft_status cpu_rmsnorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_
 
 /* ---- rotary position embeddings ---- */
 
-/* Rotation pairs whose cosines and sines a row computes at once. */
-#define ROPE_CHUNK 128
-
 typedef struct rope_args {
 	const float *inv_freq; /* head_dim / 2 */
+	float *cs;             /* per position t: half cosines, then half sines */
 	int64_t T, width, n_rot, hs, pos_offset;
 	int backward;
 	const float *x;
 	float *out;
 } rope_args;
 
-/* Rows [r0, r1) of (B T): per chunk of pairs, the cosines and sines of
- * the row's position once, then every rotated head; the rest of the row
- * copied (forward) or added (backward). Backward applies the transposed
- * rotation (the sine negated) and adds. */
+/* The cosines and sines of positions [t0, t1): for pair i the angle
+ * (float)(pos_offset + t) * inv_freq[i] (a float product), its cosine and
+ * sine taken in double and rounded once. Backward stores the sine negated
+ * (the transposed rotation). */
+static void rope_table(void *p, int64_t t0, int64_t t1)
+{
+	const rope_args *a = p;
+	int64_t half = a->hs / 2;
+
+	for (int64_t t = t0; t < t1; t++) {
+		float pos = (float)(a->pos_offset + t), *c = a->cs + t * 2 * half, *s = c + half;
+
+		for (int64_t i = 0; i < half; i++) {
+			double ang = (double)(pos * a->inv_freq[i]);
+
+			c[i] = (float)cos(ang);
+			s[i] = a->backward ? -(float)sin(ang) : (float)sin(ang);
+		}
+	}
+}
+
+/* Rows [r0, r1) of (B T): every rotated head with its row's position's
+ * table; the rest of the row copied (forward) or added (backward). */
 CPU_HOT
 static void rope_rows(void *p, int64_t r0, int64_t r1)
 {
 	const rope_args *a = p;
 	int64_t half = a->hs / 2, W = a->width, rot = a->n_rot * a->hs;
-	float c[ROPE_CHUNK], s[ROPE_CHUNK];
 
 	for (int64_t r = r0; r < r1; r++) {
-		float pos = (float)(a->pos_offset + r % a->T);
 		const float *restrict xr = a->x + r * W;
 		float *restrict o = a->out + r * W;
+		const float *restrict c = a->cs + (r % a->T) * 2 * half, *restrict s = c + half;
 
-		for (int64_t i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
-			int64_t n = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+		for (int64_t h = 0; h < a->n_rot; h++) {
+			const float *restrict x1 = xr + h * a->hs, *restrict x2 = x1 + half;
+			float *restrict o1 = o + h * a->hs, *restrict o2 = o1 + half;
 
-			for (int64_t i = 0; i < n; i++) {
-				double ang = (double)(pos * a->inv_freq[i0 + i]); /* a float product */
-
-				c[i] = (float)cos(ang);
-				s[i] = a->backward ? -(float)sin(ang) : (float)sin(ang);
-			}
-			for (int64_t h = 0; h < a->n_rot; h++) {
-				const float *restrict x1 = xr + h * a->hs + i0, *restrict x2 = x1 + half;
-				float *restrict o1 = o + h * a->hs + i0, *restrict o2 = o1 + half;
-
-				if (a->backward)
-					for (int64_t i = 0; i < n; i++) {
-						o1[i] += x1[i] * c[i] - x2[i] * s[i];
-						o2[i] += x2[i] * c[i] + x1[i] * s[i];
-					}
-				else
-					for (int64_t i = 0; i < n; i++) {
-						o1[i] = x1[i] * c[i] - x2[i] * s[i];
-						o2[i] = x2[i] * c[i] + x1[i] * s[i];
-					}
-			}
+			if (a->backward)
+				for (int64_t i = 0; i < half; i++) {
+					o1[i] += x1[i] * c[i] - x2[i] * s[i];
+					o2[i] += x2[i] * c[i] + x1[i] * s[i];
+				}
+			else
+				for (int64_t i = 0; i < half; i++) {
+					o1[i] = x1[i] * c[i] - x2[i] * s[i];
+					o2[i] = x2[i] * c[i] + x1[i] * s[i];
+				}
 		}
 		if (a->backward)
 			for (int64_t j = rot; j < W; j++)
@@ -210,23 +216,30 @@ static void rope_rows(void *p, int64_t r0, int64_t r1)
 	}
 }
 
+/* The frequencies, then one table of cosines and sines per position (the
+ * batch rows share it), in the calling thread's packing buffer; then the
+ * rows. */
 static weft_status rope_run(const weft_rope *rope, int backward, int64_t B, int64_t T,
 			    int64_t width, int64_t n_rot, int64_t head_dim, int64_t pos_offset,
 			    const void *x, void *out)
 {
 	rope_args a = { .T = T, .width = width, .n_rot = n_rot, .hs = head_dim,
 			.pos_offset = pos_offset, .backward = backward, .x = x, .out = out };
+	int64_t half = head_dim / 2;
 	float *f;
 
 	if (B <= 0 || T <= 0 || width <= 0)
 		return WEFT_OK;
-	f = cpu_pack_buffer((size_t)(head_dim / 2 + 1) * sizeof(float));
+	f = cpu_pack_buffer((size_t)(half + 2 * T * half + 1) * sizeof(float));
 	if (!f)
-		return weft_error_set(WEFT_ERR_NOMEM, "rope: out of memory for %lld frequencies",
-				      (long long)(head_dim / 2));
-	for (int64_t i = 0; i < head_dim / 2; i++)
+		return weft_error_set(WEFT_ERR_NOMEM, "rope: out of memory for the cosines and "
+				      "sines of %lld positions x %lld frequencies", (long long)T,
+				      (long long)half);
+	for (int64_t i = 0; i < half; i++)
 		f[i] = weft_rope_inv_freq(rope, head_dim, i);
 	a.inv_freq = f;
+	a.cs = f + half;
+	cpu_parallel_for(T, CPU_GRAIN / (16 * half + 1) + 1, rope_table, &a);
 	cpu_parallel_for(B * T, CPU_GRAIN / (width + 1) + 1, rope_rows, &a);
 	return WEFT_OK;
 }
@@ -281,16 +294,25 @@ static void swiglu_bwd_rows(void *p, int64_t r0, int64_t r1)
 	for (int64_t r = r0; r < r1; r++) {
 		const float *restrict g = a->gate + r * a->ld, *restrict u = a->up + r * a->ld;
 		const float *restrict d = a->dy + r * a->cols;
-		float *restrict dg = a->dgate ? a->dgate + r * a->ld : NULL;
-		float *restrict du = a->dup ? a->dup + r * a->ld : NULL;
+		float *dg = a->dgate ? a->dgate + r * a->ld : NULL;
+		float *du = a->dup ? a->dup + r * a->ld : NULL;
 
-		if (dg)
+		if (dg && du) /* one exp for both (they may be one buffer: no restrict) */
+			for (int64_t j = 0; j < a->cols; j++) {
+				float sig = 1.0f / (1.0f + cpu_expf(-g[j]));
+				float gd = d[j] * u[j] * (sig * (1.0f + g[j] * (1.0f - sig)));
+				float ud = d[j] * (g[j] * sig);
+
+				dg[j] += gd;
+				du[j] += ud;
+			}
+		else if (dg)
 			for (int64_t j = 0; j < a->cols; j++) {
 				float sig = 1.0f / (1.0f + cpu_expf(-g[j]));
 
 				dg[j] += d[j] * u[j] * (sig * (1.0f + g[j] * (1.0f - sig)));
 			}
-		if (du)
+		else
 			for (int64_t j = 0; j < a->cols; j++)
 				du[j] += d[j] * (g[j] / (1.0f + cpu_expf(-g[j])));
 	}

@@ -4,7 +4,8 @@
  * scaling on a packed q | k | v (v passing through) at a position offset,
  * SwiGLU as two tensors and packed, and attention with MHA, GQA and MQA
  * heads, one case past a causal tile. Also: attention_gqa with as many kv
- * heads as query heads is GPT's attention, bit for bit. */
+ * heads as query heads is GPT's attention, bit for bit; and a block's
+ * output and gradients are the same bits at 1 and at 3 kernel threads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,87 @@ static void gqa_is_mha(weft_ctx *ctx)
 	weft_tensor_free(qkv);
 }
 
+/* Rows enough for the row kernels to split over threads: rmsnorm, rope
+ * (2 heads of 8 rotated), packed swiglu. */
+static weft_status f_rows(weft_ctx *c, weft_tensor **in, weft_tensor **out)
+{
+	weft_tensor *n, *r;
+	weft_status st;
+
+	if ((st = weft_op_rmsnorm(c, in[0], in[1], 1e-5f, &n)) ||
+	    (st = weft_op_rope(c, n, &g_rope, 2, 8, 7, &r)))
+		return st;
+	return weft_op_swiglu(c, r, NULL, out);
+}
+
+/* A forward and backward at `threads`: copies of the output and of
+ * the two inputs' gradients into one malloc'd buffer. */
+static float *block_at(weft_ctx *ctx, tu_forward f, weft_tensor **in, int64_t threads,
+		       size_t *bytes)
+{
+	weft_tensor *y;
+	size_t ny, nx, nw;
+	float *buf;
+
+	weft_cpu_set_threads(threads);
+	weft_ctx_step_begin(ctx);
+	WT_OK(f(ctx, in, &y));
+	WT_OK(weft_backward_from(ctx, y, y));
+	ny = weft_tensor_nbytes(y);
+	nx = weft_tensor_nbytes(in[0]);
+	nw = weft_tensor_nbytes(in[1]);
+	*bytes = ny + nx + nw;
+	buf = malloc(*bytes);
+	WT_REQUIRE(buf);
+	memcpy(buf, y->data, ny);
+	memcpy((char *)buf + ny, in[0]->grad->data, nx);
+	memcpy((char *)buf + ny + nx, in[1]->grad->data, nw);
+	WT_OK(weft_tensor_zero(in[0]->grad));
+	WT_OK(weft_tensor_zero(in[1]->grad));
+	return buf;
+}
+
+static void agree(weft_ctx *ctx, const char *name, tu_forward f, int32_t ndim,
+		  const int64_t *sx, const int64_t *sw)
+{
+	weft_tensor *in[2] = { tu_rand("x", ndim, sx, -2, 2, 0), tu_rand("w", 1, sw, 0.5f, 1.5f, 0) };
+	int64_t before = weft_cpu_get_threads();
+	size_t b1, b3;
+	float *one, *three;
+
+	weft_tensor_requires_grad(in[0], 1);
+	weft_tensor_requires_grad(in[1], 1);
+	one = block_at(ctx, f, in, 1, &b1);
+	three = block_at(ctx, f, in, 3, &b3);
+	if (!(b1 == b3 && memcmp(one, three, b1) == 0))
+		fprintf(stderr, "%s: 1 and 3 threads differ\n", name);
+	WT_CHECK(b1 == b3 && memcmp(one, three, b1) == 0);
+	weft_cpu_set_threads(before);
+	free(one);
+	free(three);
+	weft_tensor_free(in[0]);
+	weft_tensor_free(in[1]);
+}
+
+static void threads_agree(weft_ctx *ctx)
+{
+	/* a block: 3 x 37 rows, 4 query + 2 kv heads of 8 (attention's groups
+	 * split over the threads) */
+	int64_t sx[3] = { 3, 37, (4 + 2 * 2) * 8 }, sw[1] = { (4 + 2 * 2) * 8 };
+	/* 24000 rows of 16: the row kernels split (RMSNorm's weight gradient
+	 * over 750 blocks of 32 rows) */
+	int64_t sr[3] = { 8, 3000, 16 }, swr[1] = { 16 };
+
+	g_rope = (weft_rope){ .struct_size = sizeof(weft_rope), .scaling = WEFT_ROPE_LLAMA3,
+			      .theta = 500000.0, .factor = 32.0, .low_freq_factor = 1.0,
+			      .high_freq_factor = 4.0, .original_max_positions = 8192.0 };
+	g_nh = 4;
+	g_nkv = 2;
+	g_hs = 8;
+	agree(ctx, "llama block", f_block, 3, sx, sw);
+	agree(ctx, "row kernels", f_rows, 3, sr, swr);
+}
+
 int main(void)
 {
 	weft_ctx *ctx;
@@ -163,6 +245,7 @@ int main(void)
 		check("llama block", ctx, f_block, in, 2, 1000);
 	}
 	gqa_is_mha(ctx);
+	threads_agree(ctx);
 	weft_ctx_free(ctx);
 	return wt_done("test_tensor_llama_gradcheck");
 }
