@@ -153,7 +153,7 @@ weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, i
 	char dx[256];
 	weft_tensor *y;
 	weft_tape_node *node;
-	weft_rope *saved;
+	weft_rope *saved = NULL;
 	weft_status st;
 
 	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, 1)) ||
@@ -177,20 +177,23 @@ weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, i
 	if (pos_offset < 0 || pos_offset > ((int64_t)1 << 24) - x->shape[1])
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: positions %lld to %lld: they must "
 				      "lie in [0, 2^24), where a float holds each exactly", op,
-				      (long long)pos_offset, (long long)(pos_offset + x->shape[1]));
+				      (long long)pos_offset, (long long)(pos_offset + x->shape[1] - 1));
 	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(x), 3, x->shape, &y)))
 		return st;
+	/* the backward's copy of the frequencies, before anything is recorded */
+	if (op_needs_grad(ctx, x)) {
+		if ((st = weft_arena_alloc(ctx->tape_arena, sizeof(*saved), 0, (void **)&saved)))
+			return weft_error_wrap(st, "%s: saving the frequencies", op);
+		*saved = *rope;
+		saved->struct_size = (uint32_t)sizeof(*saved);
+	}
 	if (weft_tensor_numel(x))
 		st = ctx->k->rope_forward(ctx->kctx, DT(x), rope, x->shape[0], x->shape[1],
 					  x->shape[2], n_rot, head_dim, pos_offset, x->data, y->data);
 	if (st || (st = op_record(ctx, op, rope_backward, y, 1, &x, &node)))
 		return st;
 	if (node) {
-		if ((st = weft_arena_alloc(ctx->tape_arena, sizeof(*saved), 0, (void **)&saved)))
-			return weft_error_wrap(st, "%s: saving the frequencies", op);
-		*saved = *rope;
-		saved->struct_size = (uint32_t)sizeof(*saved);
 		node->saved[0] = saved;
 		node->i[0] = n_rot;
 		node->i[1] = head_dim;

@@ -45,7 +45,7 @@ static void test_args(weft_ctx *ctx)
 	WT_FAILS(weft_op_rope(ctx, q, &rope, 3, 8, 0, &out), WEFT_ERR_SHAPE, "rope",
 		 "x 'qkv' [2, 3, 16]", "3 rotated heads of 8", "at most 2 heads");
 	WT_FAILS(weft_op_rope(ctx, q, &rope, 2, 8, -1, &out), WEFT_ERR_INVALID_ARG, "rope",
-		 "positions -1 to 2");
+		 "positions -1 to 1");
 	WT_FAILS(weft_op_rope(ctx, q, NULL, 2, 8, 0, &out), WEFT_ERR_INVALID_ARG, "rope is NULL");
 	bad = rope;
 	bad.struct_size = 8;
