@@ -1,4 +1,6 @@
-/* Multi-head causal self-attention on the packed (B, T, 3C) projection.
+/* Causal self-attention on a packed projection: multi-head on GPT's
+ * (B, T, 3C), and with grouped-query heads on (B, T, (nh + 2 nkv) hs)
+ * (q | k | v; MHA is nkv = nh), one implementation for both.
  * Per (batch, head), each product over the whole head, told of its
  * triangle (cpu_gemm_1's enum cpu_tri): the scores are computed on and
  * left of the diagonal only, and the products that read the probabilities
@@ -31,9 +33,10 @@ size_t cpu_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int
 	return (size_t)(T * T) * sizeof(float) * (size_t)att_threads(B * nh);
 }
 
-static int too_big(int64_t T, int64_t C)
+/* Whether T or a qkv row of L elements is past OpenBLAS's 32-bit sizes. */
+static int too_big(int64_t T, int64_t L)
 {
-	return T > 0x7fffffff / 4 || 3 * C > 0x7fffffff;
+	return T > 0x7fffffff / 4 || L > 0x7fffffff;
 }
 
 /* The first column right of row i's diagonal that the products with a
@@ -112,61 +115,81 @@ static void softmax_grad(const float *a, float *da, int64_t T, float scale)
 typedef struct att_job {
 	int backward;
 	int write; /* backward: write dqkv rather than add to it */
-	int64_t B, T, C, nh;
+	int64_t B, T, nh, nkv, hs;
 	const float *qkv, *att, *dout;
 	float *out, *att_w, *dqkv, *scratch;
-	int64_t first, step; /* heads first, first + step, ... */
+	int64_t units;       /* forward: B * nh heads; backward: B * nkv groups */
+	int64_t first, step; /* units first, first + step, ... */
 } att_job;
+
+/* Row lengths: qkv's (nh + 2 nkv) hs, out's nh hs. Query head h reads kv
+ * head h / (nh / nkv); its q is at column h hs, that kv head's k at
+ * (nh + kv) hs and v at (nh + nkv + kv) hs. */
+static int64_t ld_qkv(const att_job *j)
+{
+	return (j->nh + 2 * j->nkv) * j->hs;
+}
 
 static void head_forward(const att_job *j, int64_t b, int64_t h)
 {
-	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
+	int64_t T = j->T, hs = j->hs, L = ld_qkv(j), kv = h / (j->nh / j->nkv);
 	float scale = 1.0f / sqrtf((float)hs);
-	const float *q = j->qkv + b * T * C3 + h * hs;
-	const float *k = q + C, *v = q + 2 * C;
+	const float *row = j->qkv + b * T * L;
+	const float *q = row + h * hs, *k = row + (j->nh + kv) * hs;
+	const float *v = row + (j->nh + j->nkv + kv) * hs;
 	float *a = j->att_w + (b * j->nh + h) * T * T;
-	float *o = j->out + b * T * C + h * hs;
+	float *o = j->out + b * T * j->nh * hs + h * hs;
 
 	/* S = scale Q K^T on and left of the diagonal; A = softmax(S); O = A V */
-	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, a, T);
+	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, scale, q, L, k, L, 0.0f, a, T);
 	causal_softmax(a, T);
-	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
+	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, a, T, v, L, 0.0f, o, j->nh * hs);
 }
 
-static void head_backward(const att_job *j, int64_t b, int64_t h, float *da)
+/* Query head h's share of the gradients; `first` says it is the first of
+ * its group, which writes dk and dv when the job writes. */
+static void head_backward(const att_job *j, int64_t b, int64_t h, int first, float *da)
 {
-	int64_t T = j->T, C = j->C, hs = C / j->nh, C3 = 3 * C;
+	int64_t T = j->T, hs = j->hs, L = ld_qkv(j), C = j->nh * hs, kv = h / (j->nh / j->nkv);
 	float scale = 1.0f / sqrtf((float)hs);
-	const float *q = j->qkv + b * T * C3 + h * hs;
-	const float *k = q + C, *v = q + 2 * C;
+	const float *row = j->qkv + b * T * L;
+	const float *q = row + h * hs, *k = row + (j->nh + kv) * hs;
+	const float *v = row + (j->nh + j->nkv + kv) * hs;
 	const float *a = j->att + (b * j->nh + h) * T * T;
 	const float *go = j->dout + b * T * C + h * hs;
-	float *dq = j->dqkv + b * T * C3 + h * hs;
-	float *dk = dq + C, *dv = dq + 2 * C;
-	float beta = j->write ? 0.0f : 1.0f;
+	float *drow = j->dqkv + b * T * L;
+	float *dq = drow + h * hs, *dk = drow + (j->nh + kv) * hs;
+	float *dv = drow + (j->nh + j->nkv + kv) * hs;
+	float beta_q = j->write ? 0.0f : 1.0f, beta_kv = j->write && first ? 0.0f : 1.0f;
 
 	/* dA = dO V^T on and left of the diagonal;  dV (+)= A^T dO */
-	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, 1.0f, go, C, v, C3, 0.0f, da, T);
-	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, a, T, go, C, beta, dv, C3);
+	cpu_gemm_1(CPU_TRI_C_LOWER, 0, 1, T, T, hs, 1.0f, go, C, v, L, 0.0f, da, T);
+	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, a, T, go, C, beta_kv, dv, L);
 	softmax_grad(a, da, T, scale);
 	/* dQ (+)= dS K;  dK (+)= dS^T Q */
-	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, da, T, k, C3, beta, dq, C3);
-	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, da, T, q, C3, beta, dk, C3);
+	cpu_gemm_1(CPU_TRI_A_LOWER, 0, 0, T, hs, T, 1.0f, da, T, k, L, beta_q, dq, L);
+	cpu_gemm_1(CPU_TRI_A_UPPER, 1, 0, T, hs, T, 1.0f, da, T, q, L, beta_kv, dk, L);
 }
 
+/* Forward: every head is a unit of its own. Backward: a unit is a kv head
+ * of one batch row with its group of query heads, run in turn, so no two
+ * threads add to one kv head's gradient. */
 static void att_worker(const att_job *j)
 {
 	float *da = j->scratch ? j->scratch + j->first * j->T * j->T : NULL;
+	int64_t g = j->nh / j->nkv;
 
-	for (int64_t i = j->first; i < j->B * j->nh; i += j->step) {
-		if (j->backward)
-			head_backward(j, i / j->nh, i % j->nh, da);
-		else
+	for (int64_t i = j->first; i < j->units; i += j->step) {
+		if (!j->backward) {
 			head_forward(j, i / j->nh, i % j->nh);
+			continue;
+		}
+		for (int64_t m = 0; m < g; m++)
+			head_backward(j, i / j->nkv, (i % j->nkv) * g + m, m == 0, da);
 	}
 }
 
-/* Task t of att_run: the heads t, t + step, ... */
+/* Task t of att_run: the units t, t + step, ... */
 static void att_task(void *arg, int64_t t0, int64_t t1)
 {
 	for (int64_t t = t0; t < t1; t++) {
@@ -177,11 +200,11 @@ static void att_task(void *arg, int64_t t0, int64_t t1)
 	}
 }
 
-/* Runs the job over all heads, one task a thread (cpu_parallel_tasks);
+/* Runs the job over all units, one task a thread (cpu_parallel_tasks);
  * each head's products single-threaded. */
 static void att_run(const att_job *tmpl)
 {
-	int64_t n = att_threads(tmpl->B * tmpl->nh);
+	int64_t n = att_threads(tmpl->units);
 	int blas_threads = (int)weft_kernels_cpu_get_threads();
 	att_job j = *tmpl;
 
@@ -197,37 +220,47 @@ static void att_run(const att_job *tmpl)
 	openblas_set_num_threads(blas_threads);
 }
 
-weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
-				  int64_t nh, const void *qkv, void *out, void *att,
-				  void *scratch)
+static weft_status att_forward(int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
+			       const void *qkv, void *out, void *att)
 {
-	att_job j = { .backward = 0, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .out = out,
-		      .att_w = att };
+	att_job j = { .backward = 0, .B = B, .T = T, .nh = nh, .nkv = nkv, .hs = hs, .qkv = qkv,
+		      .out = out, .att_w = att, .units = B * nh };
 
-	(void)kctx;
-	(void)dt;
-	(void)scratch;
-	if (too_big(T, C))
-		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, C %lld exceed "
-				      "OpenBLAS's 32-bit sizes", (long long)T, (long long)C);
+	if (too_big(T, (nh + 2 * nkv) * hs))
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, row %lld exceed "
+				      "OpenBLAS's 32-bit sizes", (long long)T,
+				      (long long)((nh + 2 * nkv) * hs));
+	if (B > 0 && T > 0 && nh > 0 && hs > 0)
+		att_run(&j);
+	return WEFT_OK;
+}
+
+static weft_status att_backward(int write, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+				int64_t hs, const void *qkv, const void *att, const void *dout,
+				void *dqkv, void *scratch)
+{
+	att_job j = { .backward = 1, .write = write, .B = B, .T = T, .nh = nh, .nkv = nkv,
+		      .hs = hs, .qkv = qkv, .att = att, .dout = dout, .dqkv = dqkv,
+		      .scratch = scratch, .units = B * nkv };
+
+	if (!dqkv || B <= 0 || T <= 0 || nh <= 0 || hs <= 0)
+		return WEFT_OK;
+	if (too_big(T, (nh + 2 * nkv) * hs))
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, row %lld exceed "
+				      "OpenBLAS's 32-bit sizes", (long long)T,
+				      (long long)((nh + 2 * nkv) * hs));
 	att_run(&j);
 	return WEFT_OK;
 }
 
-static weft_status attention_backward(int write, int64_t B, int64_t T, int64_t C, int64_t nh,
-				      const void *qkv, const void *att, const void *dout, void *dqkv,
-				      void *scratch)
+weft_status cpu_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
+				  int64_t nh, const void *qkv, void *out, void *att,
+				  void *scratch)
 {
-	att_job j = { .backward = 1, .write = write, .B = B, .T = T, .C = C, .nh = nh, .qkv = qkv, .att = att,
-		      .dout = dout, .dqkv = dqkv, .scratch = scratch };
-
-	if (!dqkv)
-		return WEFT_OK;
-	if (too_big(T, C))
-		return weft_error_set(WEFT_ERR_UNSUPPORTED, "attention: T %lld, C %lld exceed "
-				      "OpenBLAS's 32-bit sizes", (long long)T, (long long)C);
-	att_run(&j);
-	return WEFT_OK;
+	(void)kctx;
+	(void)dt;
+	(void)scratch;
+	return att_forward(B, T, nh, nh, C / nh, qkv, out, att);
 }
 
 weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t C,
@@ -236,7 +269,7 @@ weft_status cpu_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t
 {
 	(void)kctx;
 	(void)dt;
-	return attention_backward(0, B, T, C, nh, qkv, att, dout, dqkv, scratch);
+	return att_backward(0, B, T, nh, nh, C / nh, qkv, att, dout, dqkv, scratch);
 }
 
 weft_status cpu_attention_backward_write(void *kctx, weft_dtype dt, int64_t B, int64_t T,
@@ -245,5 +278,35 @@ weft_status cpu_attention_backward_write(void *kctx, weft_dtype dt, int64_t B, i
 {
 	(void)kctx;
 	(void)dt;
-	return attention_backward(1, B, T, C, nh, qkv, att, dout, dqkv, scratch);
+	return att_backward(1, B, T, nh, nh, C / nh, qkv, att, dout, dqkv, scratch);
+}
+
+size_t cpu_attention_gqa_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+				 int64_t hs)
+{
+	(void)dt;
+	(void)nh;
+	(void)hs;
+	/* dA for one group per thread, in backward */
+	return (size_t)(T * T) * sizeof(float) * (size_t)att_threads(B * nkv);
+}
+
+weft_status cpu_attention_gqa_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+				      int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				      void *out, void *att, void *scratch)
+{
+	(void)kctx;
+	(void)dt;
+	(void)scratch;
+	return att_forward(B, T, nh, nkv, hs, qkv, out, att);
+}
+
+weft_status cpu_attention_gqa_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+				       int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				       const void *att, const void *dout, void *dqkv,
+				       void *scratch)
+{
+	(void)kctx;
+	(void)dt;
+	return att_backward(0, B, T, nh, nkv, hs, qkv, att, dout, dqkv, scratch);
 }

@@ -117,6 +117,15 @@ static const weft_kernel_table cpu_table = {
 	.optim_step = cpu_optim_step,
 	.vocab_ce_stats = cpu_vocab_ce_stats,
 	.vocab_ce_backward = cpu_vocab_ce_backward,
+	.rmsnorm_forward = cpu_rmsnorm_forward,
+	.rmsnorm_backward = cpu_rmsnorm_backward,
+	.rope_forward = cpu_rope_forward,
+	.rope_backward = cpu_rope_backward,
+	.swiglu_forward = cpu_swiglu_forward,
+	.swiglu_backward = cpu_swiglu_backward,
+	.attention_gqa_forward = cpu_attention_gqa_forward,
+	.attention_gqa_backward = cpu_attention_gqa_backward,
+	.attention_gqa_scratch = cpu_attention_gqa_scratch,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -234,6 +234,33 @@ weft_status cuda_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_
 				    int64_t nh, const void *qkv, const void *att,
 				    const void *dout, void *dqkv, void *scratch);
 size_t cuda_attention_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t C, int64_t nh);
+weft_status cuda_attention_gqa_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+				       int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				       void *out, void *att, void *scratch);
+weft_status cuda_attention_gqa_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+					const void *att, const void *dout, void *dqkv,
+					void *scratch);
+size_t cuda_attention_gqa_scratch(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+				  int64_t hs);
+
+/* cuda_llama.cu: RMSNorm, rotary embeddings, SwiGLU (since ABI 1.4) */
+weft_status cuda_rmsnorm_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				 float eps, const void *x, const void *w, void *out, float *rstd);
+weft_status cuda_rmsnorm_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  const void *x, const void *w, const float *rstd, const void *dy,
+				  void *dx, void *dw);
+weft_status cuda_rope_forward(void *kctx, weft_dtype dt, const weft_rope *rope, int64_t B,
+			      int64_t T, int64_t width, int64_t n_rot, int64_t head_dim,
+			      int64_t pos_offset, const void *x, void *out);
+weft_status cuda_rope_backward(void *kctx, weft_dtype dt, const weft_rope *rope, int64_t B,
+			       int64_t T, int64_t width, int64_t n_rot, int64_t head_dim,
+			       int64_t pos_offset, const void *dy, void *dx);
+weft_status cuda_swiglu_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				const void *gate, const void *up, int64_t ld, void *out);
+weft_status cuda_swiglu_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				 const void *gate, const void *up, int64_t ld, const void *dy,
+				 void *dgate, void *dup);
 
 /* cuda_optim.cu: see kernels_cuda.h */
 weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,

@@ -462,6 +462,15 @@ static const weft_kernel_table cuda_table = {
 	.optim_step = cuda_optim_step,
 	.vocab_ce_stats = cuda_vocab_ce_stats,
 	.vocab_ce_backward = cuda_vocab_ce_backward,
+	.rmsnorm_forward = cuda_rmsnorm_forward,
+	.rmsnorm_backward = cuda_rmsnorm_backward,
+	.rope_forward = cuda_rope_forward,
+	.rope_backward = cuda_rope_backward,
+	.swiglu_forward = cuda_swiglu_forward,
+	.swiglu_backward = cuda_swiglu_backward,
+	.attention_gqa_forward = cuda_attention_gqa_forward,
+	.attention_gqa_backward = cuda_attention_gqa_backward,
+	.attention_gqa_scratch = cuda_attention_gqa_scratch,
 };
 
 static const weft_cuda_extras cuda_extras = {

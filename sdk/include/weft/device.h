@@ -252,6 +252,58 @@ static inline void weft_optim_kernel_sgd(weft_optim_kernel *k, double momentum,
 	k->neg_lr = (float)-lr;
 }
 
+/* ---- since ABI 1.4: rotary position embeddings ------------------------ */
+
+/* Frequency scalings of rotary embeddings (weft_rope.scaling). Values are
+ * part of the ABI: only ever appended. */
+typedef enum weft_rope_scaling {
+	WEFT_ROPE_PLAIN = 0,  /* inv_freq = theta^(-2i / head_dim) */
+	WEFT_ROPE_LLAMA3 = 1  /* Llama 3.1's: Hugging Face's rope_type "llama3" */
+} weft_rope_scaling;
+
+/* The frequencies of a rotary embedding (weft_kernel_table.rope_forward),
+ * as Hugging Face's config.json gives them: rope_theta, and for "llama3"
+ * rope_scaling's factor, low_freq_factor, high_freq_factor and
+ * original_max_position_embeddings. */
+typedef struct weft_rope {
+	uint32_t struct_size;   /* sizeof as the caller saw it */
+	int32_t scaling;        /* weft_rope_scaling */
+	double theta;           /* base, e.g. 10000 or 500000 */
+	double factor;          /* LLAMA3: 8 for Llama 3.1 */
+	double low_freq_factor; /* LLAMA3: 1 */
+	double high_freq_factor;/* LLAMA3: 4 */
+	double original_max_positions; /* LLAMA3: 8192 */
+} weft_rope;
+
+/* The inverse frequency of rotation pair i (0 <= i < head_dim / 2), the
+ * value every kernel uses (computed in double, rounded once to float):
+ *   f = theta^(-2i / head_dim)
+ * and with LLAMA3, with w = 2 pi / f, lo = original_max_positions /
+ * low_freq_factor and hi = original_max_positions / high_freq_factor:
+ * f / factor when w > lo; f when w < hi; otherwise
+ * (1 - s) f / factor + s f with s = (original_max_positions / w -
+ * low_freq_factor) / (high_freq_factor - low_freq_factor). */
+static inline float weft_rope_inv_freq(const weft_rope *r, int64_t head_dim, int64_t i)
+{
+	double f = 1.0 / pow(r->theta, (double)(2 * i) / (double)head_dim);
+
+	if (r->scaling == WEFT_ROPE_LLAMA3) {
+		double w = 2.0 * 3.14159265358979323846 / f;
+		double lo = r->original_max_positions / r->low_freq_factor;
+		double hi = r->original_max_positions / r->high_freq_factor;
+
+		if (w > lo) {
+			f = f / r->factor;
+		} else if (!(w < hi)) {
+			double s = (r->original_max_positions / w - r->low_freq_factor) /
+				   (r->high_freq_factor - r->low_freq_factor);
+
+			f = (1.0 - s) * f / r->factor + s * f;
+		}
+	}
+	return (float)f;
+}
+
 /* The kernels of one device kind. A `static const` struct in the code that
  * provides it, valid for the life of the process. Members are only ever
  * appended (check head.struct_size with WEFT_HAS_MEMBER before using a
@@ -620,6 +672,82 @@ typedef struct weft_kernel_table {
 					 const float *logits, weft_dtype idx_dt, const void *targets,
 					 int64_t ignore_index, int64_t begin, const double *max,
 					 const double *sum, double scale, float *dlogits);
+
+	/* ---- since ABI 1.4: the layers of Llama-family models; check
+	 * WEFT_HAS_MEMBER(k, weft_kernel_table, attention_gqa_scratch) first.
+	 * Every member is optional: NULL means the device lacks that layer,
+	 * and the op that needs it fails naming the table and the member.
+	 * Statistics saved for backward (rmsnorm's rstd) are F32; every
+	 * computation is in F32 whatever the storage dtype. ---- */
+
+	/* RMSNorm over rows of `cols`: out = x * rstd * w with rstd =
+	 * 1 / sqrt(mean(x^2) + eps), the mean of squares summed in F32
+	 * (torch.nn.functional.rms_norm, Llama's LlamaRMSNorm). w (cols) may
+	 * be NULL (no scale). Saves rstd (F32, rows). */
+	weft_status (*rmsnorm_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				       float eps, const void *x, const void *w, void *out,
+				       float *rstd);
+	/* With n = x rstd and g = dy w (dy when w is NULL): dx += rstd (g - n
+	 * mean(g n)) and dw += the sum over rows of dy n. dx and dw may each be
+	 * NULL. */
+	weft_status (*rmsnorm_backward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					const void *x, const void *w, const float *rstd,
+					const void *dy, void *dx, void *dw);
+
+	/* Rotary position embedding in the rotate-half layout (Hugging Face's
+	 * Llama): x is (B, T, width); in every row the first n_rot heads of
+	 * head_dim (even) elements are rotated, the rest of the row (up to
+	 * width) is copied unchanged, so a packed q | k | v projection is
+	 * rotated in one call (n_rot = n_head + n_kv_head, v passes through).
+	 * For head element i < head_dim / 2 at position p = pos_offset + t, with
+	 * a = (float)p * weft_rope_inv_freq(rope, head_dim, i) (a float
+	 * product) and c, s its cosine and sine:
+	 *   out[i] = x[i] c - x[i + head_dim/2] s
+	 *   out[i + head_dim/2] = x[i + head_dim/2] c + x[i] s
+	 * `rope` is HOST memory, read before the call returns. out does not
+	 * overlap x. */
+	weft_status (*rope_forward)(void *kctx, weft_dtype dt, const struct weft_rope *rope,
+				    int64_t B, int64_t T, int64_t width, int64_t n_rot,
+				    int64_t head_dim, int64_t pos_offset, const void *x, void *out);
+	/* The transposed rotation: dx += R^T dy on the rotated heads, dx += dy
+	 * on the rest of each row. */
+	weft_status (*rope_backward)(void *kctx, weft_dtype dt, const struct weft_rope *rope,
+				     int64_t B, int64_t T, int64_t width, int64_t n_rot,
+				     int64_t head_dim, int64_t pos_offset, const void *dy,
+				     void *dx);
+
+	/* SwiGLU: out[r][j] = silu(gate[r][j]) * up[r][j] for rows x cols, with
+	 * silu(g) = g / (1 + exp(-g)). gate and up are rows of `ld` elements
+	 * (ld >= cols): two tensors (ld = cols) or one packed [gate | up]
+	 * tensor (up = gate + cols, ld = 2 cols). out is dense (ld cols). */
+	weft_status (*swiglu_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				      const void *gate, const void *up, int64_t ld, void *out);
+	/* dgate += dy * up * silu'(gate), dup += dy * silu(gate), in rows of
+	 * `ld` as the inputs (each may be NULL; both may be halves of one
+	 * packed gradient). */
+	weft_status (*swiglu_backward)(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				       const void *gate, const void *up, int64_t ld, const void *dy,
+				       void *dgate, void *dup);
+
+	/* Causal self-attention with grouped-query heads on a packed
+	 * projection: qkv is (B, T, (nh + 2 nkv) hs) holding q (nh heads) |
+	 * k (nkv heads) | v (nkv heads), each head hs elements; nkv divides
+	 * nh, and query head h reads kv head h / (nh / nkv) (nkv = nh: MHA;
+	 * nkv = 1: MQA). out (B, T, nh hs) = per head softmax(q k^T / sqrt(hs)
+	 * + causal mask) v. Saves the probabilities `att` (B, nh, T, T) for
+	 * backward; `scratch` holds attention_gqa_scratch(...) bytes. */
+	weft_status (*attention_gqa_forward)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					     int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+					     void *out, void *att, void *scratch);
+	/* Accumulates dqkv (B, T, (nh + 2 nkv) hs) from dout (B, T, nh hs);
+	 * a kv head's gradient sums its query heads' contributions. */
+	weft_status (*attention_gqa_backward)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					      int64_t nh, int64_t nkv, int64_t hs,
+					      const void *qkv, const void *att, const void *dout,
+					      void *dqkv, void *scratch);
+	/* Bytes of scratch attention_gqa_forward/backward need. */
+	size_t (*attention_gqa_scratch)(weft_dtype dt, int64_t B, int64_t T, int64_t nh,
+					int64_t nkv, int64_t hs);
 } weft_kernel_table;
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:

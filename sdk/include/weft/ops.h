@@ -82,6 +82,48 @@ WEFT_API weft_status weft_op_embedding(weft_ctx *ctx, weft_tensor *ids, weft_ten
 WEFT_API weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
 				       weft_tensor **out);
 
+/* ---- the layers of Llama-family models (kernel-table members since ABI
+ * 1.4). Each also fails with WEFT_ERR_UNSUPPORTED, naming the kernel
+ * table and the member, on a device whose kernel table lacks it. ---- */
+
+/* RMSNorm over the last dim: x * rstd * w with rstd = 1 / sqrt(mean(x^2) +
+ * eps) in F32 (torch.nn.functional.rms_norm, LlamaRMSNorm); w of the last
+ * dim's size, or NULL. Errors also: INVALID_ARG for eps not positive. */
+WEFT_API weft_status weft_op_rmsnorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, float eps,
+				     weft_tensor **out);
+
+/* Rotary position embedding, rotate-half layout (Hugging Face's Llama):
+ * x (B, T, W); in each row the first n_rot heads of head_dim elements are
+ * rotated (pairs i and i + head_dim / 2 by the angle (pos_offset + t) *
+ * weft_rope_inv_freq(rope, head_dim, i)), the rest of the row is passed
+ * through: x may be a packed q | k | v with n_rot = n_head + n_kv_head.
+ * pos_offset is the first row's position (the tokens already in a KV
+ * cache when generating; 0 in training). rope (weft/device.h) is copied.
+ * Errors also: INVALID_ARG for an odd head_dim, bad frequencies or
+ * positions past 2^24; SHAPE when n_rot heads do not fit in W. */
+WEFT_API weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope,
+				  int64_t n_rot, int64_t head_dim, int64_t pos_offset,
+				  weft_tensor **out);
+
+/* SwiGLU: silu(gate) * up. Two tensors of one shape (out: that shape), or
+ * up NULL and gate one packed tensor (..., 2I) whose rows are [gate | up]
+ * (out: (..., I)). Under tensor parallelism each rank's gate and up are
+ * column slices, so either form stays rank-local. Errors also: SHAPE for
+ * different shapes, or an odd packed last dim. */
+WEFT_API weft_status weft_op_swiglu(weft_ctx *ctx, weft_tensor *gate, weft_tensor *up,
+				    weft_tensor **out);
+
+/* Causal self-attention with grouped-query heads on a packed projection:
+ * qkv (B, T, (n_head + 2 n_kv_head) hs) = q (n_head heads) | k (n_kv_head)
+ * | v (n_kv_head); query head h attends with kv head h / (n_head /
+ * n_kv_head) (PyTorch's repeat_interleave, HF's repeat_kv). n_kv_head ==
+ * n_head is multi-head attention, 1 multi-query. out: (B, T, n_head hs).
+ * Saves the (B, n_head, T, T) probabilities for backward. Errors also:
+ * INVALID_ARG when n_kv_head does not divide n_head; SHAPE when the last
+ * dim is not a multiple of n_head + 2 n_kv_head. */
+WEFT_API weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+					   int64_t n_kv_head, weft_tensor **out);
+
 /* Inverted dropout with probability p in [0, 1): in training mode drops
  * each element with probability p and scales the rest by 1 / (1 - p); the
  * mask comes from the context's counter-based RNG (weft_ctx_set_rng). Out
