@@ -240,7 +240,7 @@ static weft_status make_header(const char *out_path, const weft_st_file *model,
 	weft_status st;
 
 	weft_json_writer_string(&w, 0);
-	weft_st_header_begin(&w);
+	weft_st_header_begin(&w, NULL, 0);
 	for (size_t pass = 0; pass <= (slots ? slots->count : 0); pass++)
 		for (size_t i = 0; i < model->count; i++) {
 			const weft_st_tensor *t = &model->tensors[i];
