@@ -320,7 +320,7 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 	if (!is_gelu_tanh(hf->activation))
 		return bad_key(path, "activation_function", "is \"%s\" but weft's GPT uses GELU's "
 			       "tanh form (transformers' \"gelu_new\"; \"gelu\" is the exact "
-			       "erf form, nanoGPT's nn.GELU()). The two differ by up to ~1e-3 per "
+			       "erf form, nanoGPT's nn.GELU()). The two differ by up to 4.7e-4 per "
 			       "activation, so the logits would not be the checkpoint's; if that "
 			       "is acceptable (fine-tuning adapts), set \"activation_function\": "
 			       "\"gelu_new\" in a copy of config.json", hf->activation);
@@ -457,6 +457,12 @@ weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
 	weft_json_bool(&w, 1);
 	weft_json_key(&w, "tie_word_embeddings");
 	weft_json_bool(&w, 1);
+	/* GPT-2's <|endoftext|>, or the last id of a smaller vocabulary
+	 * (transformers warns of ids outside it) */
+	weft_json_key(&w, "bos_token_id");
+	weft_json_int(&w, c->vocab_size > 50256 ? 50256 : c->vocab_size - 1);
+	weft_json_key(&w, "eos_token_id");
+	weft_json_int(&w, c->vocab_size > 50256 ? 50256 : c->vocab_size - 1);
 	weft_json_key(&w, "torch_dtype");
 	weft_json_string(&w, "float32");
 	weft_json_end_object(&w);
