@@ -305,8 +305,17 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 		int64_t want = *(const int64_t *)((const char *)&hf->gpt + keys[i].at);
 		int64_t have = *(const int64_t *)((const char *)model + keys[i].at);
 
-		if (want != have)
-			return bad_key(path, keys[i].hf, "is %lld but the model's %s is %lld; leave "
+		if (want == have)
+			continue;
+		/* fewer positions: the first rows of wpe (nanoGPT's crop_block_size) */
+		if (!strcmp(keys[i].hf, "n_positions") && have < want)
+			continue;
+		if (!strcmp(keys[i].hf, "n_positions"))
+			return bad_key(path, keys[i].hf, "is %lld but the model's block_size is %lld: "
+				       "the checkpoint has learned %lld positions; set model.block_size "
+				       "to at most %lld, or leave it out", (long long)want,
+				       (long long)have, (long long)want, (long long)want);
+		return bad_key(path, keys[i].hf, "is %lld but the model's %s is %lld; leave "
 				       "model.%s out of the config (the checkpoint's value is then "
 				       "used) or set it to %lld", (long long)want, keys[i].weft,
 				       (long long)have, keys[i].weft, (long long)want);

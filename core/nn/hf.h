@@ -76,7 +76,9 @@ int nn_hf_is_dir(const char *dir);
 weft_status nn_hf_config_read(const char *dir, nn_hf_config *out);
 
 /* Checks the config read from `dir` against the model's GPT config and
- * weft's numerics (LayerNorm eps 1e-5, GELU's tanh form, biases on).
+ * weft's numerics (LayerNorm eps 1e-5, GELU's tanh form, biases on). A
+ * block_size below n_positions is accepted: the loader keeps the first
+ * block_size rows of wpe.
  * Errors: WEFT_ERR_INVALID_ARG naming config.json, the key and both
  * values, and what to change. */
 weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,

@@ -92,6 +92,8 @@ typedef struct src {
 	const weft_st_tensor *t;
 	nn_hf_how how;
 	int used;
+	uint64_t bytes;          /* read from the tensor's start: all, or the
+				  * first rows of a cropped wpe */
 } src;
 
 typedef struct ckpt {
@@ -250,7 +252,7 @@ static src *find_src(ckpt *c, const char *name)
 static weft_status read_src(ckpt *c, const src *s)
 {
 	const weft_st_file *f = c->files[s->file];
-	uint64_t at = f->data_at + s->t->begin, left = s->t->end - s->t->begin;
+	uint64_t at = f->data_at + s->t->begin, left = s->bytes;
 	unsigned char *p = c->buf;
 
 	while (left) {
@@ -289,6 +291,7 @@ static weft_status tie_head(const weft_model *m, ckpt *c, src **wte_src)
 		return WEFT_OK;
 	}
 	bytes = (size_t)(head->t->end - head->t->begin);
+	head->bytes = wte->bytes = bytes;
 	if (head->t->dtype == wte->t->dtype && bytes == (size_t)(wte->t->end - wte->t->begin)) {
 		if (!(c->buf = malloc(bytes ? bytes : 1)) || !(copy = malloc(bytes ? bytes : 1)))
 			return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory comparing the "
@@ -323,8 +326,9 @@ static weft_status tie_head(const weft_model *m, ckpt *c, src **wte_src)
 }
 
 /* The one source of parameter p, checked: present, same dtype, and the
- * shape weft's layout needs. */
-static weft_status check_param(ckpt *c, const weft_tensor *p, src *s)
+ * shape weft's layout needs; with `crop`, more rows than p has are
+ * accepted and the first p->shape[0] are read. */
+static weft_status check_param(ckpt *c, const weft_tensor *p, src *s, int crop)
 {
 	const char *file = s ? c->paths[s->file] : c->path;
 	char a[160], b[160];
@@ -336,6 +340,7 @@ static weft_status check_param(ckpt *c, const weft_tensor *p, src *s)
 				      weft_shape_str(p, a, sizeof(a)),
 				      c->n_files == 1 ? "file" : "checkpoint's files");
 	s->used = 1;
+	s->bytes = s->t->end - s->t->begin;
 	if ((int32_t)s->t->dtype != p->dtype)
 		return weft_error_set(WEFT_ERR_DTYPE, "%s: tensor '%s' is %s in the file but the "
 				      "model's parameter is %s; convert the file to %s (in PyTorch: "
@@ -345,6 +350,11 @@ static weft_status check_param(ckpt *c, const weft_tensor *p, src *s)
 				      weft_dtype_name((weft_dtype)p->dtype));
 	if (s->how == NN_HF_TRANSPOSE ? transposed_shape(s->t, p) : same_shape(s->t, p))
 		return WEFT_OK;
+	if (crop && s->how == NN_HF_COPY && s->t->ndim == 2 && p->ndim == 2 &&
+	    s->t->shape[1] == p->shape[1] && s->t->shape[0] > p->shape[0]) {
+		s->bytes = weft_tensor_nbytes(p);
+		return WEFT_OK;
+	}
 	shape_of(s->t, a, sizeof(a));
 	weft_shape_str(p, b, sizeof(b));
 	if (s->how == NN_HF_COPY && transposed_shape(s->t, p))
@@ -372,7 +382,7 @@ static weft_status check_param(ckpt *c, const weft_tensor *p, src *s)
 /* s's bytes, in weft's layout, into p. */
 static weft_status copy_param(ckpt *c, weft_tensor *p, const src *s)
 {
-	size_t bytes = (size_t)(s->t->end - s->t->begin);
+	size_t bytes = (size_t)s->bytes;
 	weft_status st = read_src(c, s);
 
 	if (st)
@@ -414,13 +424,13 @@ weft_status nn_model_load_file(weft_model *m, const char *path)
 		weft_tensor *p = weft_params_at(m->params, i);
 		src *s = p == m->wte ? wte : find_src(&c, p->name);
 
-		if ((st = check_param(&c, p, s)))
+		if ((st = check_param(&c, p, s, c.family && p == m->wpe)))
 			goto out_close;
 		from[i] = s;
-		if ((size_t)(s->t->end - s->t->begin) > most)
-			most = (size_t)(s->t->end - s->t->begin);
-		if (s->how == NN_HF_TRANSPOSE && (size_t)(s->t->end - s->t->begin) > most_t)
-			most_t = (size_t)(s->t->end - s->t->begin);
+		if ((size_t)s->bytes > most)
+			most = (size_t)s->bytes;
+		if (s->how == NN_HF_TRANSPOSE && (size_t)s->bytes > most_t)
+			most_t = (size_t)s->bytes;
 	}
 	for (size_t i = 0; i < c.n_srcs; i++)
 		if (!c.srcs[i].used) {

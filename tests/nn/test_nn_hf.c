@@ -55,8 +55,16 @@ static weft_status build_from(const char *init_from, int shape, weft_model **m)
 	return build(yaml, m);
 }
 
-/* The model's logits on the fixture's ids against transformers'. */
+/* The model's logits on the fixture's ids (their first t positions, all
+ * when t is 0) against transformers'. */
+static void check_logits_t(const char *what, weft_model *m, int64_t t);
+
 static void check_logits(const char *what, weft_model *m)
+{
+	check_logits_t(what, m, 0);
+}
+
+static void check_logits_t(const char *what, weft_model *m, int64_t t)
 {
 	char path[1024];
 	weft_st_file *f;
@@ -69,10 +77,26 @@ static void check_logits(const char *what, weft_model *m)
 	want = golden_tensor(f, "logits");
 	WT_OK(weft_ctx_create(&copt, &ctx));
 	weft_ctx_step_begin(ctx);
-	WT_OK(weft_model_forward(m, ctx, ids, &logits));
-	WT_REQUIRE(weft_tensor_numel(logits) == weft_tensor_numel(want));
+	if (t) { /* causal: the first t positions' logits do not see the rest */
+		int64_t B = ids->shape[0], T = ids->shape[1], V = want->shape[2];
+		int64_t shape[2] = { B, t };
+		weft_tensor *cut;
+
+		WT_OK(weft_ctx_tensor(ctx, "ids_cut", WEFT_I64, 2, shape, &cut));
+		for (int64_t b = 0; b < B; b++) {
+			memcpy((int64_t *)cut->data + b * t, (int64_t *)ids->data + b * T,
+			       (size_t)t * sizeof(int64_t));
+			memmove((float *)want->data + b * t * V, (float *)want->data + b * T * V,
+				(size_t)(t * V) * sizeof(float));
+		}
+		WT_OK(weft_model_forward(m, ctx, cut, &logits));
+		WT_REQUIRE(weft_tensor_numel(logits) == B * t * V);
+	} else {
+		WT_OK(weft_model_forward(m, ctx, ids, &logits));
+		WT_REQUIRE(weft_tensor_numel(logits) == weft_tensor_numel(want));
+	}
 	CHECK_ALL_CLOSE(what, (const float *)logits->data, (const float *)want->data,
-			weft_tensor_numel(want), 1e-4, 1e-5);
+			weft_tensor_numel(logits), 1e-4, 1e-5);
 	weft_ctx_free(ctx);
 	weft_tensor_free(ids);
 	weft_tensor_free(want);
@@ -108,6 +132,17 @@ static void test_loads(void)
 	WT_CHECK(c->n_layer == 2 && c->n_head == 4 && c->n_embd == 32 && c->vocab_size == 256 &&
 		 c->block_size == 16 && c->bias);
 	check_logits("gpt2 directory", dir);
+
+	/* a shorter block: wpe's first rows, as nanoGPT's crop_block_size */
+	{
+		char yaml[2048];
+
+		snprintf(yaml, sizeof(yaml), "model: {class: gpt, block_size: 8, init_from: '%s'}\n",
+			 hf("gpt2", path, sizeof(path)));
+		WT_OK(build(yaml, &sharded));
+		check_logits_t("gpt2 cropped to 8 positions", sharded, 8);
+		weft_model_free(sharded);
+	}
 
 	WT_OK(build_from(hf("gpt2_sharded", path, sizeof(path)), 1, &sharded));
 	check_logits("gpt2 sharded", sharded);
@@ -223,10 +258,11 @@ static void test_refusals(void)
 	WT_FAILS(build(yaml, &m), WEFT_ERR_INVALID_ARG, "m.yaml:1:44: model.init_from",
 		 "gpt2/config.json: \"n_embd\" is 32 but the model's n_embd is 64",
 		 "leave model.n_embd out of the config");
-	snprintf(yaml, sizeof(yaml), "model: {class: gpt, block_size: 8, init_from: '%s'}\n",
+	snprintf(yaml, sizeof(yaml), "model: {class: gpt, block_size: 32, init_from: '%s'}\n",
 		 hf("gpt2", path, sizeof(path)));
 	WT_FAILS(build(yaml, &m), WEFT_ERR_INVALID_ARG,
-		 "\"n_positions\" is 16 but the model's block_size is 8");
+		 "\"n_positions\" is 16 but the model's block_size is 32: the checkpoint has "
+		 "learned 16 positions; set model.block_size to at most 16");
 	snprintf(yaml, sizeof(yaml), "model: {class: gpt, bias: false, init_from: '%s'}\n",
 		 hf("gpt2", path, sizeof(path)));
 	WT_FAILS(build(yaml, &m), WEFT_ERR_INVALID_ARG, "GPT-2 has biases");
