@@ -447,6 +447,10 @@ static weft_status hf_config_of(const char *dir, const weft_st_file *model, int6
 			(long long)c->n_layer), weft_st_find(model, name))
 		c->n_layer++;
 	c->bias = weft_st_find(model, "transformer.ln_f.bias") != NULL;
+	if (n_head > 0 && meta && strtoll(meta, NULL, 10) != n_head)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' records n_head %s "
+				      "but --n-head is %lld; leave --n-head out", dir, meta,
+				      (long long)n_head);
 	if (n_head > 0)
 		c->n_head = n_head;
 	else if (meta)

@@ -191,10 +191,10 @@ static weft_status ckpt_open(const weft_model *m, const char *path, ckpt *c)
 		return st;
 	c->files = calloc(c->n_files, sizeof(*c->files));
 	c->fds = malloc(c->n_files * sizeof(*c->fds));
+	for (size_t i = 0; c->fds && i < c->n_files; i++)
+		c->fds[i] = -1;
 	if (!c->files || !c->fds)
 		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
-	for (size_t i = 0; i < c->n_files; i++)
-		c->fds[i] = -1;
 	for (size_t i = 0; i < c->n_files; i++) {
 		if ((st = weft_st_open_header(c->paths[i], &c->files[i])))
 			return st;

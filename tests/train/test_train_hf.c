@@ -157,6 +157,9 @@ int main(void)
 	weft_model_free(back);
 	weft_model_free(ck);
 
+	rc = tt_weft("nhead", "ckpt", "export", LAST, "x", "--format", "hf", "--n-head", "2");
+	ckpt_expect_error("nhead", rc, "records n_head 4 but --n-head is 2");
+
 	/* options */
 	rc = tt_weft("fmt", "ckpt", "export", LAST, "x", "--format", "onnx");
 	WT_CHECK(rc == 2);
