@@ -15,7 +15,13 @@
  *                                weights, and with --optimizer each slot of
  *                                each parameter as "<name>.<slot>" (PyTorch's
  *                                state names), read from optimizer.bin by
- *                                ranges; no whole optimizer state is held
+ *                                ranges; no whole optimizer state is held;
+ *                                and lm_head.weight (a copy of the tied
+ *                                wte) so nanoGPT's strict loader accepts it
+ *   export DIR OUTDIR --format hf [--n-head N]
+ *                                config.json + model.safetensors in
+ *                                transformers' GPT-2 layout (Conv1D weights
+ *                                transposed), one tensor held at a time
  *   reshard DIR [--world-size N] weft's format is already global (every rank
  *                                saves its shards at their global flat
  *                                offsets), so any strategy and world size
@@ -31,6 +37,7 @@
 
 #include "commands.h"
 #include "base/json.h"
+#include "nn/hf.h"
 #include "nn/safetensors.h"
 #include "train/checkpoint_files.h"
 #include "train/optim_state.h"
@@ -42,12 +49,17 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: weft ckpt inspect DIR\n"
 		"       weft ckpt export DIR OUT.safetensors [--optimizer]\n"
+		"       weft ckpt export DIR OUTDIR --format hf [--n-head N]\n"
 		"       weft ckpt reshard DIR [--world-size N]\n"
 		"\ninspect lists what a checkpoint holds; export writes its weights (and with\n"
 		"--optimizer every optimizer slot as <param>.<slot>) to one safetensors file,\n"
-		"streaming tensor by tensor; reshard is not needed: weft saves optimizer state\n"
-		"in global flat coordinates, so any strategy and world size resumes from any\n"
-		"checkpoint as it is (reshard verifies it and changes nothing).\n");
+		"streaming tensor by tensor, with lm_head.weight (the tied head) as nanoGPT's\n"
+		"strict load_state_dict wants it; --format hf writes OUTDIR/config.json and\n"
+		"OUTDIR/model.safetensors that transformers' GPT2LMHeadModel.from_pretrained\n"
+		"loads (--n-head only for checkpoints that do not record it). reshard is not\n"
+		"needed: weft saves optimizer state in global flat coordinates, so any strategy\n"
+		"and world size resumes from any checkpoint as it is (reshard verifies it and\n"
+		"changes nothing).\n");
 }
 
 /* A tensor's elements; the shared check (nn/safetensors.h) keeps every
@@ -232,16 +244,26 @@ static weft_status check_optimizer(const char *dir, const weft_json_value *state
  * then (slots) every slot of every F32 weight as "<name>.<slot>", offsets
  * contiguous in that order. A new string in *text; free(). */
 static weft_status make_header(const char *out_path, const weft_st_file *model,
-			       const weft_json_value *slots, char **text)
+			       const weft_st_tensor *head, const weft_json_value *slots, char **text)
 {
+	const char **meta = malloc((2 * model->n_meta + 1) * sizeof(*meta));
 	weft_json_writer w;
 	char *name = NULL;
 	int64_t at = 0;
+	size_t n_meta = 0;
 	weft_status st;
 
+	if (!meta)
+		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", out_path);
+	for (size_t i = 0; i < model->n_meta; i++)
+		if (strcmp(model->meta_keys[i], "format")) {
+			meta[2 * n_meta] = model->meta_keys[i];
+			meta[2 * n_meta++ + 1] = model->meta_values[i];
+		}
 	weft_json_writer_string(&w, 0);
-	weft_st_header_begin(&w);
-	for (size_t pass = 0; pass <= (slots ? slots->count : 0); pass++)
+	weft_st_header_begin(&w, meta, n_meta);
+	free(meta);
+	for (size_t pass = 0; pass <= (slots ? slots->count : 0); pass++) {
 		for (size_t i = 0; i < model->count; i++) {
 			const weft_st_tensor *t = &model->tensors[i];
 			/* offsets within the input file or optimizer.bin: below 2^63 */
@@ -269,6 +291,12 @@ static weft_status make_header(const char *out_path, const weft_st_file *model,
 					      at, at + bytes);
 			at += bytes;
 		}
+		if (!pass && head) { /* after the weights: the tied head, as nanoGPT has it */
+			weft_st_header_tensor(&w, "lm_head.weight", head->dtype, head->ndim,
+					      head->shape, at, at + (int64_t)(head->end - head->begin));
+			at += (int64_t)(head->end - head->begin);
+		}
+	}
 	weft_json_end_object(&w);
 	free(name);
 	if ((st = weft_json_finish(&w, text)))
@@ -282,6 +310,7 @@ static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 	char path[4096], opath[4096], tmp[4200];
 	weft_json_value *state = NULL;
 	weft_st_file *model = NULL, *check = NULL;
+	const weft_st_tensor *head = NULL;
 	const weft_json_value *slots = NULL;
 	char *header = NULL, *buf = NULL;
 	size_t hlen = 0, pad;
@@ -296,8 +325,12 @@ static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 	st = open_ckpt(dir, &state, &model);
 	if (!st && with_optim)
 		st = check_optimizer(dir, state, model, &slots, &numel);
+	/* nanoGPT's state dict holds the tied head under its own name too:
+	 * the export does, so that its strict load_state_dict accepts it */
+	if (!st && !weft_st_find(model, "lm_head.weight"))
+		head = weft_st_find(model, "transformer.wte.weight");
 	if (!st)
-		st = make_header(out_path, model, slots, &header);
+		st = make_header(out_path, model, head, slots, &header);
 	if (st)
 		goto out_fail;
 	hlen = strlen(header);
@@ -344,6 +377,9 @@ static int export_ckpt(const char *dir, const char *out_path, int with_optim)
 			if (t->dtype == WEFT_F32)
 				flat += numel_of(t);
 		}
+		if (!st && !pass && head)
+			st = copy_range(fd, path, (int64_t)(model->data_at + head->begin),
+					(int64_t)(head->end - head->begin), out, tmp, buf);
 	}
 	if (st)
 		goto out_fail;
@@ -386,6 +422,226 @@ out:
 	return rc;
 }
 
+/* ---- --format hf ---- */
+
+/* The GPT config of a checkpoint's model.safetensors: the shapes give all
+ * but the head count, which comes from the weights' metadata (weft saves
+ * it) or from --n-head (n_head > 0). */
+static weft_status hf_config_of(const char *dir, const weft_st_file *model, int64_t n_head,
+				weft_gpt_config *c)
+{
+	const weft_st_tensor *wte = weft_st_find(model, "transformer.wte.weight");
+	const weft_st_tensor *wpe = weft_st_find(model, "transformer.wpe.weight");
+	const char *meta = weft_st_meta(model, "weft.n_head");
+	char name[64];
+
+	memset(c, 0, sizeof(*c));
+	if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' holds no GPT (its %s "
+				      "lacks transformer.wte.weight or transformer.wpe.weight); "
+				      "--format hf exports model.class gpt", dir, WEFT_CKPT_MODEL);
+	c->vocab_size = wte->shape[0];
+	c->n_embd = wte->shape[1];
+	c->block_size = wpe->shape[0];
+	while (snprintf(name, sizeof(name), "transformer.h.%lld.ln_1.weight",
+			(long long)c->n_layer), weft_st_find(model, name))
+		c->n_layer++;
+	c->bias = weft_st_find(model, "transformer.ln_f.bias") != NULL;
+	if (n_head > 0 && meta && strtoll(meta, NULL, 10) != n_head)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' records n_head %s "
+				      "but --n-head is %lld; leave --n-head out", dir, meta,
+				      (long long)n_head);
+	if (n_head > 0)
+		c->n_head = n_head;
+	else if (meta)
+		c->n_head = strtoll(meta, NULL, 10);
+	else
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' does not record its "
+				      "head count (saved before weft recorded it in %s's "
+				      "metadata); give it with --n-head N (model.n_head of the run)",
+				      dir, WEFT_CKPT_MODEL);
+	if (c->n_layer < 1 || c->n_head < 1 || c->n_embd % c->n_head)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s': n_embd %lld, "
+				      "n_layer %lld, n_head %lld is not a GPT shape (n_embd must "
+				      "be a multiple of n_head); check --n-head", dir,
+				      (long long)c->n_embd, (long long)c->n_layer,
+				      (long long)c->n_head);
+	return WEFT_OK;
+}
+
+/* Copies tensor t of fd (data at data_at) to out, [rows, cols] written as
+ * [cols, rows]; buf and tbuf hold the tensor. */
+static weft_status copy_transposed(int fd, const char *in_path, uint64_t data_at,
+				   const weft_st_tensor *t, FILE *out, const char *out_path,
+				   unsigned char *buf, unsigned char *tbuf)
+{
+	int64_t rows = t->shape[0], cols = t->shape[1];
+	size_t es = weft_dtype_size(t->dtype), bytes = (size_t)(t->end - t->begin), done = 0;
+
+	while (done < bytes) {
+		ssize_t got = pread(fd, buf + done, bytes - done, (off_t)(data_at + t->begin + done));
+
+		if (got <= 0)
+			return weft_error_set(WEFT_ERR_CORRUPT, "'%s' ends inside tensor '%s'",
+					      in_path, t->name);
+		done += (size_t)got;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t k = 0; k < cols; k++)
+			memcpy(tbuf + (size_t)(k * rows + r) * es, buf + (size_t)(r * cols + k) * es,
+			       es);
+	if (fwrite(tbuf, 1, bytes, out) != bytes)
+		return weft_error_set(WEFT_ERR_IO, "writing '%s': %s", out_path, strerror(errno));
+	return WEFT_OK;
+}
+
+/* OUT/config.json and OUT/model.safetensors in transformers' GPT-2 layout
+ * (GPT2LMHeadModel.from_pretrained loads them): the same names, the Conv1D
+ * weights transposed to [in, out], the tied head left out as
+ * save_pretrained leaves it. Streamed tensor by tensor: at most one tensor
+ * and its transpose are held. */
+static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
+{
+	static const char spaces[8] = "        ";
+	char path[4096], wpath[4200], cpath[4200], tmp[4300], ctmp[4300];
+	weft_json_value *state = NULL;
+	weft_st_file *model = NULL, *check = NULL;
+	weft_gpt_config cfg;
+	weft_json_writer w;
+	char *header = NULL;
+	unsigned char *buf = NULL, *tbuf = NULL;
+	size_t most = 1;
+	int64_t at = 0;
+	int fd = -1, rc = 1;
+	FILE *out = NULL;
+	struct stat sb;
+	weft_status st;
+
+	tmp[0] = ctmp[0] = '\0';
+	snprintf(path, sizeof(path), "%s/" WEFT_CKPT_MODEL, dir);
+	snprintf(wpath, sizeof(wpath), "%s/" NN_HF_WEIGHTS, out_dir);
+	snprintf(cpath, sizeof(cpath), "%s/" NN_HF_CONFIG, out_dir);
+	if ((st = open_ckpt(dir, &state, &model)) ||
+	    (st = hf_config_of(dir, model, n_head, &cfg)))
+		goto out_fail;
+	if (mkdir(out_dir, 0777) != 0 && (errno != EEXIST || stat(out_dir, &sb) != 0 ||
+					  !S_ISDIR(sb.st_mode))) {
+		st = weft_error_set(WEFT_ERR_IO, "export of '%s': cannot make the directory '%s' "
+				    "(%s)", dir, out_dir, errno == EEXIST ? "a file of that name "
+				    "exists" : strerror(errno));
+		goto out_fail;
+	}
+	snprintf(ctmp, sizeof(ctmp), "%s.tmp%d", cpath, (int)getpid());
+	if ((st = nn_hf_gpt2_config_write(ctmp, &cfg)))
+		goto out_fail;
+	weft_json_writer_string(&w, 0);
+	weft_st_header_begin(&w, NULL, 0);
+	for (size_t i = 0; i < model->count; i++) {
+		const weft_st_tensor *t = &model->tensors[i];
+		int64_t shape[WEFT_MAX_DIMS];
+		char name[WEFT_ST_MAX_NAME + 1];
+		nn_hf_how how;
+
+		if (!strcmp(t->name, "lm_head.weight"))
+			continue;
+		nn_hf_from_weft(&nn_hf_gpt2, t->name, name, sizeof(name), &how);
+		memcpy(shape, t->shape, sizeof(shape));
+		if (how == NN_HF_TRANSPOSE) {
+			shape[0] = t->shape[1];
+			shape[1] = t->shape[0];
+		}
+		weft_st_header_tensor(&w, name, t->dtype, t->ndim, shape, at,
+				      at + (int64_t)(t->end - t->begin));
+		at += (int64_t)(t->end - t->begin);
+		if ((size_t)(t->end - t->begin) > most)
+			most = (size_t)(t->end - t->begin);
+	}
+	weft_json_end_object(&w);
+	if ((st = weft_json_finish(&w, &header))) {
+		st = weft_error_wrap(st, "%s: building the safetensors header", wpath);
+		goto out_fail;
+	}
+	buf = malloc(most);
+	tbuf = malloc(most);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", wpath, (int)getpid());
+	out = fopen(tmp, "wb");
+	if (!buf || !tbuf || fd < 0 || !out) {
+		st = weft_error_set(!buf || !tbuf ? WEFT_ERR_NOMEM : WEFT_ERR_IO, "export of '%s' "
+				    "to '%s': %s", dir, out_dir, !buf || !tbuf ? "out of memory for "
+				    "one tensor" : strerror(errno));
+		goto out_fail;
+	}
+	{
+		size_t hlen = strlen(header), pad = (8 - hlen % 8) % 8;
+		unsigned char len8[8];
+
+		for (int i = 0; i < 8; i++)
+			len8[i] = (unsigned char)((uint64_t)(hlen + pad) >> (8 * i));
+		if (fwrite(len8, 1, 8, out) != 8 || fwrite(header, 1, hlen, out) != hlen ||
+		    fwrite(spaces, 1, pad, out) != pad) {
+			st = weft_error_set(WEFT_ERR_IO, "writing '%s': %s", tmp, strerror(errno));
+			goto out_fail;
+		}
+	}
+	for (size_t i = 0; !st && i < model->count; i++) {
+		const weft_st_tensor *t = &model->tensors[i];
+		char name[WEFT_ST_MAX_NAME + 1];
+		nn_hf_how how;
+
+		if (!strcmp(t->name, "lm_head.weight"))
+			continue;
+		nn_hf_from_weft(&nn_hf_gpt2, t->name, name, sizeof(name), &how);
+		if (how == NN_HF_TRANSPOSE && t->ndim == 2)
+			st = copy_transposed(fd, path, model->data_at, t, out, tmp, buf, tbuf);
+		else
+			st = copy_range(fd, path, (int64_t)(model->data_at + t->begin),
+					(int64_t)(t->end - t->begin), out, tmp, (char *)buf);
+	}
+	if (st)
+		goto out_fail;
+	if (fclose(out) != 0) {
+		out = NULL;
+		st = weft_error_set(WEFT_ERR_IO, "finishing '%s': %s", tmp, strerror(errno));
+		goto out_fail;
+	}
+	out = NULL;
+	if ((st = weft_st_open_header(tmp, &check))) {
+		st = weft_error_wrap(st, "export of '%s' made an invalid file (not renamed to '%s')",
+				     dir, wpath);
+		goto out_fail;
+	}
+	weft_st_close(check);
+	if (rename(tmp, wpath) != 0 || rename(ctmp, cpath) != 0) {
+		st = weft_error_set(WEFT_ERR_IO, "finishing '%s': %s", out_dir, strerror(errno));
+		goto out_fail;
+	}
+	tmp[0] = ctmp[0] = '\0';
+	printf("exported %s to %s (transformers GPT2LMHeadModel: n_layer %lld, n_head %lld, "
+	       "n_embd %lld, vocab_size %lld, n_positions %lld)\n", dir, out_dir,
+	       (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+	       (long long)cfg.vocab_size, (long long)cfg.block_size);
+	rc = 0;
+	goto out;
+out_fail:
+	rc = weft_cli_fail();
+	if (out)
+		fclose(out);
+	if (tmp[0])
+		unlink(tmp);
+	if (ctmp[0])
+		unlink(ctmp);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(tbuf);
+	free(header);
+	weft_st_close(model);
+	weft_json_free(state);
+	return rc;
+}
+
 static int reshard(const char *dir, const char *world)
 {
 	weft_json_value *state = NULL;
@@ -402,6 +658,59 @@ static int reshard(const char *dir, const char *world)
 	return 0;
 }
 
+/* export DIR OUT [--optimizer] [--format safetensors|hf] [--n-head N] */
+static int export_cmd(int argc, char **argv)
+{
+	const char *format = "safetensors";
+	int64_t n_head = 0;
+	int optim = 0;
+
+	for (int i = 4; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end = NULL;
+
+		if (!strcmp(argv[i], "--optimizer")) {
+			optim = 1;
+		} else if (!strcmp(argv[i], "--format") && v) {
+			format = v;
+			i++;
+		} else if (!strcmp(argv[i], "--n-head") && v) {
+			n_head = strtoll(v, &end, 10);
+			if (*end || n_head < 1) {
+				fprintf(stderr, "weft ckpt export: --n-head '%s' is not a positive "
+					"integer\n", v);
+				return 2;
+			}
+			i++;
+		} else {
+			fprintf(stderr, "weft ckpt export: unknown option '%s'%s\n", argv[i],
+				v || argv[i][0] != '-' ? "" : " (it needs a value)");
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (strcmp(format, "safetensors") && strcmp(format, "hf")) {
+		fprintf(stderr, "weft ckpt export: --format '%s' is not known; give safetensors "
+			"(one file, nanoGPT's names) or hf (a transformers GPT-2 directory)\n",
+			format);
+		return 2;
+	}
+	if (!strcmp(format, "hf")) {
+		if (optim) {
+			fprintf(stderr, "weft ckpt export: --optimizer goes with --format "
+				"safetensors; a transformers directory holds weights alone\n");
+			return 2;
+		}
+		return export_hf(argv[2], argv[3], n_head);
+	}
+	if (n_head) {
+		fprintf(stderr, "weft ckpt export: --n-head goes with --format hf (its "
+			"config.json)\n");
+		return 2;
+	}
+	return export_ckpt(argv[2], argv[3], optim);
+}
+
 int weft_cmd_ckpt(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -410,14 +719,8 @@ int weft_cmd_ckpt(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "inspect"))
 		return inspect(argv[2]);
-	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "export")) {
-		if (argc == 5 && strcmp(argv[4], "--optimizer") != 0) {
-			fprintf(stderr, "weft ckpt export: unknown option '%s'\n", argv[4]);
-			usage(stderr);
-			return 2;
-		}
-		return export_ckpt(argv[2], argv[3], argc == 5);
-	}
+	if (argc >= 4 && !strcmp(argv[1], "export"))
+		return export_cmd(argc, argv);
 	if (argc >= 3 && !strcmp(argv[1], "reshard")) {
 		const char *w = NULL;
 

@@ -2,6 +2,7 @@
  * reported at the value's file:line:col. */
 #include <string.h>
 
+#include "nn/hf.h"
 #include "nn/nn_impl.h"
 #include "plugin/registry.h"
 
@@ -37,15 +38,17 @@ static weft_status get_dropout(const weft_cfg *sec, double *out)
 	return WEFT_OK;
 }
 
-static weft_status gpt_from(const weft_cfg *sec, weft_gpt_config *c)
+/* `def` holds the defaults: weft's, or a Hugging Face checkpoint's shape
+ * when init_from names one (so a config need not repeat it). */
+static weft_status gpt_from(const weft_cfg *sec, const weft_gpt_config *def, weft_gpt_config *c)
 {
 	weft_status st;
 
-	if ((st = get_int(sec, "n_layer", 12, 1, &c->n_layer)) ||
-	    (st = get_int(sec, "n_head", 12, 1, &c->n_head)) ||
-	    (st = get_int(sec, "n_embd", 768, 1, &c->n_embd)) ||
-	    (st = get_int(sec, "vocab_size", 50304, 1, &c->vocab_size)) ||
-	    (st = get_int(sec, "block_size", 1024, 1, &c->block_size)) ||
+	if ((st = get_int(sec, "n_layer", def->n_layer, 1, &c->n_layer)) ||
+	    (st = get_int(sec, "n_head", def->n_head, 1, &c->n_head)) ||
+	    (st = get_int(sec, "n_embd", def->n_embd, 1, &c->n_embd)) ||
+	    (st = get_int(sec, "vocab_size", def->vocab_size, 1, &c->vocab_size)) ||
+	    (st = get_int(sec, "block_size", def->block_size, 1, &c->block_size)) ||
 	    (st = weft_cfg_bool(sec, "bias", 1, &c->bias)) || (st = get_dropout(sec, &c->dropout)))
 		return st;
 	if (c->n_layer > 100000)
@@ -148,6 +151,8 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	static const char *const classes[] = { "gpt", "mlp", NULL };
 	const char *init_from = NULL;
 	weft_gpt_config gpt = { 0 };
+	weft_gpt_config gpt_def = { .n_layer = 12, .n_head = 12, .n_embd = 768,
+				    .vocab_size = 50304, .block_size = 1024 };
 	weft_mlp_config mlp = { 0 };
 	const weft_module_ops *plugin = NULL;
 	weft_model *m = NULL;
@@ -173,8 +178,19 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 			return st;
 		goto loaded;
 	}
-	st = cls == 0 ? gpt_from(sec, &gpt) : mlp_from(sec, &mlp);
-	if (st || (st = weft_cfg_str(sec, "init_from", NULL, &init_from)))
+	if ((st = weft_cfg_str(sec, "init_from", NULL, &init_from)))
+		return st;
+	if (cls == 0 && init_from && nn_hf_is_dir(init_from)) {
+		nn_hf_config hf;
+
+		if ((st = nn_hf_config_read(init_from, &hf)))
+			return weft_error_wrap(st, "%s: model.init_from",
+					       weft_cfg_where(weft_cfg_get(sec, "init_from"), where,
+							      sizeof(where)));
+		gpt_def = hf.gpt;
+	}
+	st = cls == 0 ? gpt_from(sec, &gpt_def, &gpt) : mlp_from(sec, &mlp);
+	if (st)
 		return st;
 	st = cls == 0 ? weft_model_create_gpt(&gpt, opt, &m) : weft_model_create_mlp(&mlp, opt, &m);
 	if (st)

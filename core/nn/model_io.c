@@ -1,8 +1,15 @@
-/* Model weights to and from safetensors files, with every name, shape and
- * dtype checked before anything is changed. */
+/* Model weights to and from safetensors files and Hugging Face
+ * directories, with every name, shape and dtype checked before anything
+ * is changed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "nn/hf.h"
 #include "nn/nn_impl.h"
 #include "nn/safetensors.h"
 
@@ -43,13 +50,78 @@ weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
 			goto out_free;
 		e[i].data = host[i];
 	}
-	st = weft_st_write(path, e, n);
+	if (m->cls == WEFT_MODEL_GPT) {
+		/* the shape of the model in __metadata__, for tools that need
+		 * what the tensors do not tell (n_head: weft ckpt export --format hf) */
+		char v[6][24];
+		const char *meta[12] = { "weft.model", "gpt", "weft.n_layer", v[0], "weft.n_head",
+					 v[1], "weft.n_embd", v[2], "weft.vocab_size", v[3],
+					 "weft.block_size", v[4] };
+
+		snprintf(v[0], sizeof(v[0]), "%lld", (long long)m->gpt.n_layer);
+		snprintf(v[1], sizeof(v[1]), "%lld", (long long)m->gpt.n_head);
+		snprintf(v[2], sizeof(v[2]), "%lld", (long long)m->gpt.n_embd);
+		snprintf(v[3], sizeof(v[3]), "%lld", (long long)m->gpt.vocab_size);
+		snprintf(v[4], sizeof(v[4]), "%lld", (long long)m->gpt.block_size);
+		st = weft_st_write_meta(path, meta, 6, e, n);
+	} else {
+		st = weft_st_write(path, e, n);
+	}
 out_free:
 	for (size_t i = 0; host && i < n; i++)
 		free(host[i]);
 	free(host);
 	free(e);
 	return st;
+}
+
+/* ---- loading ----
+ *
+ * A checkpoint is one safetensors file (weft's, nanoGPT's, or safetensors'
+ * own save_model), a directory holding one (a weft checkpoint), or a
+ * Hugging Face directory (nn/hf.h: config.json and one or more weight
+ * files, names mapped by the family's table). Only the headers are read
+ * first; every name, dtype and shape is checked against the model before
+ * anything is changed; then each tensor is read by its range, turned into
+ * weft's layout and copied into its parameter, one at a time. */
+
+/* One tensor of the checkpoint under weft's name. */
+typedef struct src {
+	char name[512];
+	size_t file;             /* index into ckpt.files */
+	const weft_st_tensor *t;
+	nn_hf_how how;
+	int used;
+	uint64_t bytes;          /* read from the tensor's start: all, or the
+				  * first rows of a cropped wpe */
+} src;
+
+typedef struct ckpt {
+	const char *path;                 /* as given */
+	const nn_hf_family *family;       /* a Hugging Face directory; else NULL */
+	nn_hf_config hf;
+	char **paths;
+	weft_st_file **files;             /* headers only */
+	int *fds;
+	size_t n_files;
+	src *srcs;
+	size_t n_srcs;
+	unsigned char *buf, *tbuf;        /* one tensor, and its transpose */
+} ckpt;
+
+static void ckpt_close(ckpt *c)
+{
+	for (size_t i = 0; i < c->n_files; i++) {
+		weft_st_close(c->files ? c->files[i] : NULL);
+		if (c->fds && c->fds[i] >= 0)
+			close(c->fds[i]);
+	}
+	nn_hf_paths_free(c->paths, c->n_files);
+	free(c->files);
+	free(c->fds);
+	free(c->srcs);
+	free(c->buf);
+	free(c->tbuf);
 }
 
 static const char *shape_of(const weft_st_tensor *t, char *buf, size_t len)
@@ -65,32 +137,268 @@ static int same_shape(const weft_st_tensor *t, const weft_tensor *p)
 	return t->ndim == p->ndim && !memcmp(t->shape, p->shape, (size_t)p->ndim * sizeof(int64_t));
 }
 
-/* A tensor in the file that is not a parameter: only the tied head's
- * weight, equal to the embedding, is accepted. */
-static weft_status check_extra(const weft_model *m, const weft_st_file *f,
-			       const weft_st_tensor *t)
+static int transposed_shape(const weft_st_tensor *t, const weft_tensor *p)
 {
-	const weft_tensor *wte = m->cls == WEFT_MODEL_GPT ? m->wte : NULL;
-	const weft_st_tensor *fw = weft_st_find(f, "transformer.wte.weight");
-	char a[160], b[160];
+	return t->ndim == 2 && p->ndim == 2 && t->shape[0] == p->shape[1] &&
+	       t->shape[1] == p->shape[0];
+}
 
-	if (!strcmp(t->name, "lm_head.weight") && wte && (m->stage & WEFT_STAGE_HEAD)) {
-		if (t->dtype != WEFT_F32 || !same_shape(t, wte) || !fw ||
-		    (fw->end - fw->begin) != (t->end - t->begin) ||
-		    memcmp(fw->data, t->data, t->end - t->begin))
-			return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: 'lm_head.weight' (%s %s) "
-					      "differs from 'transformer.wte.weight', but this model "
-					      "ties them (nanoGPT's weight tying); save the file from "
-					      "a tied model or drop lm_head.weight", f->path,
-					      weft_dtype_name(t->dtype), shape_of(t, a, sizeof(a)));
+/* The weight files of `path` into c->paths, and the family of a Hugging
+ * Face directory (its config checked against the model's). */
+static weft_status ckpt_files(const weft_model *m, const char *path, ckpt *c)
+{
+	struct stat sb;
+	char one[4096];
+	weft_status st;
+
+	if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+		c->paths = calloc(1, sizeof(*c->paths));
+		if (!c->paths || !(c->paths[0] = strdup(path)))
+			return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
+		c->n_files = 1;
 		return WEFT_OK;
 	}
-	return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the file holds tensor '%s' %s, which "
-			      "this model does not have (its %zu parameters start with '%s'); was "
-			      "the file saved from a different model or config?", f->path, t->name,
-			      shape_of(t, b, sizeof(b)), weft_params_count(m->params),
-			      weft_params_count(m->params) ?
-			      weft_params_at(m->params, 0)->name : "");
+	if (!nn_hf_is_dir(path)) { /* a weft checkpoint directory */
+		snprintf(one, sizeof(one), "%s/%s", path, NN_HF_WEIGHTS);
+		if (stat(one, &sb) != 0)
+			return weft_error_set(WEFT_ERR_NOT_FOUND, "%s is a directory without %s or "
+					      "%s; give a safetensors file, a weft checkpoint "
+					      "directory or a Hugging Face model directory", path,
+					      NN_HF_WEIGHTS, NN_HF_CONFIG);
+		return ckpt_files(m, one, c);
+	}
+	if ((st = nn_hf_config_read(path, &c->hf)))
+		return st;
+	c->family = c->hf.family;
+	if (m->cls != WEFT_MODEL_GPT)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: a %s checkpoint loads into "
+				      "model.class gpt, not this model", path,
+				      c->family->architecture);
+	if ((st = nn_hf_config_check(&c->hf, path, &m->gpt)))
+		return st;
+	return nn_hf_weight_files(path, &c->paths, &c->n_files);
+}
+
+/* Opens every file's header and lists its tensors under weft's names;
+ * the buffers of GPT-2 checkpoints are skipped when the model lacks them. */
+static weft_status ckpt_open(const weft_model *m, const char *path, ckpt *c)
+{
+	size_t total = 0;
+	weft_status st;
+
+	c->path = path;
+	if ((st = ckpt_files(m, path, c)))
+		return st;
+	c->files = calloc(c->n_files, sizeof(*c->files));
+	c->fds = malloc(c->n_files * sizeof(*c->fds));
+	for (size_t i = 0; c->fds && i < c->n_files; i++)
+		c->fds[i] = -1;
+	if (!c->files || !c->fds)
+		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
+	for (size_t i = 0; i < c->n_files; i++) {
+		if ((st = weft_st_open_header(c->paths[i], &c->files[i])))
+			return st;
+		c->fds[i] = open(c->paths[i], O_RDONLY | O_CLOEXEC);
+		if (c->fds[i] < 0)
+			return weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", c->paths[i],
+					      strerror(errno));
+		total += c->files[i]->count;
+	}
+	c->srcs = calloc(total ? total : 1, sizeof(*c->srcs));
+	if (!c->srcs)
+		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
+	for (size_t i = 0; i < c->n_files; i++)
+		for (size_t k = 0; k < c->files[i]->count; k++) {
+			const weft_st_tensor *t = &c->files[i]->tensors[k];
+			src *s = &c->srcs[c->n_srcs];
+			const char *name = t->name;
+
+			if (c->family)
+				name = nn_hf_to_weft(c->family, t->name, s->name, sizeof(s->name),
+						     &s->how);
+			else if (m->cls == WEFT_MODEL_GPT && nn_hf_is_buffer(&nn_hf_gpt2, name))
+				name = NULL;
+			else
+				snprintf(s->name, sizeof(s->name), "%s", t->name);
+			if (!name && !weft_params_find(m->params, t->name))
+				continue;
+			if (!name)
+				snprintf(s->name, sizeof(s->name), "%s", t->name);
+			s->file = i;
+			s->t = t;
+			for (size_t j = 0; j < c->n_srcs; j++)
+				if (!strcmp(c->srcs[j].name, s->name))
+					return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the checkpoint "
+							      "holds '%s' twice (as '%s' in %s and "
+							      "'%s' in %s); it is damaged or two "
+							      "checkpoints were mixed", path,
+							      s->name, c->srcs[j].t->name,
+							      c->paths[c->srcs[j].file], t->name,
+							      c->paths[i]);
+			c->n_srcs++;
+		}
+	return WEFT_OK;
+}
+
+static src *find_src(ckpt *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_srcs; i++)
+		if (!strcmp(c->srcs[i].name, name))
+			return &c->srcs[i];
+	return NULL;
+}
+
+/* The bytes of s into c->buf (sized by the caller). */
+static weft_status read_src(ckpt *c, const src *s)
+{
+	const weft_st_file *f = c->files[s->file];
+	uint64_t at = f->data_at + s->t->begin, left = s->bytes;
+	unsigned char *p = c->buf;
+
+	while (left) {
+		ssize_t got = pread(c->fds[s->file], p, left, (off_t)at);
+
+		if (got <= 0)
+			return weft_error_set(WEFT_ERR_IO, "%s: reading tensor '%s' failed: %s",
+					      c->paths[s->file], s->t->name,
+					      got ? strerror(errno) : "the file shrank");
+		p += got;
+		at += (uint64_t)got;
+		left -= (uint64_t)got;
+	}
+	return WEFT_OK;
+}
+
+/* The model's tensors come from the checkpoint's, with nanoGPT's tied
+ * head: a file holding lm_head.weight without transformer.wte.weight
+ * (safetensors' save_model keeps one name of a shared tensor) gives the
+ * embedding from the head; one holding both must hold the same values.
+ * *wte_src is where the embedding comes from. */
+static weft_status tie_head(const weft_model *m, ckpt *c, src **wte_src)
+{
+	src *head = find_src(c, "lm_head.weight"), *wte = find_src(c, "transformer.wte.weight");
+	size_t bytes;
+	void *copy;
+	weft_status st;
+	char a[160];
+
+	*wte_src = wte;
+	if (!head || m->cls != WEFT_MODEL_GPT || !m->wte)
+		return WEFT_OK;
+	head->used = 1;
+	if (!wte) {
+		*wte_src = head;
+		return WEFT_OK;
+	}
+	bytes = (size_t)(head->t->end - head->t->begin);
+	head->bytes = wte->bytes = bytes;
+	if (head->t->dtype == wte->t->dtype && bytes == (size_t)(wte->t->end - wte->t->begin)) {
+		if (!(c->buf = malloc(bytes ? bytes : 1)) || !(copy = malloc(bytes ? bytes : 1)))
+			return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory comparing the "
+					      "head with the embedding", c->path);
+		st = read_src(c, head);
+		memcpy(copy, c->buf, bytes);
+		if (!st)
+			st = read_src(c, wte);
+		if (!st && !memcmp(copy, c->buf, bytes)) {
+			free(copy);
+			free(c->buf);
+			c->buf = NULL;
+			return WEFT_OK;
+		}
+		free(copy);
+		free(c->buf);
+		c->buf = NULL;
+		if (st)
+			return st;
+	}
+	if (c->family && !c->hf.tied)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: config.json has "
+				      "\"tie_word_embeddings\": false and 'lm_head.weight' differs "
+				      "from 'transformer.wte.weight', but weft's GPT ties its head "
+				      "to the embedding (as GPT-2 and nanoGPT do); an untied head "
+				      "cannot be loaded into it", c->path);
+	return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: 'lm_head.weight' (%s %s) differs from "
+			      "'transformer.wte.weight', but this model ties them (nanoGPT's "
+			      "weight tying); save the file from a tied model or drop "
+			      "lm_head.weight", c->paths[head->file], weft_dtype_name(head->t->dtype),
+			      shape_of(head->t, a, sizeof(a)));
+}
+
+/* The one source of parameter p, checked: present, same dtype, and the
+ * shape weft's layout needs; with `crop`, more rows than p has are
+ * accepted and the first p->shape[0] are read. */
+static weft_status check_param(ckpt *c, const weft_tensor *p, src *s, int crop)
+{
+	const char *file = s ? c->paths[s->file] : c->path;
+	char a[160], b[160];
+
+	if (!s)
+		return weft_error_set(WEFT_ERR_NOT_FOUND, "%s: parameter '%s' %s is missing from "
+				      "the %s; was it saved from a different model or config?",
+				      c->n_files == 1 ? c->paths[0] : c->path, p->name,
+				      weft_shape_str(p, a, sizeof(a)),
+				      c->n_files == 1 ? "file" : "checkpoint's files");
+	s->used = 1;
+	s->bytes = s->t->end - s->t->begin;
+	if ((int32_t)s->t->dtype != p->dtype)
+		return weft_error_set(WEFT_ERR_DTYPE, "%s: tensor '%s' is %s in the file but the "
+				      "model's parameter is %s; convert the file to %s (in PyTorch: "
+				      "model.float() before saving)", file, s->t->name,
+				      weft_dtype_name(s->t->dtype),
+				      weft_dtype_name((weft_dtype)p->dtype),
+				      weft_dtype_name((weft_dtype)p->dtype));
+	if (s->how == NN_HF_TRANSPOSE ? transposed_shape(s->t, p) : same_shape(s->t, p))
+		return WEFT_OK;
+	if (crop && s->how == NN_HF_COPY && s->t->ndim == 2 && p->ndim == 2 &&
+	    s->t->shape[1] == p->shape[1] && s->t->shape[0] > p->shape[0]) {
+		s->bytes = weft_tensor_nbytes(p);
+		return WEFT_OK;
+	}
+	shape_of(s->t, a, sizeof(a));
+	weft_shape_str(p, b, sizeof(b));
+	if (s->how == NN_HF_COPY && transposed_shape(s->t, p))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file but "
+				      "the model expects %s: it looks transposed, as a Hugging Face "
+				      "GPT-2 checkpoint stores its Conv1D weights ([in, out]); give "
+				      "model.init_from the directory holding this file and its "
+				      "config.json, and weft transposes them", file, s->t->name, a, b);
+	if (s->how == NN_HF_TRANSPOSE && same_shape(s->t, p))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s, weft's own "
+				      "[out, in] layout, but config.json says this is a "
+				      "transformers %s whose Conv1D weights are [in, out] (%s "
+				      "expected); was a nanoGPT or weft file put in a transformers "
+				      "directory? give model.init_from the file itself", file,
+				      s->t->name, a, c->family->architecture,
+				      weft_shape_str(&(weft_tensor){ .ndim = 2,
+						     .shape = { p->shape[1], p->shape[0] } },
+						     b, sizeof(b)));
+	return weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file but the "
+			      "model expects %s; does the model config (n_embd, n_layer, "
+			      "vocab_size, block_size) match the one the file was saved with?",
+			      file, s->t->name, a, b);
+}
+
+/* s's bytes, in weft's layout, into p. */
+static weft_status copy_param(ckpt *c, weft_tensor *p, const src *s)
+{
+	size_t bytes = (size_t)s->bytes;
+	weft_status st = read_src(c, s);
+
+	if (st)
+		return st;
+	if (s->how == NN_HF_TRANSPOSE) {
+		/* [rows, cols] in the file: element (r, k) goes to (k, r) */
+		int64_t rows = s->t->shape[0], cols = s->t->shape[1];
+		size_t es = weft_dtype_size(s->t->dtype);
+
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t k = 0; k < cols; k++)
+				memcpy(c->tbuf + ((size_t)(k * rows + r)) * es,
+				       c->buf + ((size_t)(r * cols + k)) * es, es);
+		return weft_tensor_copy_from_host(p, c->tbuf, bytes);
+	}
+	return weft_tensor_copy_from_host(p, c->buf, bytes);
 }
 
 weft_status weft_model_load_safetensors(weft_model *m, const char *path)
@@ -100,50 +408,51 @@ weft_status weft_model_load_safetensors(weft_model *m, const char *path)
 
 weft_status nn_model_load_file(weft_model *m, const char *path)
 {
-	size_t n = weft_params_count(m->params);
-	weft_st_file *f;
-	char a[160], b[160];
+	size_t n = weft_params_count(m->params), most = 1, most_t = 1;
+	ckpt c = { 0 };
+	src **from = NULL, *wte = NULL;
+	char a[160];
 	weft_status st;
 
-	if ((st = weft_st_open(path, &f)))
-		return st;
+	if ((st = ckpt_open(m, path, &c)) || (st = tie_head(m, &c, &wte)))
+		goto out_close;
+	if (!(from = calloc(n ? n : 1, sizeof(*from)))) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory", path);
+		goto out_close;
+	}
 	for (size_t i = 0; i < n; i++) {
-		const weft_tensor *p = weft_params_at(m->params, i);
-		const weft_st_tensor *t = weft_st_find(f, p->name);
-
-		if (!t) {
-			st = weft_error_set(WEFT_ERR_NOT_FOUND, "%s: parameter '%s' %s is missing from "
-					    "the file; was it saved from a different model or "
-					    "config?", path, p->name, weft_shape_str(p, a, sizeof(a)));
-			goto out_close;
-		}
-		if ((int32_t)t->dtype != p->dtype) {
-			st = weft_error_set(WEFT_ERR_DTYPE, "%s: tensor '%s' is %s in the file but the "
-					    "model's parameter is %s; convert the file to %s",
-					    path, p->name, weft_dtype_name(t->dtype),
-					    weft_dtype_name((weft_dtype)p->dtype),
-					    weft_dtype_name((weft_dtype)p->dtype));
-			goto out_close;
-		}
-		if (!same_shape(t, p)) {
-			st = weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s in the file "
-					    "but the model expects %s; does the model config "
-					    "match the one the file was saved with?", path, p->name,
-					    shape_of(t, a, sizeof(a)), weft_shape_str(p, b, sizeof(b)));
-			goto out_close;
-		}
-	}
-	for (size_t i = 0; i < f->count; i++)
-		if (!weft_params_find(m->params, f->tensors[i].name) &&
-		    (st = check_extra(m, f, &f->tensors[i])))
-			goto out_close;
-	for (size_t i = 0; i < n && !st; i++) {
 		weft_tensor *p = weft_params_at(m->params, i);
-		const weft_st_tensor *t = weft_st_find(f, p->name);
+		src *s = p == m->wte ? wte : find_src(&c, p->name);
 
-		st = weft_tensor_copy_from_host(p, t->data, (size_t)(t->end - t->begin));
+		if ((st = check_param(&c, p, s, c.family && p == m->wpe)))
+			goto out_close;
+		from[i] = s;
+		if ((size_t)s->bytes > most)
+			most = (size_t)s->bytes;
+		if (s->how == NN_HF_TRANSPOSE && (size_t)s->bytes > most_t)
+			most_t = (size_t)s->bytes;
 	}
+	for (size_t i = 0; i < c.n_srcs; i++)
+		if (!c.srcs[i].used) {
+			st = weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the checkpoint holds tensor "
+					    "'%s' %s, which this model does not have (its %zu "
+					    "parameters start with '%s'); was it saved from a "
+					    "different model or config?", c.paths[c.srcs[i].file],
+					    c.srcs[i].t->name, shape_of(c.srcs[i].t, a, sizeof(a)), n,
+					    n ? weft_params_at(m->params, 0)->name : "");
+			goto out_close;
+		}
+	c.buf = malloc(most);
+	c.tbuf = malloc(most_t);
+	if (!c.buf || !c.tbuf) {
+		st = weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory for a tensor of %zu bytes",
+				    path, most);
+		goto out_close;
+	}
+	for (size_t i = 0; i < n && !st; i++)
+		st = copy_param(&c, weft_params_at(m->params, i), from[i]);
 out_close:
-	weft_st_close(f);
+	free(from);
+	ckpt_close(&c);
 	return st;
 }

@@ -119,12 +119,20 @@ static weft_status header_tensor(const char *path, const weft_json_value *v, wef
 	return WEFT_OK;
 }
 
-/* The first "format" of "__metadata__" goes to f->format (taken from the
- * tree); every value must be a string. */
+/* Every value must be a string. The first "format" goes to f->format, and
+ * every pair (the first of a repeated key) to f->meta_keys / meta_values,
+ * all taken from the tree. */
 static weft_status header_metadata(weft_st_file *f, weft_json_value *v)
 {
 	if (v->kind != WEFT_JSON_OBJECT)
 		return corrupt(f->path, v->at, "__metadata__ must be an object of strings");
+	if (f->meta_keys)
+		return corrupt(f->path, v->at, "__metadata__ appears twice");
+	f->meta_keys = calloc(v->count ? v->count : 1, sizeof(*f->meta_keys));
+	f->meta_values = calloc(v->count ? v->count : 1, sizeof(*f->meta_values));
+	if (!f->meta_keys || !f->meta_values)
+		return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading the header",
+				      f->path);
 	for (size_t i = 0; i < v->count; i++) {
 		weft_json_value *x = &v->items[i];
 
@@ -132,9 +140,17 @@ static weft_status header_metadata(weft_st_file *f, weft_json_value *v)
 			return corrupt(f->path, x->at, "__metadata__ values must be strings ('%s' "
 				       "is not)", v->keys[i]);
 		if (!strcmp(v->keys[i], "format") && !f->format) {
-			f->format = x->string;
-			x->string = NULL;
+			f->format = strdup(x->string);
+			if (!f->format)
+				return weft_error_set(WEFT_ERR_NOMEM, "%s: out of memory reading "
+						      "the header", f->path);
 		}
+		if (weft_st_meta(f, v->keys[i]))
+			continue;
+		f->meta_keys[f->n_meta] = v->keys[i];
+		f->meta_values[f->n_meta++] = x->string;
+		v->keys[i] = NULL;
+		x->string = NULL;
 	}
 	return WEFT_OK;
 }
@@ -449,6 +465,12 @@ void weft_st_close(weft_st_file *f)
 	for (size_t i = 0; i < f->count; i++)
 		free(f->tensors[i].name);
 	free(f->tensors);
+	for (size_t i = 0; i < f->n_meta; i++) {
+		free(f->meta_keys[i]);
+		free(f->meta_values[i]);
+	}
+	free(f->meta_keys);
+	free(f->meta_values);
 	free(f->format);
 	weft_mem_free(f->buf);
 	free(f->path);
@@ -460,6 +482,14 @@ const weft_st_tensor *weft_st_find(const weft_st_file *f, const char *name)
 	for (size_t i = 0; i < f->count; i++)
 		if (!strcmp(f->tensors[i].name, name))
 			return &f->tensors[i];
+	return NULL;
+}
+
+const char *weft_st_meta(const weft_st_file *f, const char *key)
+{
+	for (size_t i = 0; i < f->n_meta; i++)
+		if (!strcmp(f->meta_keys[i], key))
+			return f->meta_values[i];
 	return NULL;
 }
 
@@ -475,13 +505,17 @@ static size_t entry_nbytes(const weft_st_entry *e)
 	return weft_tensor_nbytes(&tmp);
 }
 
-void weft_st_header_begin(weft_json_writer *w)
+void weft_st_header_begin(weft_json_writer *w, const char *const *meta, size_t n_meta)
 {
 	weft_json_begin_object(w);
 	weft_json_key(w, "__metadata__");
 	weft_json_begin_object(w);
 	weft_json_key(w, "format");
 	weft_json_string(w, "pt");
+	for (size_t i = 0; i < n_meta; i++) {
+		weft_json_key(w, meta[2 * i]);
+		weft_json_string(w, meta[2 * i + 1]);
+	}
 	weft_json_end_object(w);
 }
 
@@ -508,14 +542,15 @@ void weft_st_header_tensor(weft_json_writer *w, const char *name, weft_dtype dty
 /* The header as compact JSON (base/json.h): the metadata, then each
  * tensor with its offsets into the data in entry order. A new string in
  * *text; free(). */
-static weft_status header_build(const char *path, const weft_st_entry *e, size_t n, char **text)
+static weft_status header_build(const char *path, const char *const *meta, size_t n_meta,
+				const weft_st_entry *e, size_t n, char **text)
 {
 	weft_json_writer w;
 	uint64_t at = 0;
 	weft_status st;
 
 	weft_json_writer_string(&w, 0);
-	weft_st_header_begin(&w);
+	weft_st_header_begin(&w, meta, n_meta);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t bytes = entry_nbytes(&e[i]);
 
@@ -531,6 +566,12 @@ static weft_status header_build(const char *path, const weft_st_entry *e, size_t
 }
 
 weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
+{
+	return weft_st_write_meta(path, NULL, 0, e, n);
+}
+
+weft_status weft_st_write_meta(const char *path, const char *const *meta, size_t n_meta,
+			       const weft_st_entry *e, size_t n)
 {
 	static const char spaces[8] = "        ";
 	char *header = NULL;
@@ -548,7 +589,12 @@ weft_status weft_st_write(const char *path, const weft_st_entry *e, size_t n)
 				return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: tensor name '%s' "
 						      "given twice", path, e[i].name);
 	}
-	if ((st = header_build(path, e, n, &header)))
+	for (size_t i = 0; i < 2 * n_meta; i++)
+		if (!meta[i] || (i % 2 == 0 && (!strcmp(meta[i], "format") || !meta[i][0])))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: metadata pair %zu has no "
+					      "key or value, or sets \"format\" (always \"pt\")",
+					      path, i / 2);
+	if ((st = header_build(path, meta, n_meta, e, n, &header)))
 		return st;
 	/* spaces after the JSON so the data starts 8-byte aligned */
 	hlen = strlen(header);

@@ -51,6 +51,9 @@ typedef struct weft_st_file {
 	weft_st_tensor *tensors; /* in header order */
 	size_t count;
 	char *format;            /* __metadata__.format, or NULL */
+	char **meta_keys;        /* every __metadata__ pair, in header order */
+	char **meta_values;
+	size_t n_meta;
 } weft_st_file;
 
 /* Reads and checks `path`. *out is a new file; close with weft_st_close.
@@ -72,6 +75,9 @@ void weft_st_close(weft_st_file *f);
 /* The tensor called `name`, or NULL. */
 const weft_st_tensor *weft_st_find(const weft_st_file *f, const char *name);
 
+/* The __metadata__ value of `key` (borrowed from f), or NULL. */
+const char *weft_st_meta(const weft_st_file *f, const char *key);
+
 /* A tensor to write; everything borrowed. `data` is host memory of
  * numel(shape) * dtype size bytes. */
 typedef struct weft_st_entry {
@@ -90,7 +96,7 @@ typedef struct weft_st_entry {
  * weft_json_end_object and finishes the writer (base/json.h). Cannot
  * fail: the writer records its own out-of-memory for weft_json_finish. */
 struct weft_json_writer;
-void weft_st_header_begin(struct weft_json_writer *w);
+void weft_st_header_begin(struct weft_json_writer *w, const char *const *meta, size_t n_meta);
 void weft_st_header_tensor(struct weft_json_writer *w, const char *name, weft_dtype dtype,
 			   int32_t ndim, const int64_t *shape, int64_t begin, int64_t end);
 
@@ -100,5 +106,11 @@ void weft_st_header_tensor(struct weft_json_writer *w, const char *name, weft_dt
  * WEFT_ERR_INVALID_ARG for a name that is empty or too long, or a
  * duplicate name; WEFT_ERR_NOMEM. */
 weft_status weft_st_write(const char *path, const weft_st_entry *entries, size_t n);
+
+/* As weft_st_write, with the n_meta string pairs meta[2i] -> meta[2i + 1]
+ * in __metadata__ after "format" (a key "format", an empty key or a NULL is
+ * WEFT_ERR_INVALID_ARG). */
+weft_status weft_st_write_meta(const char *path, const char *const *meta, size_t n_meta,
+			       const weft_st_entry *entries, size_t n);
 
 #endif /* WEFT_NN_SAFETENSORS_H */

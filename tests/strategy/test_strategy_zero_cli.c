@@ -107,7 +107,15 @@ static void export_checks(const char *ckpt)
 	snprintf(path, sizeof(path), "%s/model.safetensors", ckpt);
 	WT_OK(weft_st_open(path, &model));
 	WT_OK(weft_st_open(exp, &ex));
-	WT_CHECK(ex->count == 3 * model->count);
+	/* and lm_head.weight, the tied head, as nanoGPT's state dict has it */
+	WT_CHECK(ex->count == 3 * model->count + 1);
+	{
+		const weft_st_tensor *h = weft_st_find(ex, "lm_head.weight");
+		const weft_st_tensor *e = weft_st_find(model, "transformer.wte.weight");
+
+		WT_REQUIRE(h && e && h->end - h->begin == e->end - e->begin);
+		WT_CHECK(!memcmp(h->data, e->data, e->end - e->begin));
+	}
 	for (size_t i = 0; i < model->count; i++)
 		numel += (long)((model->tensors[i].end - model->tensors[i].begin) / 4);
 	snprintf(path, sizeof(path), "%s/optimizer.bin", ckpt);

@@ -296,24 +296,31 @@ WEFT_API weft_status weft_model_eval(weft_model *m, weft_ctx *ctx, const weft_ba
 /* ---- weights in safetensors ---------------------------------------- */
 
 /* Writes every parameter to `path` in the safetensors format: a header
- * with {"__metadata__":{"format":"pt"}} and the tensors in declaration
+ * with {"__metadata__":{"format":"pt"}} (a GPT's also records its shape:
+ * "weft.n_layer", "weft.n_head", ...) and the tensors in declaration
  * order, names as documented above, the header padded with spaces to a
  * multiple of 8 bytes, data offsets contiguous. The file is written in
  * place (callers wanting atomicity write into a temporary directory).
  * Blocking. Errors: WEFT_ERR_IO naming the path and the reason. */
 WEFT_API weft_status weft_model_save_safetensors(const weft_model *m, const char *path);
 
-/* Loads every parameter from a safetensors file. The file must hold
- * exactly the model's parameters, with the same shapes and dtypes; a GPT
- * file may also hold lm_head.weight when it equals transformer.wte.weight
- * (as torch's state_dict() saves it). Nothing is changed unless every
- * check passes. Blocking.
+/* Loads every parameter from a safetensors file, a directory holding
+ * model.safetensors (a weft checkpoint), or, for a GPT, a Hugging Face
+ * GPT2LMHeadModel directory (config.json with model.safetensors or a
+ * sharded model.safetensors.index.json: its config must match the model,
+ * its Conv1D weights are transposed). The file must hold exactly the
+ * model's parameters, with the same shapes and dtypes; a GPT file may also
+ * hold lm_head.weight when it equals transformer.wte.weight (as torch's
+ * state_dict() saves it), or in its place (safetensors' save_model keeps
+ * one name of a tied pair). Tensors are read one at a time, and nothing is
+ * changed unless every check passes. Blocking.
  * Errors: WEFT_ERR_NOT_FOUND / WEFT_ERR_IO naming the path;
  * WEFT_ERR_CORRUPT for a malformed file (truncated, bad header JSON,
  * offsets out of range), saying what and where; WEFT_ERR_SHAPE naming the
  * tensor and both shapes; WEFT_ERR_DTYPE naming the tensor and both
  * dtypes; WEFT_ERR_NOT_FOUND naming a parameter the file lacks;
- * WEFT_ERR_INVALID_ARG naming a tensor the model does not have. */
+ * WEFT_ERR_INVALID_ARG naming a tensor the model does not have, or the
+ * config.json key whose value differs from the model's (both named). */
 WEFT_API weft_status weft_model_load_safetensors(weft_model *m, const char *path);
 
 /* ---- since ABI 1.1: tensor-parallel models and whole checkpoints ----

@@ -1,0 +1,113 @@
+/* nn/hf.h - checkpoints in Hugging Face transformers' layout.
+ *
+ * A directory saved by `save_pretrained`: config.json, and the weights in
+ * model.safetensors or, sharded, in the files model.safetensors.index.json
+ * maps each tensor to. A model family is a table (nn_hf_family): which
+ * config.json it is (architectures / model_type), how its tensor names map
+ * to weft's and what each tensor needs on the way (a transpose), which
+ * buffers old versions saved that are not weights, and which tensor is the
+ * tied head. GPT-2 (GPT2LMHeadModel) is the one family today; its names are
+ * nanoGPT's, which weft uses, so only its Conv1D weights (stored [in, out])
+ * are listed, to be transposed. A family whose names differ (Llama's
+ * model.layers.{i}.self_attn.q_proj.weight ...) lists every name, and a
+ * family whose weights need another change on the way (the q/k row order
+ * of HF's rotary convention) adds that change to nn_hf_how.
+ */
+#ifndef WEFT_NN_HF_H
+#define WEFT_NN_HF_H
+
+#include <stddef.h>
+
+#include "weft/module.h"
+#include "weft/status.h"
+
+#define NN_HF_CONFIG "config.json"
+#define NN_HF_WEIGHTS "model.safetensors"
+#define NN_HF_INDEX "model.safetensors.index.json"
+
+/* What a tensor needs between the two layouts (the same either way). */
+typedef enum nn_hf_how {
+	NN_HF_COPY = 0,
+	NN_HF_TRANSPOSE = 1, /* 2-D, [a, b] in one layout is [b, a] in the other */
+} nn_hf_how;
+
+/* One name of a family: "{i}" stands for the layer index in both. */
+typedef struct nn_hf_rule {
+	const char *hf;
+	const char *weft;
+	nn_hf_how how;
+} nn_hf_rule;
+
+typedef struct nn_hf_family {
+	const char *architecture; /* config.json's "architectures"[0] */
+	const char *model_type;   /* config.json's "model_type" */
+	/* names saved by the base model alone (GPT2Model) lack this prefix */
+	const char *base_prefix;
+	const nn_hf_rule *rules;  /* names not listed are the same in both */
+	size_t n_rules;
+	/* tensors old versions saved that are buffers, not weights, by the
+	 * end of their name; ignored on reading when the model lacks them */
+	const char *const *buffers;
+	const char *head;         /* the output head's weight (weft's name) */
+	const char *embedding;    /* the token embedding it is tied to */
+} nn_hf_family;
+
+/* A config.json read (nn_hf_config_read). */
+typedef struct nn_hf_config {
+	const nn_hf_family *family;
+	weft_gpt_config gpt;      /* bias 1, dropout 0: set by the run's config */
+	double ln_eps;
+	char activation[64];
+	int tied;                 /* tie_word_embeddings */
+} nn_hf_config;
+
+/* The GPT-2 family (GPT2LMHeadModel). */
+extern const nn_hf_family nn_hf_gpt2;
+
+/* Whether `dir` is a directory holding config.json. */
+int nn_hf_is_dir(const char *dir);
+
+/* Reads dir/config.json. Errors: WEFT_ERR_NOT_FOUND / WEFT_ERR_IO /
+ * WEFT_ERR_PARSE for the file; WEFT_ERR_INVALID_ARG naming the file and the
+ * key when it is not a family weft reads, a key is missing or has the
+ * wrong type, or the model differs from what weft builds (an inner size
+ * other than 4 x n_embd, cross-attention, attention scaling other than
+ * 1/sqrt(head size)). */
+weft_status nn_hf_config_read(const char *dir, nn_hf_config *out);
+
+/* Checks the config read from `dir` against the model's GPT config and
+ * weft's numerics (LayerNorm eps 1e-5, GELU's tanh form, biases on). A
+ * block_size below n_positions is accepted: the loader keeps the first
+ * block_size rows of wpe.
+ * Errors: WEFT_ERR_INVALID_ARG naming config.json, the key and both
+ * values, and what to change. */
+weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
+			       const weft_gpt_config *model);
+
+/* The weight files of `dir`: the index's files in the order first named,
+ * or model.safetensors alone. *paths is a new array of new strings, *n of
+ * them; free with nn_hf_paths_free. Errors: WEFT_ERR_NOT_FOUND when there
+ * is neither; WEFT_ERR_INVALID_ARG / WEFT_ERR_PARSE naming the index when
+ * it is not {"weight_map": {name: file}} or names a file outside dir. */
+weft_status nn_hf_weight_files(const char *dir, char ***paths, size_t *n);
+void nn_hf_paths_free(char **paths, size_t n);
+
+/* weft's name for the family's tensor `hf` into buf (len bytes) and what
+ * it needs (*how); NULL for a buffer to ignore. */
+const char *nn_hf_to_weft(const nn_hf_family *f, const char *hf, char *buf, size_t len,
+			  nn_hf_how *how);
+
+/* The family's name for weft's tensor `weft` into buf and what it needs. */
+const char *nn_hf_from_weft(const nn_hf_family *f, const char *weft, char *buf, size_t len,
+			    nn_hf_how *how);
+
+/* Whether `name` ends in one of the family's buffer names. */
+int nn_hf_is_buffer(const nn_hf_family *f, const char *name);
+
+/* Writes a GPT2LMHeadModel config.json of `c` (tied head, GELU's tanh form
+ * "gelu_new", LayerNorm eps 1e-5, no dropout) to `path`. Errors:
+ * WEFT_ERR_INVALID_ARG when c has no biases (GPT-2 always has them);
+ * WEFT_ERR_IO naming the path. */
+weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c);
+
+#endif /* WEFT_NN_HF_H */
