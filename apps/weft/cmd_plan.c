@@ -75,7 +75,9 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 	row("params", p->bytes[WEFT_MEM_PARAMS]);
 	row("grads", p->bytes[WEFT_MEM_GRADS]);
 	row("optim", p->bytes[WEFT_MEM_OPTIM]);
-	row("comm buffers", p->bytes[WEFT_MEM_COMM]);
+	row("comm buffers: strategy", p->bytes[WEFT_MEM_COMM]);
+	row("comm buffers: backend", p->comm_backend_bytes);
+	printf("  (backend: %s)\n", p->comm_backend);
 	row("params + grads + optim", core);
 	if (p->formula[0])
 		printf("  %-28s %14.0f B  (%s)\n", "formula", p->formula_bytes, p->formula);
@@ -83,8 +85,9 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 		row("working set: grad buckets", p->working_grads);
 		if (p->working_params)
 			row("working set: gathered params", p->working_params);
-		printf("  (the working set is an estimate: open buckets, prefetched and\n"
-		       "   persistent units; summary.json reports the measured peaks)\n");
+		printf("  (the working set: buffers the strategy makes at setup, gradient\n"
+		       "   buckets, gathered-parameter buffers and persistent units;\n"
+		       "   summary.json reports the measured peaks beside these)\n");
 	}
 	printf("communication per step per rank: %lld elements moved (%lld bytes)",
 	       (long long)p->moved_elements, (long long)p->moved_elements * 4);

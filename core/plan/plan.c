@@ -10,6 +10,30 @@
 #include "weft/status.h"
 #include "weft/strategy.h"
 
+/* trainer.comm as the trainer reads it (a name or a mapping with name:,
+ * auto by accelerator) and gloo's shm option. */
+static weft_status comm_of(const weft_cfg *tr, weft_plan_opts *o)
+{
+	const weft_cfg *cn = weft_cfg_get(tr, "comm");
+	const char *name = NULL, *accel = "cpu", *shm = NULL;
+	weft_status st = weft_cfg_str(tr, "accelerator", "cpu", &accel);
+
+	if (!st && cn && weft_cfg_kind_of(cn) == WEFT_CFG_MAP) {
+		st = weft_cfg_str(cn, "name", NULL, &name);
+		if (!st)
+			st = weft_cfg_str(cn, "shm", NULL, &shm);
+	} else if (!st && cn) {
+		st = weft_cfg_as_str(cn, &name);
+	}
+	if (st)
+		return st;
+	if (!name || !strcmp(name, "auto"))
+		name = accel && (!strcmp(accel, "cuda") || !strcmp(accel, "gpu")) ? "nccl" : "gloo";
+	o->comm = name;
+	o->comm_shm_off = shm && !strcmp(shm, "off");
+	return WEFT_OK;
+}
+
 weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft_plan_opts *o)
 {
 	const weft_cfg *tr = root ? weft_cfg_get(root, "trainer") : NULL;
@@ -46,6 +70,12 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 		if (st)
 			return st;
 	}
+	if (tr) {
+		st = comm_of(tr, o);
+		if (st)
+			return st;
+	}
+	o->nodes = (int32_t)(nodes > 0 ? nodes : 1);
 	o->node = sn;
 	o->world = world > 0 ? world : (int32_t)(devices * nodes);
 	/* no trainer.strategy: the trainer's default for the world */
@@ -144,6 +174,31 @@ static weft_status no_plan(const weft_plan_opts *o, const weft_strategy_ops *ops
 			      "(weft/strategy.h)", o->strategy, file ? file : "?");
 }
 
+/* The comm backend's own buffers per rank. gloo (plugins/comm/gloo,
+ * gloo_shm.cc) maps one shared segment per communicator when every rank
+ * is on one host (shm auto or on, at most 64 ranks): a 4 KiB header, a
+ * 128-byte control line per rank rounded up to 4 KiB pages, and a 1 MiB
+ * slot per rank, counted under WEFT_MEM_COMM on every rank. Its tcp path
+ * and other backends size their buffers by the messages they see: not
+ * known ahead, so 0 with a note. */
+static void comm_backend(const weft_plan_opts *o, weft_plan *p)
+{
+	int64_t n = o->world;
+
+	if (n <= 1 || !o->comm) {
+		snprintf(p->comm_backend, sizeof(p->comm_backend), "none (one process)");
+		return;
+	}
+	if (!strcmp(o->comm, "gloo") && !o->comm_shm_off && o->nodes <= 1 && n <= 64) {
+		p->comm_backend_bytes = 4096 + (128 * n + 4095) / 4096 * 4096 + n * (1 << 20);
+		snprintf(p->comm_backend, sizeof(p->comm_backend), "gloo shared memory: %lld "
+			 "slots of 1 MiB and a control block", (long long)n);
+		return;
+	}
+	snprintf(p->comm_backend, sizeof(p->comm_backend), "%s%s: sized by the messages at run "
+		 "time, not planned", o->comm, !strcmp(o->comm, "gloo") ? " over tcp" : "");
+}
+
 static void copy_result(const weft_plan_result *r, weft_plan *p)
 {
 	p->rank = r->rank;
@@ -221,6 +276,8 @@ weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, we
 		st = weft_error_wrap(st, "weft plan: strategy '%s'", o->strategy);
 	else
 		copy_result(&r, out);
+	if (!st)
+		comm_backend(o, out);
 out_destroy:
 	ops->destroy(s);
 	free(list);

@@ -28,6 +28,10 @@ typedef struct weft_plan_opts {
 	int32_t world;                    /* ranks */
 	size_t n_slots;                   /* optimizer state slots per element */
 	int64_t n_micro;                  /* accumulate_grad_batches */
+	const char *comm;                 /* the comm backend (trainer.comm; auto: gloo
+					   * on cpu, nccl on cuda) */
+	int comm_shm_off;                 /* gloo's option shm: off */
+	int32_t nodes;                    /* trainer.num_nodes */
 } weft_plan_opts;
 
 /* What the strategy answered (weft_plan_result), copied out of the plugin. */
@@ -46,11 +50,16 @@ typedef struct weft_plan {
 					   * optim, or "" */
 	double formula_bytes;
 	char comm_formula[96];            /* the same for communication, or "" */
+	/* the comm backend's own buffers on each rank (not the strategy's,
+	 * which are in bytes[WEFT_MEM_COMM]): gloo's shared-memory segment;
+	 * 0 where the backend's are not known ahead (comm_backend says so) */
+	int64_t comm_backend_bytes;
+	char comm_backend[128];
 } weft_plan;
 
 /* Reads trainer.strategy (a name or a mapping), trainer.devices x
- * trainer.num_nodes (unless world > 0) and trainer.accumulate_grad_batches
- * from a config root into *o; borrowed from the config. n_slots is left to
+ * trainer.num_nodes (unless world > 0), trainer.accumulate_grad_batches
+ * and trainer.comm (with gloo's shm option) from a config root into *o; borrowed from the config. n_slots is left to
  * the caller (the optimizer plugin knows it). Nothing is marked used.
  * Errors: WEFT_ERR_CONFIG at file:line:col for a mapping without a name or
  * a bad value. */

@@ -178,6 +178,17 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 		weft_json_int(&w, s->memory_rank[WEFT_MEM_NUM_CATEGORIES]);
 		weft_json_end_object(&w);
 	}
+	if (s->plan_bytes) {
+		weft_json_key(&w, "plan_bytes");
+		weft_json_begin_object(&w);
+		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
+			if (s->plan_bytes[c] < 0)
+				continue;
+			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
+			weft_json_int(&w, s->plan_bytes[c]);
+		}
+		weft_json_end_object(&w);
+	}
 	weft_json_end_object(&w);
 	st = weft_json_finish(&w, NULL);
 	bad = ferror(f);

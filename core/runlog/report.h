@@ -87,6 +87,9 @@ typedef struct weft_run_summary {
 	/* the rank that reached each peak of `memory` (its categories, then
 	 * the total), when `memory` is the max over ranks; NULL: omitted */
 	const int64_t *memory_rank;
+	/* `weft plan`'s bytes per category for the rank that holds the most,
+	 * -1 where it plans none; NULL: omitted */
+	const int64_t *plan_bytes;
 } weft_run_summary;
 
 /* Writes `path` (through path.tmp and a rename) as a JSON object:
@@ -95,7 +98,8 @@ typedef struct weft_run_summary {
  *    "step_time_s": {phase: seconds}, "totals": {name: value} (when given),
  *    "pipeline": {name: value} (when given), "peak_bytes": {category: bytes,
  *    "total": bytes}, "peak_rank": {category: rank, "total": rank} (when
- *    memory_rank is given)}
+ *    memory_rank is given), "plan_bytes": {category: bytes} (the planned
+ *    categories, when plan_bytes is given)}
  * Errors: WEFT_ERR_IO naming the path. */
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s);
 

@@ -25,6 +25,7 @@
 #include "runlog/rundir.h"
 #include "tp/tp.h"
 #include "train/checkpoint_files.h"
+#include "train/model_stream.h"
 #include "train/optim_state.h"
 #include "train/trainer_impl.h"
 #include "weft/log.h"
@@ -310,22 +311,35 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 	}
 	if (weft_trainer_barrier(t) != WEFT_OK && !st)
 		st = weft_error_last_status();
-	/* a sharding strategy (zero_3) makes the parameters whole for the save;
-	 * a tensor-parallel model is assembled whole (collective over each tp
-	 * group; NULL for a whole model) */
+	/* a tensor-parallel model is assembled whole (collective over each tp
+	 * group; NULL for a whole model); a sharding strategy streams its
+	 * parameters into the file a few at a time (params_visit: zero), or
+	 * makes them all whole for the save (gather_params) */
 	if (!st) {
 		weft_model *whole = NULL;
 
-		st = strategy_gather(t, 1);
-		if (!st)
+		int streamed = 0;
+
+		snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
+		if (weft_model_stream_available(t->strat_ops)) {
 			st = weft_model_gather_whole(t->model, &whole);
-		if (!st && t->rank == 0) {
-			snprintf(path, sizeof(path), "%s/model.safetensors", tmp);
-			st = weft_model_save_safetensors(whole ? whole : t->model, path);
+			streamed = !st && !whole;
+			weft_model_free(whole); /* a tp model: gathered below, in order */
+			whole = NULL;
 		}
-		weft_model_free(whole);
-		if (strategy_gather(t, 0) != WEFT_OK && !st)
-			st = weft_error_last_status();
+		if (!st && streamed) {
+			st = weft_model_stream_save(t->strat_ops, t->strat,
+						    weft_model_params(t->model), t->rank == 0, path);
+		} else if (!st) {
+			st = strategy_gather(t, 1);
+			if (!st)
+				st = weft_model_gather_whole(t->model, &whole);
+			if (!st && t->rank == 0)
+				st = weft_model_save_safetensors(whole ? whole : t->model, path);
+			weft_model_free(whole);
+			if (strategy_gather(t, 0) != WEFT_OK && !st)
+				st = weft_error_last_status();
+		}
 	}
 	if (t->rank == 0 && !st) {
 		st = weft_atomic_dir_adopt_file(d, "model.safetensors");

@@ -632,7 +632,7 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
 	weft_metric pipe[4];
 	size_t npipe = 0;
-	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1];
+	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1], planned[WEFT_MEM_NUM_CATEGORIES];
 	weft_status st;
 
 	/* collective: every rank, before rank 0 alone writes */
@@ -644,6 +644,8 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		return st;
 	if (t->rank != 0)
 		return WEFT_OK;
+	weft_trainer_planned_bytes(t, planned);
+	weft_trainer_plan_check(planned, &mem, peak_rank);
 	fin[nf++] = (weft_metric){ "train_loss", t->last_train_loss };
 	if (t->have_val) {
 		fin[nf++] = (weft_metric){ "val_loss", t->last_val_loss };
@@ -686,6 +688,7 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.pipeline = pipe,
 		.n_pipeline = npipe,
 		.memory_rank = peak_rank,
+		.plan_bytes = planned,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);
 	return weft_run_summary_write(path, &s);

@@ -205,6 +205,17 @@ weft_status weft_trainer_validate(weft_trainer *t, weft_loader *loader, int64_t 
 				  double *loss, double *acc);
 weft_status weft_trainer_write_summary(weft_trainer *t);
 
+/* summary_plan.c: `weft plan`'s bytes per memory category for this run
+ * (the resident part and the working set; comm with the backend's buffers
+ * where the plan knows them), -1 for a category it does not plan or when
+ * the strategy gives no plan (logged at debug level). Rank 0, after the
+ * peaks are read: it allocates nothing in proportion to the model. */
+void weft_trainer_planned_bytes(weft_trainer *t, int64_t planned[WEFT_MEM_NUM_CATEGORIES]);
+/* Warns, per category, when the measured peak (max over ranks, reached on
+ * rank[c]) and the plan differ by more than 10%. */
+void weft_trainer_plan_check(const int64_t planned[WEFT_MEM_NUM_CATEGORIES],
+			     const weft_mem_stats *measured, const int64_t *rank);
+
 /* callbacks.c: creates the callback plugins named under trainer.callbacks
  * (every key but the built-in model_checkpoint and early_stopping), and
  * calls one hook on all of them; hook is WEFT_CALLBACK_HOOK(X). */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "train/model_stream.h"
 
 #include "dist/dist.h"
 #include "dist/pg.h"
@@ -542,14 +543,25 @@ static weft_status job_save(h_job *j, const char *dir, int rank)
 		st = job_barrier(j);
 	if (!st)
 		st = job_optim_io(j, dir, 1);
-	if (!st)
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	/* as the trainer saves: streamed when the strategy can, else whole */
+	if (!st && j->tr.main.m && weft_model_stream_available(j->sops)) {
+		st = weft_model_stream_save(j->sops, j->strat, j->tr.main.ps, rank == 0, path);
+		if (!st && j->tr.c->save_whole_too) {
+			snprintf(path, sizeof(path), "%s/model.whole.safetensors", dir);
+			st = job_gather(j, 1);
+			if (!st && rank == 0)
+				st = weft_model_save_safetensors(j->tr.main.m, path);
+			if (!st)
+				st = job_gather(j, 0);
+		}
+	} else if (!st) {
 		st = job_gather(j, 1);
-	if (!st && rank == 0 && j->tr.main.m) {
-		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-		st = weft_model_save_safetensors(j->tr.main.m, path);
+		if (!st && rank == 0 && j->tr.main.m)
+			st = weft_model_save_safetensors(j->tr.main.m, path);
+		if (!st)
+			st = job_gather(j, 0);
 	}
-	if (!st)
-		st = job_gather(j, 0);
 	if (!st)
 		st = job_barrier(j);
 	return st;
@@ -702,16 +714,21 @@ weft_status h_run(const h_config *c, h_result *out)
 		out->steps = s + 1;
 	}
 	out->seconds = t_steps;
-	{
+	if (c->save_dir) {
+		weft_mem_stats ms;
+
+		weft_mem_get_stats(&ms);
+		st = job_save(&j, c->save_dir, rank);
+		if (st)
+			goto out;
+		if (c->mem_peak_with_save)
+			weft_mem_get_stats(&ms);
+		memcpy(out->mem_peak, ms.peak, sizeof(out->mem_peak));
+	} else {
 		weft_mem_stats ms;
 
 		weft_mem_get_stats(&ms);
 		memcpy(out->mem_peak, ms.peak, sizeof(out->mem_peak));
-	}
-	if (c->save_dir) {
-		st = job_save(&j, c->save_dir, rank);
-		if (st)
-			goto out;
 	}
 	st = job_gather(&j, 1);
 	if (st)

@@ -84,6 +84,10 @@ typedef struct h_config {
 	/* ---- appended (zero on devices) ---- */
 	int lion;                  /* 1: lion instead of adamw (an optimizer with no
 				    * device kernel) */
+	/* ---- appended (zero memory) ---- */
+	int mem_peak_with_save;    /* 1: mem_peak also covers the save into save_dir */
+	int save_whole_too;        /* 1: the save also writes model.whole.safetensors from
+				    * the whole parameters (gather_params), to compare */
 } h_config;
 
 typedef struct h_result {

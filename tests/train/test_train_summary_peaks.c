@@ -2,9 +2,17 @@
  * rank that reached each: a ddp run on 2 processes over gloo writes
  * "peak_rank" {category: rank, "total": rank} beside "peak_bytes", every
  * rank in [0, 2), and a parameter peak at least that of a one-process run
- * (every ddp rank holds the whole model). Skipped (77) without the gloo
- * plugin. No tolerance: byte counts and ranks are integers.
+ * (every ddp rank holds the whole model). Beside them "plan_bytes", weft
+ * plan's bytes for the run: params, grads, optim and comm within 5% of
+ * the peaks for single, ddp and zero_3 (2 ranks, a checkpoint saved), and
+ * no warning that they differ. Skipped (77) without the gloo plugin. No
+ * tolerance for the ranks: integers; 5% for the plan: the ZeRO plan's
+ * working set and shards are exact, what 5% leaves room for is a rank
+ * whose shard is a few elements shorter than rank 0's.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "base/json.h"
 #include "train_test.h"
 #include "weft/status.h"
@@ -29,6 +37,26 @@ static weft_json_value *summary(const char *name)
 	return js;
 }
 
+/* plan_bytes beside peak_bytes: within 5% for every planned category of
+ * params, grads, optim and comm, and each of those planned. */
+static void check_plan(const char *name, const weft_json_value *js)
+{
+	const char *cats[] = { "params", "grads", "optim", "comm" };
+	const weft_json_value *plan = weft_json_get(js, "plan_bytes");
+	const weft_json_value *peak = weft_json_get(js, "peak_bytes");
+
+	WT_REQUIRE(plan && plan->kind == WEFT_JSON_OBJECT && peak);
+	for (int i = 0; i < 4; i++) {
+		const weft_json_value *a = weft_json_get(plan, cats[i]);
+		const weft_json_value *b = weft_json_get(peak, cats[i]);
+
+		WT_REQUIRE(a && b && a->is_integer && b->is_integer);
+		fprintf(stderr, "%s: %s planned %lld, peak %lld\n", name, cats[i],
+			(long long)a->integer, (long long)b->integer);
+		WT_CHECK(llabs(a->integer - b->integer) <= b->integer / 20);
+	}
+}
+
 int main(void)
 {
 	const char *pd = getenv("WEFT_PLUGIN_DIR");
@@ -50,8 +78,22 @@ int main(void)
 	rc = tt_weft("two", "fit", "--config", "p.yaml", "--trainer.name=two",
 		     "--trainer.devices=2", "--trainer.strategy=ddp");
 	WT_REQUIRE(tt_expect_ok("two", rc));
+	rc = tt_weft("three", "fit", "--config", "p.yaml", "--trainer.name=three",
+		     "--trainer.devices=2", "--trainer.strategy=zero_3",
+		     "--trainer.enable_checkpointing=true");
+	WT_REQUIRE(tt_expect_ok("three", rc));
+	WT_CHECK(!strstr(tt_output("three", "err"), "where weft plan predicts"));
+	WT_CHECK(!strstr(tt_output("two", "err"), "where weft plan predicts"));
 	one = summary("one");
 	two = summary("two");
+	check_plan("one", one);
+	check_plan("two", two);
+	{
+		weft_json_value *three = summary("three");
+
+		check_plan("three", three);
+		weft_json_free(three);
+	}
 	ranks = weft_json_get(two, "peak_rank");
 	WT_REQUIRE(ranks && ranks->kind == WEFT_JSON_OBJECT);
 	p1 = weft_json_get(weft_json_get(one, "peak_bytes"), "params");

@@ -33,6 +33,7 @@ static weft_status create_3(const weft_cfg *section, const weft_strategy_env *en
 		.destroy = zero_destroy,                                      \
 		.gather_params = zero_gather_params,                          \
 		.memory_plan = zero_memory_plan,                              \
+		.params_visit = zero_params_visit,                            \
 	}
 
 ZERO_OPS(zero_any, "zero", create_any);

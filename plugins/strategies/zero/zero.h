@@ -25,6 +25,20 @@ extern const weft_host *g_host; /* host.c */
 #define ZERO_MAX_SLOTS 8
 #define ZERO_MAX_DEPTH 64
 
+/* DeepSpeed's defaults of the size options, in elements: the most a
+ * default may be (zero_auto_sizes sizes an option left out to the model,
+ * up to these). */
+#define ZERO_DEF_BUCKET 500000000
+#define ZERO_DEF_PREFETCH 50000000
+#define ZERO_DEF_PERSIST 100000
+#define ZERO_DEF_LIVE 1000000000
+
+/* Gradient buckets of stages 2 and 3: the one being filled, one held open
+ * through the whole backward (a tied head's weight gets its first gradient
+ * at the start of backward and its last at the end), and one whose
+ * reduce-scatter is in flight. */
+#define ZERO_GRAD_BUFFERS 3
+
 typedef struct zunit {
 	int64_t lo, hi;            /* global flat range [lo, hi), whole parameters */
 	int64_t chunk;             /* ceil((hi - lo) / N) */
@@ -58,6 +72,7 @@ typedef struct zpool {
 	zpool_class *cls;          /* one per distinct unit size */
 	size_t n_cls;
 	int uniform;               /* one class of the largest size serves every unit */
+	size_t reserved;           /* buffers made at setup (zero_pool_reserve) */
 	int64_t bytes_total;       /* allocated, in use or free */
 } zpool;
 
@@ -82,6 +97,9 @@ typedef struct zero {
 	int overlap_comm, contiguous_gradients;
 	int64_t reduce_bucket_size, allgather_bucket_size;
 	int64_t prefetch_bucket_size, persistence_threshold, max_live_parameters;
+	struct {                   /* which of them the config gave */
+		int reduce_bucket, allgather_bucket, prefetch, persist, live;
+	} given;
 
 	/* layout */
 	int64_t numel;             /* F32 elements */
@@ -92,6 +110,8 @@ typedef struct zero {
 	int64_t *param_off;        /* per parameter: flat element offset */
 	int64_t shard_numel;       /* sum of this rank's pieces */
 	int64_t max_chunk;
+	int64_t gather_elems;      /* stage 3: the largest non-persistent unit's N * chunk */
+	int64_t n_gathered;        /* stage 3: non-persistent units */
 	int64_t *ranges;           /* 2 per non-empty piece, for checkpoints */
 	size_t n_ranges;
 
@@ -171,20 +191,27 @@ weft_status zero_dev_step(zero *z, const weft_optim_step_info *in);
 weft_status zero_dev_state(zero *z, float *const **slots);
 
 /* ---- zero_layout.c (bottom): the pools, the units, shard memory ---- */
-/* A buffer of `elems` floats (not zeroed), or NULL with the error set. */
+/* A buffer of `elems` floats (not zeroed), or NULL with the error set:
+ * a free one, else a new one (the pool grows past what setup reserved). */
 float *zero_pool_get(zero *z, zpool *pool, int64_t elems);
+/* A free buffer of `elems` floats when more than `keep` are free, else
+ * NULL; never allocates (prefetching takes only what setup reserved). */
+float *zero_pool_try(zpool *pool, int64_t elems, size_t keep);
+/* A uniform pool: makes `count` buffers now (setup), so that the steps
+ * allocate nothing and the working set is what the plan says. */
+weft_status zero_pool_reserve(zero *z, zpool *pool, int64_t count);
 /* Returns a buffer from zero_pool_get of the same `elems`; NULL ignored. */
 void zero_pool_put(zpool *pool, float *buf, int64_t elems);
-/* Sizes the pool for every unit's padded size (setup). uniform: one size,
- * the largest, so any free buffer serves any unit (gradient buckets, which
- * are all about reduce_bucket_size); else one class per size (stage 3's
- * gathered modules, whose sizes differ by orders of magnitude). */
-weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform);
+/* Sizes the pool for every unit's padded size (setup). uniform > 0: one
+ * size, uniform floats (the largest unit's padded size), so any free
+ * buffer serves any unit; 0: one class per unit size. */
+weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int64_t uniform);
 /* Frees the pool's free buffers and its classes. */
 void zero_pool_fini(zero *z, zpool *pool);
 weft_comm_buf zero_buf(const zero *z, float *data, int64_t count);
 /* Cuts the flat buffer into units and this rank's pieces (setup): units,
- * unit_of, param_off, shard_numel, max_chunk, ranges. */
+ * unit_of, param_off, shard_numel, max_chunk, gather_elems, n_gathered,
+ * ranges. */
 weft_status zero_build_units(zero *z);
 /* Points the unit's parameters (data) at buf, or NULL. */
 void zero_point_params(zero *z, const zunit *u, float *buf);
@@ -210,6 +237,26 @@ int zero_unit_starts(const zero *z, const char *first, int64_t len, const char *
 /* Sets u's chunk, rank's piece [mine_lo, mine_hi) and persist from its
  * [lo, hi) and z's world, stage and persistence threshold. */
 void zero_unit_split(const zero *z, zunit *u, int32_t rank);
+
+/* The sizes of the options the config left out (z->given), from the
+ * model's psi float32 elements: the unit cap of stages 1 and 2 (both
+ * bucket sizes) and stage 3's persistence threshold. Before the units are
+ * cut (setup and the plan alike). */
+void zero_auto_sizes(zero *z, int64_t psi);
+/* Stage 3's prefetch size left out: the largest gathered unit's padded
+ * size, gather_elems (N * chunk), so one unit is gathered ahead. After the
+ * units are cut. */
+void zero_auto_prefetch(zero *z, int64_t gather_elems);
+/* Stage 3's gathered-parameter buffers, each of gather_elems floats (the
+ * largest non-persistent unit, padded), made at setup: the unit in use, one
+ * held across a pass (a tied head's weight, used at both ends of the
+ * model), and the units prefetched (stage3_prefetch_bucket_size, within
+ * stage3_max_live_parameters); at most gathered_units (the non-persistent
+ * units). 0 for other stages or with nothing to gather. */
+int64_t zero_gather_buffers(const zero *z, int64_t gather_elems, int64_t gathered_units);
+/* Stages 2, 3: gradient buckets made at setup (ZERO_GRAD_BUFFERS, at
+ * most `units`), each of the largest unit's padded size; 0 for stage 1. */
+int64_t zero_grad_buffers(const zero *z, int64_t units);
 
 /* ---- zero_plan.c: weft plan's question (weft/strategy.h) ---- */
 weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out);
@@ -239,6 +286,11 @@ weft_status zero_setup(void *p);
 void zero_destroy(void *p);
 weft_status zero_state(void *p, weft_strategy_state *out);
 weft_status zero_gather_params(void *p, int gather);
+/* weft/strategy.h's params_visit: stage 3 gathers one unit at a time (into
+ * a working-set buffer) and releases it after visiting its parameters. */
+weft_status zero_params_visit(void *p, weft_status (*fn)(void *user, size_t index,
+							 const weft_tensor *t),
+			      void *user);
 weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report *out);
 weft_status zero_eval_step(void *p, const weft_micro_batch *b, weft_eval_report *out);
 

@@ -120,7 +120,9 @@ static weft_status poll(zero *z)
 
 /* ---- stage 3: gathering ------------------------------------------------- */
 
-static weft_status launch_ag(zero *z, size_t k, int blocking)
+/* Gathers unit k into buf (a pool buffer), or into one from the pool when
+ * buf is NULL. */
+static weft_status launch_ag(zero *z, size_t k, int blocking, float *buf)
 {
 	zunit *u = &z->units[k];
 	float *mine;
@@ -129,7 +131,7 @@ static weft_status launch_ag(zero *z, size_t k, int blocking)
 	weft_comm_work *w = NULL;
 	weft_status st;
 
-	u->pbuf = zero_pool_get(z, &z->ppool, z->world * u->chunk);
+	u->pbuf = buf ? buf : zero_pool_get(z, &z->ppool, z->world * u->chunk);
 	if (!u->pbuf)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): out of memory "
 					 "gathering unit %zu (%lld bytes)", z->label, z->rank, k,
@@ -179,7 +181,7 @@ weft_status zero_gather_unit(zero *z, size_t k)
 	zunit *u = &z->units[k];
 
 	if (u->ag == 0)
-		return launch_ag(z, k, 1);
+		return launch_ag(z, k, 1, NULL);
 	if (u->ag == 1) {
 		for (size_t i = z->q_head; i < z->q_tail; i++)
 			if (z->q[i].kind == ZW_AG && z->q[i].unit == k)
@@ -211,7 +213,8 @@ void zero_release_all(zero *z)
 
 /* Launches the all-gathers of the units after k (forward) or before it
  * (backward), up to stage3_prefetch_bucket_size elements ahead and within
- * stage3_max_live_parameters. */
+ * stage3_max_live_parameters, into the buffers setup reserved, keeping one
+ * free for a unit needed now (a prefetch never grows the pool). */
 static weft_status prefetch(zero *z, size_t k, int backward)
 {
 	int64_t ahead = 0;
@@ -219,6 +222,7 @@ static weft_status prefetch(zero *z, size_t k, int backward)
 	for (size_t step = 1; step < z->n_units; step++) {
 		size_t j;
 		zunit *u;
+		float *buf;
 		weft_status st;
 
 		if (backward) {
@@ -240,7 +244,10 @@ static weft_status prefetch(zero *z, size_t k, int backward)
 			continue;
 		if (z->live_elems + (u->hi - u->lo) > z->max_live_parameters)
 			break;
-		st = launch_ag(z, j, 0);
+		buf = zero_pool_try(&z->ppool, z->world * u->chunk, 1);
+		if (!buf)
+			break;
+		st = launch_ag(z, j, 0, buf);
 		if (st)
 			return st;
 	}

@@ -303,9 +303,11 @@ weft_status zero_dev_state(zero *z, float *const **slots)
 	if (z->on_cpu || !z->n_slots)
 		return WEFT_OK;
 	/* a mirror that exists already holds the truth: no step ran since
-	 * it was made, and a checkpoint may have been loaded into it */
+	 * it was made, and a checkpoint may have been loaded into it. It is
+	 * host staging for the checkpoint's file, counted as "other": the
+	 * optimizer category is the device's state, what the plan predicts */
 	if (!z->mirror) {
-		z->mirror = g_host->mem_alloc(WEFT_MEM_OPTIM, bytes);
+		z->mirror = g_host->mem_alloc(WEFT_MEM_OTHER, bytes);
 		if (!z->mirror)
 			return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': no host memory for "
 						 "a copy of the optimizer state (%zu bytes) for a "

@@ -33,16 +33,16 @@ static zpool_class *pool_class(zpool *pool, int64_t elems)
 	return NULL;
 }
 
-weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int uniform)
+weft_status zero_pool_init(zero *z, zpool *pool, weft_mem_category cat, int64_t uniform)
 {
 	memset(pool, 0, sizeof(*pool));
 	pool->cat = cat;
-	pool->uniform = uniform;
+	pool->uniform = uniform > 0;
 	pool->cls = calloc(z->n_units + 1, sizeof(*pool->cls));
 	if (!pool->cls)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory", z->label);
 	for (size_t k = 0; k < z->n_units; k++) {
-		int64_t elems = z->world * (uniform ? z->max_chunk : z->units[k].chunk);
+		int64_t elems = uniform > 0 ? uniform : z->world * z->units[k].chunk;
 		zpool_class *c = pool_class(pool, elems);
 
 		if (!c) {
@@ -79,6 +79,35 @@ float *zero_pool_get(zero *z, zpool *pool, int64_t elems)
 	c->n_total++;
 	pool->bytes_total += c->elems * (int64_t)sizeof(float);
 	return b;
+}
+
+weft_status zero_pool_reserve(zero *z, zpool *pool, int64_t count)
+{
+	zpool_class *c = pool->uniform ? pool_class(pool, 1) : NULL;
+
+	/* the free list holds one buffer per unit */
+	if (count > (int64_t)z->n_units)
+		count = (int64_t)z->n_units;
+	if (!c || count <= 0)
+		return WEFT_OK;
+	while (c->n_total < (size_t)count) {
+		float *b = zero_dalloc(z, pool->cat, c->elems, 0, "a unit buffer");
+
+		if (!b)
+			return WEFT_ERR_NOMEM;
+		c->free_list[c->n_free++] = b;
+		c->n_total++;
+		pool->bytes_total += c->elems * (int64_t)sizeof(float);
+	}
+	pool->reserved = (size_t)count;
+	return WEFT_OK;
+}
+
+float *zero_pool_try(zpool *pool, int64_t elems, size_t keep)
+{
+	zpool_class *c = pool_class(pool, elems);
+
+	return c && c->n_free > keep ? c->free_list[--c->n_free] : NULL;
 }
 
 void zero_pool_put(zpool *pool, float *buf, int64_t elems)
@@ -157,6 +186,11 @@ weft_status zero_build_units(zero *z)
 		packed += v->mine_hi - v->mine_lo;
 		if (v->chunk > z->max_chunk)
 			z->max_chunk = v->chunk;
+		if (z->stage == 3 && !v->persist) {
+			z->n_gathered++;
+			if (z->world * v->chunk > z->gather_elems)
+				z->gather_elems = z->world * v->chunk;
+		}
 		if (v->mine_hi > v->mine_lo) {
 			z->ranges[2 * z->n_ranges] = v->mine_lo;
 			z->ranges[2 * z->n_ranges + 1] = v->mine_hi;

@@ -1,21 +1,30 @@
 /* ZeRO's memory plan (weft/strategy.h, memory_plan): the units cut by the
- * rule setup cuts them with (zero_units.c), from the options create read.
- * Rank 0 holds the most: every unit gives it a whole chunk (or the whole
- * unit when shorter). Exact: the resident shards and the collectives' element
- * counts; an estimate, kept apart: the transient buckets and gathered
- * weights. */
+ * rule setup cuts them with (zero_units.c), from the options create read
+ * and the sizes setup gives the options left out. Rank 0 holds the most:
+ * every unit gives it a whole chunk (or the whole unit when shorter).
+ * Exact: the resident shards, the staging buffer, the collectives' element
+ * counts and the working set, which setup makes in full (gradient buckets,
+ * gathered-parameter buffers, persistent units), reported apart. */
 #include <stdio.h>
 
 #include "zero.h"
 
 weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out)
 {
-	const zero *z = p;
+	zero sized = *(const zero *)p;
+	zero *z = &sized;
 	int64_t w = z->world, numel = 0, len = 0, chunk_sum = 0, persist_sum = 0;
 	int64_t persist_bytes = 0, units = 0, shard = 0, max_chunk = 0;
+	int64_t gather_elems = 0, gathered = 0;
 	int64_t slots = (int64_t)q->n_slots, micro = q->n_micro;
 	const char *first = NULL;
 	double psi, n = (double)w;
+
+	for (size_t i = 0; i < q->n_params; i++)
+		if (q->params[i].dtype == WEFT_F32)
+			numel += q->params[i].numel;
+	zero_auto_sizes(z, numel);
+	numel = 0;
 
 	/* a unit closes at i == n_params */
 	for (size_t i = 0; i <= q->n_params; i++) {
@@ -37,6 +46,10 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 			if (u.persist) {
 				persist_sum += u.chunk;
 				persist_bytes += 4 * w * u.chunk;
+			} else if (z->stage == 3) {
+				gathered++;
+				if (w * u.chunk > gather_elems)
+					gather_elems = w * u.chunk;
 			}
 		}
 		if (!t)
@@ -48,8 +61,10 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 		len += t->numel;
 		numel += t->numel;
 	}
+	zero_auto_prefetch(z, gather_elems);
 	out->rank = 0;
 	out->numel = numel;
+	out->working_grads = zero_grad_buffers(z, units) * 4 * w * max_chunk;
 	out->bytes[WEFT_MEM_OPTIM] = 4 * slots * shard;
 	switch (z->stage) {
 	case 1:
@@ -62,22 +77,13 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 		out->bytes[WEFT_MEM_PARAMS] = 4 * numel;
 		out->bytes[WEFT_MEM_GRADS] = 4 * shard;
 		out->bytes[WEFT_MEM_COMM] = 4 * w * max_chunk;
-		/* open buckets plus one in flight; a tied embedding keeps one
-		 * more open through the whole backward */
-		out->working_grads = 3 * 4 * w * max_chunk;
 		out->collective_elements = (micro + 1) * w * chunk_sum;
 		break;
 	default:
 		out->bytes[WEFT_MEM_PARAMS] = 4 * shard;
 		out->bytes[WEFT_MEM_GRADS] = 4 * shard;
-		out->working_grads = 3 * 4 * w * max_chunk;
-		/* the unit in use, the prefetched ones, one being released */
-		out->working_params = 4 * w * max_chunk *
-				      (2 + (max_chunk ? z->prefetch_bucket_size / (w * max_chunk) : 0));
-		/* never more than the whole (padded) model */
-		if (out->working_params > 4 * w * (chunk_sum - persist_sum))
-			out->working_params = 4 * w * (chunk_sum - persist_sum);
-		out->working_params += persist_bytes;
+		out->working_params = zero_gather_buffers(z, gather_elems, gathered) * 4 *
+				      gather_elems + persist_bytes;
 		out->collective_elements = micro * 3 * w * (chunk_sum - persist_sum) +
 					   (micro + 1) * w * persist_sum;
 		break;

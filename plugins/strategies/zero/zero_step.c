@@ -60,15 +60,18 @@ static weft_status opt_bool(const weft_cfg *section, const weft_cfg *zo, const c
 	return map ? g_host->cfg_bool(map, key, def, out) : WEFT_OK;
 }
 
-/* A count of elements; DeepSpeed configs write them as 5e8 or 500000000. */
+/* A count of elements; DeepSpeed configs write them as 5e8 or 500000000.
+ * *given: whether the config has the key (else *out = def, which setup and
+ * the plan may size to the model: zero_auto_sizes). */
 static weft_status opt_count(const weft_cfg *section, const weft_cfg *zo, const char *key,
-			     int64_t def, int64_t min, int64_t *out)
+			     int64_t def, int64_t min, int64_t *out, int *given)
 {
 	const weft_cfg *map, *node;
 	double v;
 	weft_status st = find_key(section, zo, key, &map, &node);
 
 	*out = def;
+	*given = map != NULL;
 	if (st || !map)
 		return st;
 	st = g_host->cfg_float(map, key, (double)def, &v);
@@ -138,21 +141,23 @@ static weft_status read_options(zero *z, const weft_cfg *section, int fixed_stag
 	st = opt_bool(section, zo, "overlap_comm", 1, &z->overlap_comm);
 	if (!st)
 		st = opt_bool(section, zo, "contiguous_gradients", 1, &z->contiguous_gradients);
+	/* the defaults are DeepSpeed's, each an upper bound: a key left out
+	 * is sized to the model at setup (zero_auto_sizes) */
 	if (!st)
-		st = opt_count(section, zo, "reduce_bucket_size", 500000000, 1,
-			       &z->reduce_bucket_size);
+		st = opt_count(section, zo, "reduce_bucket_size", ZERO_DEF_BUCKET, 1,
+			       &z->reduce_bucket_size, &z->given.reduce_bucket);
 	if (!st)
-		st = opt_count(section, zo, "allgather_bucket_size", 500000000, 1,
-			       &z->allgather_bucket_size);
+		st = opt_count(section, zo, "allgather_bucket_size", ZERO_DEF_BUCKET, 1,
+			       &z->allgather_bucket_size, &z->given.allgather_bucket);
 	if (!st)
-		st = opt_count(section, zo, "stage3_prefetch_bucket_size", 50000000, 0,
-			       &z->prefetch_bucket_size);
+		st = opt_count(section, zo, "stage3_prefetch_bucket_size", ZERO_DEF_PREFETCH, 0,
+			       &z->prefetch_bucket_size, &z->given.prefetch);
 	if (!st)
-		st = opt_count(section, zo, "stage3_param_persistence_threshold", 100000, 0,
-			       &z->persistence_threshold);
+		st = opt_count(section, zo, "stage3_param_persistence_threshold", ZERO_DEF_PERSIST,
+			       0, &z->persistence_threshold, &z->given.persist);
 	if (!st)
-		st = opt_count(section, zo, "stage3_max_live_parameters", 1000000000, 0,
-			       &z->max_live_parameters);
+		st = opt_count(section, zo, "stage3_max_live_parameters", ZERO_DEF_LIVE, 0,
+			       &z->max_live_parameters, &z->given.live);
 	if (!st)
 		st = check_offload(zo, "offload_optimizer");
 	if (!st)
@@ -228,11 +233,13 @@ weft_status zero_setup(void *p)
 					 "strategy '%s': optimizer '%s' wants %zu state slots per "
 					 "element; at most %d are supported", z->label,
 					 env->optim_ops->head.name, z->n_slots, ZERO_MAX_SLOTS);
+	zero_auto_sizes(z, z->numel);
 	st = zero_build_units(z);
 	if (!st)
 		st = zero_dev_layout(z);
 	if (st)
 		return st;
+	zero_auto_prefetch(z, z->gather_elems);
 	if (z->world > 1) {
 		weft_comm_buf all = zero_buf(z, z->full_params, z->numel);
 
@@ -251,9 +258,15 @@ weft_status zero_setup(void *p)
 		for (size_t k = 0; k < z->n_slots; k++)
 			z->slots[k] = z->slot_mem + k * (size_t)z->shard_numel;
 	}
-	st = zero_pool_init(z, &z->ppool, WEFT_MEM_PARAMS, 0);
+	/* the working set, made now: the steps allocate nothing */
+	st = zero_pool_init(z, &z->ppool, WEFT_MEM_PARAMS, z->gather_elems);
 	if (!st)
-		st = zero_pool_init(z, &z->gpool, WEFT_MEM_GRADS, 1);
+		st = zero_pool_init(z, &z->gpool, WEFT_MEM_GRADS, z->world * z->max_chunk);
+	if (!st)
+		st = zero_pool_reserve(z, &z->ppool,
+				       zero_gather_buffers(z, z->gather_elems, z->n_gathered));
+	if (!st)
+		st = zero_pool_reserve(z, &z->gpool, zero_grad_buffers(z, (int64_t)z->n_units));
 	if (st)
 		return st;
 	if (z->stage <= 2) {
@@ -394,6 +407,49 @@ weft_status zero_gather_params(void *p, int gather)
 	z->full_params = NULL;
 	z->gathered_whole = 0;
 	return st;
+}
+
+weft_status zero_params_visit(void *p, weft_status (*fn)(void *user, size_t index,
+						       const weft_tensor *t),
+			      void *user)
+{
+	zero *z = p;
+	weft_status st;
+
+	if (z->gathered_whole)
+		return g_host->error_set(WEFT_ERR_INVALID_ARG, "strategy '%s': params_visit "
+					 "between gather_params(1) and gather_params(0)", z->label);
+	if (z->stage < 3) {
+		for (size_t i = 0; i < z->n_params; i++) {
+			st = fn(user, i, g_host->params_at(z->env->params, i));
+			if (st)
+				return st;
+		}
+		return WEFT_OK;
+	}
+	st = zero_drain(z);
+	if (st)
+		return st;
+	zero_release_all(z);
+	/* unit by unit, in flat order: one gathered unit at a time */
+	for (size_t k = 0; k < z->n_units; k++) {
+		zunit *u = &z->units[k];
+
+		if (!u->persist) {
+			st = zero_gather_unit(z, k);
+			if (st)
+				return g_host->error_wrap(st, "strategy '%s': gathering unit %zu of "
+							  "%zu to visit its parameters", z->label, k,
+							  z->n_units);
+		}
+		for (size_t i = 0; !st && i < u->p_count; i++)
+			st = fn(user, u->p_first + i,
+				g_host->params_at(z->env->params, u->p_first + i));
+		zero_release_all(z);
+		if (st)
+			return st;
+	}
+	return WEFT_OK;
 }
 
 void zero_destroy(void *p)

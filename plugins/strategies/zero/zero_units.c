@@ -49,3 +49,56 @@ void zero_unit_split(const zero *z, zunit *u, int32_t rank)
 		u->mine_hi = u->hi;
 	u->persist = z->stage == 3 && len < z->persistence_threshold;
 }
+
+/* ---- the sizes an option left out takes -------------------------------- */
+
+void zero_auto_sizes(zero *z, int64_t psi)
+{
+	/* a bucket of 1/32 of the model: the few buckets in use stay a few
+	 * percent of it, and a large model's count of collectives stays 32
+	 * per pass; never under 4096 elements, never over DeepSpeed's 5e8 */
+	int64_t bucket = (psi + 31) / 32;
+
+	if (bucket < 4096)
+		bucket = 4096;
+	if (bucket > ZERO_DEF_BUCKET)
+		bucket = ZERO_DEF_BUCKET;
+	/* one of the two given: the other follows it (one unit size) */
+	if (!z->given.reduce_bucket)
+		z->reduce_bucket_size = z->given.allgather_bucket ? z->allgather_bucket_size : bucket;
+	if (!z->given.allgather_bucket)
+		z->allgather_bucket_size = z->given.reduce_bucket ? z->reduce_bucket_size : bucket;
+	/* modules under 1/512 of the model (norms, biases) stay whole */
+	if (!z->given.persist)
+		z->persistence_threshold = psi / 512 < ZERO_DEF_PERSIST ? psi / 512 :
+									  ZERO_DEF_PERSIST;
+}
+
+void zero_auto_prefetch(zero *z, int64_t gather_elems)
+{
+	/* one unit ahead: the largest gathered unit */
+	if (!z->given.prefetch)
+		z->prefetch_bucket_size = gather_elems < ZERO_DEF_PREFETCH ? gather_elems :
+									       ZERO_DEF_PREFETCH;
+}
+
+int64_t zero_gather_buffers(const zero *z, int64_t gather_elems, int64_t gathered_units)
+{
+	int64_t ahead, live, n;
+
+	if (z->stage != 3 || gather_elems <= 0)
+		return 0;
+	ahead = z->prefetch_bucket_size / gather_elems;
+	live = z->max_live_parameters / gather_elems - 2;
+	if (ahead > live)
+		ahead = live;
+	n = 2 + (ahead > 0 ? ahead : 0);
+	return n < gathered_units ? n : gathered_units;
+}
+
+int64_t zero_grad_buffers(const zero *z, int64_t units)
+{
+	if (z->stage < 2)
+		return 0;
+	return units < ZERO_GRAD_BUFFERS ? units : ZERO_GRAD_BUFFERS;
+}

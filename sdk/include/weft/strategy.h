@@ -424,6 +424,23 @@ typedef struct weft_strategy_ops {
 	 * against ABI 1.0 or 1.1): `weft plan` says the strategy gives no plan. */
 	weft_status (*memory_plan)(void *s, const weft_plan_query *q,
 				   weft_plan_result *out);
+
+	/* ---- since ABI 1.4: whole parameters a few at a time ---- */
+
+	/* (optional) Calls fn(user, i, p) for every parameter index i of
+	 * env->params in order, on every rank, with p's data holding the
+	 * parameter's full current values (on the model's device, valid during
+	 * the call only), making no more than the strategy's working set whole
+	 * at once: for callers that read each parameter once (saving
+	 * model.safetensors), where gather_params would hold the whole model.
+	 * fn must not communicate; an error from it stops the visit on that
+	 * rank only, so a caller that writes on one rank records its error and
+	 * returns WEFT_OK. Not between gather_params(1) and (0). Collective:
+	 * every rank calls it. Errors: comm errors, NOMEM, fn's. NULL or absent
+	 * member: callers use gather_params. */
+	weft_status (*params_visit)(void *s,
+				    weft_status (*fn)(void *user, size_t index, const weft_tensor *p),
+				    void *user);
 } weft_strategy_ops;
 
 /* struct_size of weft_strategy_ops at ABI 1.0: the loader refuses a
