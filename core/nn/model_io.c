@@ -13,12 +13,40 @@
 #include "nn/nn_impl.h"
 #include "nn/safetensors.h"
 
+void weft_model_st_meta(const weft_model *m, weft_model_meta *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (m->cls != WEFT_MODEL_GPT)
+		return;
+	/* the shape of the model, for tools that need what the tensors do
+	 * not tell (n_head: weft ckpt export --format hf) */
+	snprintf(out->v[0], sizeof(out->v[0]), "%lld", (long long)m->gpt.n_layer);
+	snprintf(out->v[1], sizeof(out->v[1]), "%lld", (long long)m->gpt.n_head);
+	snprintf(out->v[2], sizeof(out->v[2]), "%lld", (long long)m->gpt.n_embd);
+	snprintf(out->v[3], sizeof(out->v[3]), "%lld", (long long)m->gpt.vocab_size);
+	snprintf(out->v[4], sizeof(out->v[4]), "%lld", (long long)m->gpt.block_size);
+	out->pairs[0] = "weft.model";
+	out->pairs[1] = "gpt";
+	out->pairs[2] = "weft.n_layer";
+	out->pairs[3] = out->v[0];
+	out->pairs[4] = "weft.n_head";
+	out->pairs[5] = out->v[1];
+	out->pairs[6] = "weft.n_embd";
+	out->pairs[7] = out->v[2];
+	out->pairs[8] = "weft.vocab_size";
+	out->pairs[9] = out->v[3];
+	out->pairs[10] = "weft.block_size";
+	out->pairs[11] = out->v[4];
+	out->n = 6;
+}
+
 weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
 {
 	size_t n = weft_params_count(m->params);
 	weft_st_entry *e;
 	void **host;
 	int on_cpu = m->opt.device.type == WEFT_DEVICE_CPU;
+	weft_model_meta meta;
 	weft_status st = WEFT_OK;
 
 	if (m->tp) /* shards under whole names would not load anywhere */
@@ -50,23 +78,8 @@ weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
 			goto out_free;
 		e[i].data = host[i];
 	}
-	if (m->cls == WEFT_MODEL_GPT) {
-		/* the shape of the model in __metadata__, for tools that need
-		 * what the tensors do not tell (n_head: weft ckpt export --format hf) */
-		char v[6][24];
-		const char *meta[12] = { "weft.model", "gpt", "weft.n_layer", v[0], "weft.n_head",
-					 v[1], "weft.n_embd", v[2], "weft.vocab_size", v[3],
-					 "weft.block_size", v[4] };
-
-		snprintf(v[0], sizeof(v[0]), "%lld", (long long)m->gpt.n_layer);
-		snprintf(v[1], sizeof(v[1]), "%lld", (long long)m->gpt.n_head);
-		snprintf(v[2], sizeof(v[2]), "%lld", (long long)m->gpt.n_embd);
-		snprintf(v[3], sizeof(v[3]), "%lld", (long long)m->gpt.vocab_size);
-		snprintf(v[4], sizeof(v[4]), "%lld", (long long)m->gpt.block_size);
-		st = weft_st_write_meta(path, meta, 6, e, n);
-	} else {
-		st = weft_st_write(path, e, n);
-	}
+	weft_model_st_meta(m, &meta);
+	st = meta.n ? weft_st_write_meta(path, meta.pairs, meta.n, e, n) : weft_st_write(path, e, n);
 out_free:
 	for (size_t i = 0; host && i < n; i++)
 		free(host[i]);

@@ -100,6 +100,20 @@ void weft_st_header_begin(struct weft_json_writer *w, const char *const *meta, s
 void weft_st_header_tensor(struct weft_json_writer *w, const char *name, weft_dtype dtype,
 			   int32_t ndim, const int64_t *shape, int64_t begin, int64_t end);
 
+/* The __metadata__ pairs weft_model_save_safetensors writes for a model
+ * besides "format": for a GPT its shape (weft.model, weft.n_layer,
+ * weft.n_head, weft.n_embd, weft.vocab_size, weft.block_size), which
+ * `weft ckpt export --format hf` reads; none (n 0) for other classes.
+ * pairs[2i] -> pairs[2i + 1] for i < n; the values live in v. The streamed
+ * save (train/model_stream.c) writes the same, so both files are equal. */
+typedef struct weft_model_meta {
+	char v[6][24];
+	const char *pairs[12];
+	size_t n;
+} weft_model_meta;
+struct weft_model;
+void weft_model_st_meta(const struct weft_model *m, weft_model_meta *out);
+
 /* Writes entries[0..n) to `path` (created or truncated) with
  * {"__metadata__":{"format":"pt"}}, the header padded to a multiple of 8.
  * Blocking. Errors: WEFT_ERR_IO naming the path and reason;

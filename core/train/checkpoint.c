@@ -328,8 +328,12 @@ weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason)
 			whole = NULL;
 		}
 		if (!st && streamed) {
+			weft_model_meta meta;
+
+			weft_model_st_meta(t->model, &meta);
 			st = weft_model_stream_save(t->strat_ops, t->strat,
-						    weft_model_params(t->model), t->rank == 0, path);
+						    weft_model_params(t->model), &meta,
+						    t->rank == 0, path);
 		} else if (!st) {
 			st = strategy_gather(t, 1);
 			if (!st)

@@ -28,7 +28,8 @@ int weft_model_stream_available(const weft_strategy_ops *ops)
 /* The header weft_st_write writes for the same tensors: their entries in
  * order, each right after the previous one, then spaces up to a multiple
  * of 8 bytes. */
-static weft_status write_header(FILE *fp, const char *path, const weft_params *ps)
+static weft_status write_header(FILE *fp, const char *path, const weft_params *ps,
+				const weft_model_meta *meta)
 {
 	static const char spaces[8] = "        ";
 	weft_json_writer w;
@@ -39,7 +40,7 @@ static weft_status write_header(FILE *fp, const char *path, const weft_params *p
 	weft_status st;
 
 	weft_json_writer_string(&w, 0);
-	weft_st_header_begin(&w);
+	weft_st_header_begin(&w, meta ? meta->pairs : NULL, meta ? meta->n : 0);
 	for (size_t i = 0; i < n; i++) {
 		const weft_tensor *p = weft_params_at(ps, i);
 		int64_t bytes = (int64_t)weft_tensor_nbytes(p);
@@ -103,7 +104,8 @@ static weft_status visit(void *user, size_t index, const weft_tensor *p)
 }
 
 weft_status weft_model_stream_save(const weft_strategy_ops *ops, void *strategy,
-				   const weft_params *ps, int writer, const char *path)
+				   const weft_params *ps, const weft_model_meta *meta, int writer,
+				   const char *path)
 {
 	stream s = { .path = path };
 	weft_status st;
@@ -114,7 +116,7 @@ weft_status weft_model_stream_save(const weft_strategy_ops *ops, void *strategy,
 			s.st = weft_error_set(WEFT_ERR_IO, "%s: cannot create: %s", path,
 					      strerror(errno));
 		else
-			s.st = write_header(s.fp, path, ps);
+			s.st = write_header(s.fp, path, ps, meta);
 	}
 	/* the visit runs on every rank whatever the writer's state */
 	st = ops->params_visit(strategy, visit, &s);

@@ -546,7 +546,11 @@ static weft_status job_save(h_job *j, const char *dir, int rank)
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	/* as the trainer saves: streamed when the strategy can, else whole */
 	if (!st && j->tr.main.m && weft_model_stream_available(j->sops)) {
-		st = weft_model_stream_save(j->sops, j->strat, j->tr.main.ps, rank == 0, path);
+		weft_model_meta meta;
+
+		weft_model_st_meta(j->tr.main.m, &meta);
+		st = weft_model_stream_save(j->sops, j->strat, j->tr.main.ps, &meta, rank == 0,
+					    path);
 		if (!st && j->tr.c->save_whole_too) {
 			snprintf(path, sizeof(path), "%s/model.whole.safetensors", dir);
 			st = job_gather(j, 1);

@@ -81,9 +81,11 @@ int main(void)
 	char *fa = NULL, *fb = NULL;
 	long la, lb;
 	size_t n;
+	weft_model_meta meta;
 
 	tt_scratch("train_model_stream");
 	WT_REQUIRE(weft_model_create_gpt(&g, &mo, &m) == WEFT_OK);
+	weft_model_st_meta(m, &meta);
 	n = weft_params_count(weft_model_params(m));
 	WT_CHECK(weft_model_stream_available(&ops));
 
@@ -91,7 +93,7 @@ int main(void)
 	snprintf(a, sizeof(a), "%s/streamed.safetensors", tt_dir);
 	snprintf(b, sizeof(b), "%s/whole.safetensors", tt_dir);
 	f = (fake){ .ps = weft_model_params(m) };
-	WT_CHECK(weft_model_stream_save(&ops, &f, f.ps, 1, a) == WEFT_OK);
+	WT_CHECK(weft_model_stream_save(&ops, &f, f.ps, &meta, 1, a) == WEFT_OK);
 	WT_CHECK(f.visited == n);
 	WT_CHECK(weft_model_save_safetensors(m, b) == WEFT_OK);
 	la = read_all(a, &fa);
@@ -104,22 +106,22 @@ int main(void)
 	 * visit run to its end */
 	snprintf(bad, sizeof(bad), "%s/no/such/dir/model.safetensors", tt_dir);
 	f = (fake){ .ps = weft_model_params(m) };
-	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, 1, bad), WEFT_ERR_IO, "cannot create",
+	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, &meta, 1, bad), WEFT_ERR_IO, "cannot create",
 		 "no/such/dir/model.safetensors");
 	WT_CHECK(f.visited == n);
 
 	/* not the writer: nothing written, success */
 	f = (fake){ .ps = weft_model_params(m) };
-	WT_CHECK(weft_model_stream_save(&ops, &f, f.ps, 0, bad) == WEFT_OK);
+	WT_CHECK(weft_model_stream_save(&ops, &f, f.ps, &meta, 0, bad) == WEFT_OK);
 	WT_CHECK(f.visited == n && access(bad, F_OK) != 0);
 
 	/* a strategy that visits out of order, or not everything */
 	f = (fake){ .ps = weft_model_params(m), .mode = 1 };
-	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, 1, a), WEFT_ERR_INTERNAL,
+	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, &meta, 1, a), WEFT_ERR_INTERNAL,
 		 "visited parameter 1 where 0 comes next", "streamed.safetensors");
 	WT_CHECK(f.visited == n);
 	f = (fake){ .ps = weft_model_params(m), .mode = 2 };
-	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, 1, a), WEFT_ERR_INTERNAL,
+	WT_FAILS(weft_model_stream_save(&ops, &f, f.ps, &meta, 1, a), WEFT_ERR_INTERNAL,
 		 "visited 1 of", "parameters");
 
 	weft_model_free(m);
