@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/nn_impl.h"
+#include "tensor/checkpoint.h"
 
 weft_status nn_gpt_check(const weft_gpt_config *c)
 {
@@ -285,6 +286,92 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 	return weft_op_dropout(ctx, x, (float)m->gpt.dropout, out);
 }
 
+/* ---- activation checkpointing (act_ckpt.h) ---- */
+
+const char *weft_act_ckpt_name(weft_act_ckpt mode)
+{
+	switch (mode) {
+	case WEFT_ACT_CKPT_NONE: return "none";
+	case WEFT_ACT_CKPT_FULL: return "full";
+	case WEFT_ACT_CKPT_SELECTIVE: return "selective";
+	}
+	return "?";
+}
+
+weft_status weft_model_set_activation_checkpointing(weft_model *m, weft_act_ckpt mode)
+{
+	if (mode != WEFT_ACT_CKPT_NONE && mode != WEFT_ACT_CKPT_FULL &&
+	    mode != WEFT_ACT_CKPT_SELECTIVE)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "activation checkpointing mode %d is "
+				      "unknown (none, full, selective)", (int)mode);
+	if (mode != WEFT_ACT_CKPT_NONE && m->cls != WEFT_MODEL_GPT)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "activation checkpointing '%s' "
+				      "recomputes transformer blocks, and a model of class "
+				      "%s has none; use it with model.class gpt, or set it to none",
+				      weft_act_ckpt_name(mode),
+				      m->cls == WEFT_MODEL_MLP ? "mlp" : "plugin");
+	m->act_ckpt = mode;
+	return WEFT_OK;
+}
+
+typedef struct attn_args {
+	int64_t n_head;
+} attn_args;
+
+static weft_status attn_fn(weft_ctx *ctx, void *user, weft_tensor *qkv, weft_tensor **out)
+{
+	const attn_args *a = user;
+
+	return weft_op_attention(ctx, qkv, a->n_head, out);
+}
+
+weft_status nn_gpt_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+			     weft_tensor **out)
+{
+	attn_args a = { .n_head = n_head };
+	int64_t shape[3];
+
+	if (m->act_ckpt != WEFT_ACT_CKPT_SELECTIVE || qkv->ndim != 3)
+		return weft_op_attention(ctx, qkv, n_head, out);
+	shape[0] = qkv->shape[0];
+	shape[1] = qkv->shape[1];
+	shape[2] = qkv->shape[2] / 3;
+	return weft_checkpoint(ctx, "attention (recomputed)", attn_fn, &a, sizeof(a), qkv, 3,
+			       shape, out);
+}
+
+static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+				 weft_tensor **out);
+
+typedef struct block_args {
+	weft_model *m;
+	gpt_block *b;
+} block_args;
+
+/* One block in its own module scope (a checkpoint's function). */
+static weft_status block_fn(weft_ctx *ctx, void *user, weft_tensor *x, weft_tensor **out)
+{
+	const block_args *a = user;
+	nn_scope s = { .ctx = ctx };
+	weft_status st = (a->m->tp ? nn_gpt_tp_block_forward : block_forward)(a->m, &s, a->b, x,
+									       out);
+
+	if (st)
+		nn_unwind(&s);
+	return st;
+}
+
+static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+			     weft_tensor **out)
+{
+	block_args a = { .m = m, .b = b };
+
+	if (m->act_ckpt != WEFT_ACT_CKPT_FULL)
+		return (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, s, b, x, out);
+	return weft_checkpoint(s->ctx, "block (recomputed)", block_fn, &a, sizeof(a), x, x->ndim,
+			       x->shape, out);
+}
+
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				 weft_tensor **out)
 {
@@ -295,7 +382,7 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 
 	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = weft_op_attention(ctx, y, m->gpt.n_head, &y)) ||
+	    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head, &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
@@ -323,8 +410,7 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (m->tp && (st = nn_gpt_tp_seq_enter(m, ctx, h, &h)))
 		goto out_unwind;
 	for (int64_t i = 0; i < m->layer_end - m->layer_begin; i++)
-		if ((st = (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, &s, &m->blocks[i], h,
-									     &h)))
+		if ((st = run_block(m, &s, &m->blocks[i], h, &h)))
 			goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->wte };

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/tensor_impl.h"
 #include "weft/device.h"
 
 #define ARENA_MAX_BLOCKS 48 /* blocks at least double: 48 covers any size */
@@ -165,6 +166,23 @@ void weft_arena_reset(weft_arena *a)
 		a->blocks[i].used = 0;
 	a->cur = 0;
 	a->used = 0;
+}
+
+void arena_mark(const weft_arena *a, arena_pos *out)
+{
+	out->cur = a->cur;
+	out->block_used = a->cur < a->nblocks ? a->blocks[a->cur].used : 0;
+	out->used = a->used;
+}
+
+void arena_release(weft_arena *a, const arena_pos *pos)
+{
+	for (int i = pos->cur + 1; i < a->nblocks; i++)
+		a->blocks[i].used = 0;
+	if (pos->cur < a->nblocks)
+		a->blocks[pos->cur].used = pos->block_used;
+	a->cur = pos->cur;
+	a->used = pos->used;
 }
 
 void weft_arena_get_stats(const weft_arena *a, weft_arena_stats *out)

@@ -397,15 +397,24 @@ static void stamp_input(weft_ctx *ctx, weft_tensor *t)
 weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *out,
 		      int32_t n_in, weft_tensor *const *in, weft_tape_node **node)
 {
-	weft_tape_node *n;
 	int any = 0;
-	weft_status st;
 
 	*node = NULL;
 	for (int32_t i = 0; i < n_in; i++)
 		any |= op_needs_grad(ctx, in[i]);
 	if (!any)
 		return WEFT_OK;
+	return op_record_always(ctx, op, bw, out, n_in, in, node);
+}
+
+weft_status op_record_always(weft_ctx *ctx, const char *op, tape_backward_fn bw,
+			     weft_tensor *out, int32_t n_in, weft_tensor *const *in,
+			     weft_tape_node **node)
+{
+	weft_tape_node *n;
+	weft_status st;
+
+	*node = NULL;
 	st = weft_arena_alloc(ctx->tape_arena, sizeof(*n), 16, (void **)&n);
 	if (st)
 		return weft_error_wrap(st, "%s: recording on the tape", op);

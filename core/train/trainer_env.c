@@ -78,6 +78,8 @@ static weft_status tr_replica_create(void *p, int32_t index, weft_device dev, vo
 	r->step = -1;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &r->model);
 	if (!st)
+		st = weft_trainer_model_act_ckpt(t, r->model);
+	if (!st)
 		st = weft_ctx_create(&co, &r->ctx);
 	if (!st)
 		st = weft_ctx_set_autocast(r->ctx, t->tc.autocast);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "launch/launch.h"
+#include "nn/act_ckpt.h"
 #include "pipeline/timeline.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
@@ -534,7 +535,7 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 	if ((st = strategy_plan(t, &mo)))
 		return st;
 	if ((st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model)) ||
-	    (st = setup_optimizer(t)) || (st = setup_data(t)) ||
+	    (st = weft_trainer_model_act_ckpt(t, t->model)) || (st = setup_optimizer(t)) || (st = setup_data(t)) ||
 	    (st = weft_lr_schedule_parse(weft_cfg_get(t->root, "lr_scheduler"), t->oc.lr,
 					 t->total_steps, &t->sched)) ||
 	    (st = weft_trainer_callbacks_create(t)))
@@ -542,6 +543,17 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 	weft_cfg_mark_used(t->tc.strategy);
 	weft_cfg_mark_used(t->tc.comm_options);
 	return weft_config_check_unused(t->cfg);
+}
+
+weft_status weft_trainer_model_act_ckpt(const weft_trainer *t, weft_model *m)
+{
+	weft_status st = weft_model_set_activation_checkpointing(m, (weft_act_ckpt)t->tc.act_ckpt);
+	char why[512];
+
+	if (!st)
+		return WEFT_OK;
+	snprintf(why, sizeof(why), "%s", weft_error_last());
+	return weft_cfg_error(weft_cfg_get(t->tc.section, "activation_checkpointing"), "%s", why);
 }
 
 static int64_t config_world(const weft_trainer *t)
@@ -627,6 +639,8 @@ weft_status weft_trainer_setup(weft_trainer *t)
 		return st;
 	t->model_opts = mo;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model);
+	if (!st)
+		st = weft_trainer_model_act_ckpt(t, t->model);
 	if (st)
 		return st;
 	co.device = t->tc.device;
