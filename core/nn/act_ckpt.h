@@ -29,4 +29,8 @@ const char *weft_act_ckpt_name(weft_act_ckpt mode);
  * no transformer blocks (mlp, a model plugin), naming its class. */
 weft_status weft_model_set_activation_checkpointing(weft_model *m, weft_act_ckpt mode);
 
+/* What weft_model_set_activation_checkpointing last set on m (none at
+ * creation). */
+weft_act_ckpt weft_model_activation_checkpointing(const weft_model *m);
+
 #endif /* WEFT_NN_ACT_CKPT_H */

@@ -314,6 +314,11 @@ weft_status weft_model_set_activation_checkpointing(weft_model *m, weft_act_ckpt
 	return WEFT_OK;
 }
 
+weft_act_ckpt weft_model_activation_checkpointing(const weft_model *m)
+{
+	return m->act_ckpt;
+}
+
 typedef struct attn_args {
 	int64_t n_head;
 } attn_args;

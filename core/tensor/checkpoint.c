@@ -115,14 +115,37 @@ static weft_status ckpt_backward(weft_ctx *ctx, weft_tape_node *n)
 	return st ? weft_error_wrap(st, "recomputing checkpoint '%s'", n->op) : WEFT_OK;
 }
 
+/* fn(x) with grad off, keeping only its result: nothing to record. */
+static weft_status run_freed(weft_ctx *ctx, const char *name, weft_checkpoint_fn fn, void *user,
+			     weft_tensor *x, int32_t out_ndim, const int64_t *out_shape,
+			     weft_tensor **out)
+{
+	weft_tensor *y, *r = NULL;
+	ckpt_region region;
+	weft_status st = op_output(ctx, name, (weft_dtype)x->dtype, out_ndim, out_shape, &y);
+
+	if (st)
+		return st;
+	region_begin(ctx, &region);
+	st = fn(ctx, user, x, &r);
+	if (!st)
+		st = check_result(name, y, r);
+	if (!st && weft_tensor_nbytes(y))
+		st = ctx->k->copy(ctx->kctx, y->data, r->data, weft_tensor_nbytes(y),
+				  WEFT_COPY_DEVICE_TO_DEVICE);
+	region_end(ctx, &region);
+	if (!st)
+		*out = y;
+	return st;
+}
+
 weft_status weft_checkpoint(weft_ctx *ctx, const char *name, weft_checkpoint_fn fn,
 			    const void *user, size_t user_bytes, weft_tensor *x, int32_t out_ndim,
 			    const int64_t *out_shape, weft_tensor **out)
 {
-	weft_tensor *y, *r = NULL;
+	weft_tensor *y = NULL;
 	weft_tape_node *node;
 	ckpt_rec *rec;
-	ckpt_region region;
 	int grad;
 	weft_status st;
 
@@ -130,7 +153,7 @@ weft_status weft_checkpoint(weft_ctx *ctx, const char *name, weft_checkpoint_fn 
 	if ((st = op_check(ctx, name, "x", x, 1)))
 		return st;
 	if (!ctx->grad_enabled)
-		return fn(ctx, (void *)user, x, out);
+		return run_freed(ctx, name, fn, (void *)user, x, out_ndim, out_shape, out);
 	st = weft_arena_alloc(ctx->tape_arena, sizeof(*rec), 16, (void **)&rec);
 	if (!st) {
 		memset(rec, 0, sizeof(*rec));
@@ -147,18 +170,9 @@ weft_status weft_checkpoint(weft_ctx *ctx, const char *name, weft_checkpoint_fn 
 	rec->dropout_calls = ctx->dropout_calls;
 	rec->row_offset = ctx->row_offset;
 	rec->training = ctx->training;
-	if ((st = op_output(ctx, name, (weft_dtype)x->dtype, out_ndim, out_shape, &y)))
-		return st;
-	region_begin(ctx, &region);
 	grad = weft_ctx_set_grad_enabled(ctx, 0);
-	st = fn(ctx, rec->user, x, &r);
+	st = run_freed(ctx, name, fn, rec->user, x, out_ndim, out_shape, &y);
 	weft_ctx_set_grad_enabled(ctx, grad);
-	if (!st)
-		st = check_result(name, y, r);
-	if (!st && weft_tensor_nbytes(y))
-		st = ctx->k->copy(ctx->kctx, y->data, r->data, weft_tensor_nbytes(y),
-				  WEFT_COPY_DEVICE_TO_DEVICE);
-	region_end(ctx, &region);
 	if (st || (st = op_record_always(ctx, name, ckpt_backward, y, 1, &x, &node)))
 		return st;
 	node->saved[0] = rec;

@@ -28,8 +28,8 @@ typedef weft_status (*weft_checkpoint_fn)(weft_ctx *ctx, void *user, weft_tensor
  * back-propagates *out's gradient through what it recorded (the
  * parameters' gradients and hooks as without checkpointing) into x's
  * gradient, and frees that region again. `user` (user_bytes) is copied
- * into the step's tape arena and handed to both runs. With grad off it is
- * fn(x), nothing saved. The same gradients, bit for bit, as fn without
+ * into the step's tape arena and handed to both runs. With grad off only
+ * fn(x) is kept (in the region's place), nothing recorded. The same gradients, bit for bit, as fn without
  * checkpointing. Errors: fn's; WEFT_ERR_INTERNAL when fn's result is not
  * of the declared shape and dtype; WEFT_ERR_NOMEM from the arenas. */
 weft_status weft_checkpoint(weft_ctx *ctx, const char *name, weft_checkpoint_fn fn,
