@@ -38,7 +38,7 @@ weft_status weft_ctx_create(const weft_ctx_options *opt, weft_ctx **out)
 	if (st)
 		goto out_free_kctx;
 	st = weft_arena_create(WEFT_CPU, WEFT_MEM_ACTIVATIONS,
-			       o.tape_bytes ? o.tape_bytes : (256u << 10), &ctx->tape_arena);
+			       o.tape_bytes ? o.tape_bytes : CTX_TAPE_DEFAULT_BYTES, &ctx->tape_arena);
 	if (st)
 		goto out_free_arena;
 	ctx->seed = o.seed;

@@ -86,6 +86,15 @@ struct weft_ctx {
 				 * inputs in (autocast.c); WEFT_F32: off */
 };
 
+#define ARENA_DEFAULT_BYTES (1u << 20)         /* an arena's first block */
+#define CTX_TAPE_DEFAULT_BYTES (256u << 10)    /* a context's tape arena's */
+
+/* The bytes an arena whose first block was `initial` (0: the default)
+ * holds once a cycle has used `high_water`: the first block while that
+ * fits, else the one block weft_arena_reset sizes to it (with an eighth
+ * more for cycles that need a little more). */
+size_t weft_arena_steady_bytes(size_t high_water, size_t initial);
+
 /* A position in an arena (arena.c): what arena_release returns it to. */
 typedef struct arena_pos {
 	int cur;
