@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "nn/act_ckpt.h"
 
 #include "dist/dist.h"
 #include "dist/pg.h"
@@ -124,6 +125,9 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 		weft_gpt_config gc = gpt_config(c);
 
 		st = weft_model_create_gpt(&gc, &mo, &hm->m);
+		if (!st)
+			st = weft_model_set_activation_checkpointing(hm->m,
+								     (weft_act_ckpt)c->act_ckpt);
 		break;
 	}
 	default:

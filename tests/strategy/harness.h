@@ -84,6 +84,8 @@ typedef struct h_config {
 	/* ---- appended (zero on devices) ---- */
 	int lion;                  /* 1: lion instead of adamw (an optimizer with no
 				    * device kernel) */
+	/* ---- appended (activation checkpointing) ---- */
+	int act_ckpt;              /* GPT: a weft_act_ckpt (nn/act_ckpt.h); 0: none */
 } h_config;
 
 typedef struct h_result {
