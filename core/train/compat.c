@@ -615,18 +615,17 @@ static weft_status ds_act_ckpt(struct ds *d, const weft_cfg *n)
 				if (weft_cfg_as_bool(v, &on))
 					return weft_cfg_error(v, "must be true or false");
 				if (on)
-					return weft_cfg_error(v, "activation_checkpointing.%s is not "
-							      "implemented by weft (its checkpoints "
-							      "stay on the rank that made them); "
-							      "set it to false", k);
+					return weft_cfg_error(v, "is not implemented by weft (its "
+							      "checkpoints stay on the rank that "
+							      "made them); set it to false");
 			}
 		for (int j = 0; inert_keys[j]; j++)
 			known |= !strcmp(k, inert_keys[j]);
 		if (!known)
-			return weft_cfg_error(v, "activation_checkpointing.%s is not a DeepSpeed key "
+			return weft_cfg_error(v, "is not a DeepSpeed activation_checkpointing key "
 					      "weft knows (partition_activations, cpu_checkpointing, "
 					      "contiguous_memory_optimization, number_checkpoints, "
-					      "synchronize_checkpoint_boundary, profile); remove it", k);
+					      "synchronize_checkpoint_boundary, profile); remove it");
 	}
 	return put(d, "trainer.activation_checkpointing", n, "full");
 }

@@ -207,8 +207,8 @@ static int errors(void)
 	tt_write_text(tt_path("ds.json"), "{\"train_micro_batch_size_per_gpu\": 4,\n"
 		      " \"activation_checkpointing\": {\"partition_activations\": true}}\n");
 	rc = tt_weft("ds", "fit", "--config", "g.yaml", "--deepspeed", "ds.json");
-	expect_error("ds", rc, "ds.json:2:", "partition_activations is not implemented",
-		     "set it to false", NULL);
+	expect_error("ds", rc, "ds.json:2:", "activation_checkpointing.partition_activations",
+		     "is not implemented by weft", "set it to false", NULL);
 	/* the block alone is trainer.activation_checkpointing: full */
 	tt_write_text(tt_path("ds2.json"), "{\"train_micro_batch_size_per_gpu\": 4,\n"
 		      " \"activation_checkpointing\": {\"partition_activations\": false}}\n");
