@@ -3,6 +3,7 @@
  * stage_*) run the model for it, and the strategy's creation with it. */
 #include <stdlib.h>
 
+#include "nn/act_ckpt.h"
 #include "pipeline/stage.h"
 #include "tp/tp.h"
 #include "train/trainer_impl.h"
@@ -51,6 +52,17 @@ static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, doubl
 	weft_trainer *t = p;
 
 	return run_forward_backward(t, t->model, t->ctx, t->micro_in_step++, b, loss_scale, loss);
+}
+
+weft_status weft_trainer_model_act_ckpt(const weft_trainer *t, weft_model *m)
+{
+	weft_status st = weft_model_set_activation_checkpointing(m, (weft_act_ckpt)t->tc.act_ckpt);
+	char why[512];
+
+	if (!st)
+		return WEFT_OK;
+	snprintf(why, sizeof(why), "%s", weft_error_last());
+	return weft_cfg_error(weft_cfg_get(t->tc.section, "activation_checkpointing"), "%s", why);
 }
 
 /* Model replicas for one-process, several-device strategies (dp): each

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "launch/launch.h"
-#include "nn/act_ckpt.h"
 #include "pipeline/timeline.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
@@ -543,17 +542,6 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 	weft_cfg_mark_used(t->tc.strategy);
 	weft_cfg_mark_used(t->tc.comm_options);
 	return weft_config_check_unused(t->cfg);
-}
-
-weft_status weft_trainer_model_act_ckpt(const weft_trainer *t, weft_model *m)
-{
-	weft_status st = weft_model_set_activation_checkpointing(m, (weft_act_ckpt)t->tc.act_ckpt);
-	char why[512];
-
-	if (!st)
-		return WEFT_OK;
-	snprintf(why, sizeof(why), "%s", weft_error_last());
-	return weft_cfg_error(weft_cfg_get(t->tc.section, "activation_checkpointing"), "%s", why);
 }
 
 static int64_t config_world(const weft_trainer *t)
