@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "plan/plan.h"
+#include "plan/plan_act.h"
 #include "plugin/registry.h"
 #include "train/compat.h"
 #include "train/trainer.h"
@@ -59,6 +60,20 @@ static void row(const char *what, int64_t bytes)
 	       (double)bytes / 1048576.0);
 }
 
+static void print_activations(const weft_plan_act *a)
+{
+	if (!a->predicted) {
+		printf("  %-28s not predicted: %s\n", "activations", a->why);
+		return;
+	}
+	row("activations", a->bytes);
+	printf("  (micro-batch %lld x %lld positions, %lld blocks, %s, checkpointing %s:\n"
+	       "   one micro-batch's arena peak %lld B + tape %lld B, measured on small\n"
+	       "   trial steps; the arenas hold an eighth more once grown)\n",
+	       (long long)a->micro_batch, (long long)a->seq_len, (long long)a->n_layer,
+	       a->precision, a->mode, (long long)a->arena_peak, (long long)a->tape_peak);
+}
+
 static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *optim)
 {
 	int64_t core = p->bytes[WEFT_MEM_PARAMS] + p->bytes[WEFT_MEM_GRADS] +
@@ -106,6 +121,7 @@ int weft_cmd_plan(int argc, char **argv)
 	weft_model_options mo = { .device = WEFT_CPU, .no_grads = 1 };
 	weft_plan_opts o;
 	weft_plan p;
+	weft_plan_act act;
 	weft_status st = WEFT_OK;
 	int rc = 1;
 
@@ -184,6 +200,8 @@ int weft_cmd_plan(int argc, char **argv)
 	}
 	if (!st)
 		st = weft_plan_compute(weft_model_params(m), &o, &p);
+	if (!st)
+		st = weft_plan_activations(weft_config_root(cfg), &o, &mo, &act);
 	/* the rest of the config as a run of that world would read it: an
 	 * unknown key ('stratgy') is an error here as it is in weft fit */
 	if (!st)
@@ -191,6 +209,7 @@ int weft_cmd_plan(int argc, char **argv)
 					       o.world);
 	if (!st) {
 		print_plan(&o, &p, optim);
+		print_activations(&act);
 		rc = 0;
 	} else {
 		rc = weft_cli_fail();

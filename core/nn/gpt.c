@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/nn_impl.h"
+#include "tensor/checkpoint.h"
 
 weft_status nn_gpt_check(const weft_gpt_config *c)
 {
@@ -285,6 +286,40 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 	return weft_op_dropout(ctx, x, (float)m->gpt.dropout, out);
 }
 
+/* ---- blocks, each through weft_checkpoint under full checkpointing ---- */
+
+static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+				 weft_tensor **out);
+
+typedef struct block_args {
+	weft_model *m;
+	gpt_block *b;
+} block_args;
+
+/* One block in its own module scope (a checkpoint's function). */
+static weft_status block_fn(weft_ctx *ctx, void *user, weft_tensor *x, weft_tensor **out)
+{
+	const block_args *a = user;
+	nn_scope s = { .ctx = ctx };
+	weft_status st = (a->m->tp ? nn_gpt_tp_block_forward : block_forward)(a->m, &s, a->b, x,
+									       out);
+
+	if (st)
+		nn_unwind(&s);
+	return st;
+}
+
+static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+			     weft_tensor **out)
+{
+	block_args a = { .m = m, .b = b };
+
+	if (m->act_ckpt != WEFT_ACT_CKPT_FULL)
+		return (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, s, b, x, out);
+	return weft_checkpoint(s->ctx, "block (recomputed)", block_fn, &a, sizeof(a), x, x->ndim,
+			       x->shape, out);
+}
+
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				 weft_tensor **out)
 {
@@ -295,7 +330,7 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 
 	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = weft_op_attention(ctx, y, m->gpt.n_head, &y)) ||
+	    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head, &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
@@ -323,8 +358,7 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (m->tp && (st = nn_gpt_tp_seq_enter(m, ctx, h, &h)))
 		goto out_unwind;
 	for (int64_t i = 0; i < m->layer_end - m->layer_begin; i++)
-		if ((st = (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, &s, &m->blocks[i], h,
-									     &h)))
+		if ((st = run_block(m, &s, &m->blocks[i], h, &h)))
 			goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->wte };

@@ -323,13 +323,13 @@ static weft_status attn_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_t
 
 	if (b->tp_attn == 1) {
 		if ((st = whole_in(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-		    (st = weft_op_attention(ctx, y, m->gpt.n_head, &y)) ||
+		    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head, &y)) ||
 		    (st = nn_linear(s, &b->attn_proj, y, &y)))
 			return st;
 		return whole_out(m, ctx, y, out);
 	}
 	if ((st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = weft_op_attention(ctx, y, m->gpt.n_head / b->tp_attn, &y)))
+	    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head / b->tp_attn, &y)))
 		return st;
 	return row_linear(m, s, &b->attn_proj, y, out);
 }

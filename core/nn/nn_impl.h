@@ -3,6 +3,7 @@
 #ifndef WEFT_NN_IMPL_H
 #define WEFT_NN_IMPL_H
 
+#include "nn/act_ckpt.h"
 #include "weft/module.h"
 #include "weft/ops.h"
 #include "weft/trainer.h"
@@ -58,6 +59,7 @@ struct weft_model {
 	nn_affine ln_f;
 	gpt_block *blocks;       /* layer_end - layer_begin */
 	int32_t *positions;      /* host, 0 .. block_size - 1 */
+	weft_act_ckpt act_ckpt;  /* what the blocks keep for backward (act_ckpt.h) */
 
 	/* MLP */
 	nn_affine layers[WEFT_MLP_MAX_HIDDEN + 1];
@@ -146,6 +148,10 @@ weft_status nn_gpt_tp_plan(weft_model *m);
 weft_status nn_gpt_tp_setup(weft_model *m);
 /* N(0, std) of the whole parameter, this rank's shard kept. */
 weft_status nn_gpt_tp_init_normal(weft_model *m, weft_tensor *p, float std);
+/* The causal attention of a block over qkv: weft_op_attention, or under
+ * selective checkpointing the same recomputed in backward (gpt.c). */
+weft_status nn_gpt_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+			     weft_tensor **out);
 /* A block with column/row-parallel attention and MLP. */
 weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				    weft_tensor **out);

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/tensor_impl.h"
 #include "weft/device.h"
 
 #define ARENA_MAX_BLOCKS 48 /* blocks at least double: 48 covers any size */
-#define ARENA_DEFAULT (1u << 20)
 
 typedef struct arena_block {
 	void *mem;
@@ -44,7 +44,7 @@ weft_status weft_arena_create(weft_device dev, weft_mem_category cat, size_t ini
 	a->dev = dev;
 	a->k = k;
 	a->cat = cat;
-	a->initial = initial_bytes ? initial_bytes : ARENA_DEFAULT;
+	a->initial = initial_bytes ? initial_bytes : ARENA_DEFAULT_BYTES;
 	*out = a;
 	return WEFT_OK;
 }
@@ -126,8 +126,9 @@ weft_status weft_arena_alloc(weft_arena *a, size_t bytes, size_t align, void **o
 				return WEFT_OK;
 			}
 			if (a->cur + 1 < a->nblocks) {
-				/* the rest of this block is lost for the cycle: count it */
-				a->used += b->size - b->used;
+				/* the rest of this block is lost for the cycle; `used`
+				 * counts what was handed out, which is what one block
+				 * holding the whole cycle needs (weft_arena_reset) */
 				a->cur++;
 				continue;
 			}
@@ -135,11 +136,18 @@ weft_status weft_arena_alloc(weft_arena *a, size_t bytes, size_t align, void **o
 		st = add_block(a, bytes + align);
 		if (st)
 			return st;
-		if (a->nblocks > 1 && a->cur < a->nblocks - 1) {
-			a->used += a->blocks[a->cur].size - a->blocks[a->cur].used;
+		if (a->nblocks > 1 && a->cur < a->nblocks - 1)
 			a->cur = a->nblocks - 1;
-		}
 	}
+}
+
+size_t weft_arena_steady_bytes(size_t high_water, size_t initial)
+{
+	if (!initial)
+		initial = ARENA_DEFAULT_BYTES;
+	if (high_water <= initial)
+		return initial;
+	return high_water + high_water / 8 + 4096;
 }
 
 void weft_arena_reset(weft_arena *a)
@@ -152,7 +160,7 @@ void weft_arena_reset(weft_arena *a)
 		/* the old blocks go first, so the process never holds them and
 		 * their replacement at once (that sum, up to three times a
 		 * cycle's use, was the arena's peak) */
-		one.size = a->high_water + a->high_water / 8 + 4096;
+		one.size = weft_arena_steady_bytes(a->high_water, a->initial);
 		free_blocks(a);
 		a->nblocks = 0;
 		if (a->k->mem_alloc(a->dev.index, a->cat, one.size, &one.mem) == WEFT_OK) {
@@ -165,6 +173,23 @@ void weft_arena_reset(weft_arena *a)
 		a->blocks[i].used = 0;
 	a->cur = 0;
 	a->used = 0;
+}
+
+void arena_mark(const weft_arena *a, arena_pos *out)
+{
+	out->cur = a->cur;
+	out->block_used = a->cur < a->nblocks ? a->blocks[a->cur].used : 0;
+	out->used = a->used;
+}
+
+void arena_release(weft_arena *a, const arena_pos *pos)
+{
+	for (int i = pos->cur + 1; i < a->nblocks; i++)
+		a->blocks[i].used = 0;
+	if (pos->cur < a->nblocks)
+		a->blocks[pos->cur].used = pos->block_used;
+	a->cur = pos->cur;
+	a->used = pos->used;
 }
 
 void weft_arena_get_stats(const weft_arena *a, weft_arena_stats *out)

@@ -38,7 +38,7 @@ weft_status weft_ctx_create(const weft_ctx_options *opt, weft_ctx **out)
 	if (st)
 		goto out_free_kctx;
 	st = weft_arena_create(WEFT_CPU, WEFT_MEM_ACTIVATIONS,
-			       o.tape_bytes ? o.tape_bytes : (256u << 10), &ctx->tape_arena);
+			       o.tape_bytes ? o.tape_bytes : CTX_TAPE_DEFAULT_BYTES, &ctx->tape_arena);
 	if (st)
 		goto out_free_arena;
 	ctx->seed = o.seed;
@@ -397,15 +397,24 @@ static void stamp_input(weft_ctx *ctx, weft_tensor *t)
 weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *out,
 		      int32_t n_in, weft_tensor *const *in, weft_tape_node **node)
 {
-	weft_tape_node *n;
 	int any = 0;
-	weft_status st;
 
 	*node = NULL;
 	for (int32_t i = 0; i < n_in; i++)
 		any |= op_needs_grad(ctx, in[i]);
 	if (!any)
 		return WEFT_OK;
+	return op_record_always(ctx, op, bw, out, n_in, in, node);
+}
+
+weft_status op_record_always(weft_ctx *ctx, const char *op, tape_backward_fn bw,
+			     weft_tensor *out, int32_t n_in, weft_tensor *const *in,
+			     weft_tape_node **node)
+{
+	weft_tape_node *n;
+	weft_status st;
+
+	*node = NULL;
 	st = weft_arena_alloc(ctx->tape_arena, sizeof(*n), 16, (void **)&n);
 	if (st)
 		return weft_error_wrap(st, "%s: recording on the tape", op);

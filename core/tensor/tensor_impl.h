@@ -86,6 +86,30 @@ struct weft_ctx {
 				 * inputs in (autocast.c); WEFT_F32: off */
 };
 
+#define ARENA_DEFAULT_BYTES (1u << 20)         /* an arena's first block */
+#define CTX_TAPE_DEFAULT_BYTES (256u << 10)    /* a context's tape arena's */
+
+/* The bytes an arena whose first block was `initial` (0: the default)
+ * holds once a cycle has used `high_water`: the first block while that
+ * fits, else the one block weft_arena_reset sizes to it (with an eighth
+ * more for cycles that need a little more). */
+size_t weft_arena_steady_bytes(size_t high_water, size_t initial);
+
+/* A position in an arena (arena.c): what arena_release returns it to. */
+typedef struct arena_pos {
+	int cur;
+	size_t block_used;
+	size_t used;
+} arena_pos;
+
+/* Where the next allocation of a would go. */
+void arena_mark(const weft_arena *a, arena_pos *out);
+
+/* Frees, for reuse in this cycle, everything allocated from a since `pos`
+ * was marked (the blocks stay; the high-water mark keeps what was
+ * reached). Nothing allocated since may be used afterwards. */
+void arena_release(weft_arena *a, const arena_pos *pos);
+
 /* Checks dtype, ndim and dims; messages start with `what`. */
 weft_status tensor_check_shape(const char *what, weft_dtype dt, int32_t ndim,
 			       const int64_t *shape);
@@ -119,6 +143,12 @@ weft_status op_scratch(weft_ctx *ctx, const char *op, size_t bytes, void **out);
  * saved/f/i) or NULL in *node when nothing needs a gradient. */
 weft_status op_record(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *out,
 		      int32_t n_in, weft_tensor *const *in, weft_tape_node **node);
+
+/* op_record even when no input needs a gradient (an op whose parameters,
+ * used inside it, do: checkpoint.c); grad must be on. */
+weft_status op_record_always(weft_ctx *ctx, const char *op, tape_backward_fn bw,
+			     weft_tensor *out, int32_t n_in, weft_tensor *const *in,
+			     weft_tape_node **node);
 
 /* Fires every hook of ev->kind. */
 weft_status hooks_fire(weft_ctx *ctx, const weft_hook_event *ev);

@@ -590,12 +590,52 @@ static weft_status ds_optimizer(struct ds *d, const weft_cfg *op)
 	return optimizer_shape(d->cfg, op);
 }
 
+/* activation_checkpointing: DeepSpeed's block configures the checkpoints a
+ * model's code asks for, each layer recomputed from its input: weft's
+ * trainer.activation_checkpointing: full. Moving the checkpoints (across
+ * ranks, to the host) is not implemented; the other keys tune DeepSpeed's
+ * buffers and profiling and change nothing here. */
+static weft_status ds_act_ckpt(struct ds *d, const weft_cfg *n)
+{
+	static const char *const moves[] = { "partition_activations", "cpu_checkpointing", NULL };
+	static const char *const inert_keys[] = { "contiguous_memory_optimization",
+						  "synchronize_checkpoint_boundary", "profile",
+						  "number_checkpoints", NULL };
+
+	if (weft_cfg_kind_of(n) != WEFT_CFG_MAP)
+		return weft_cfg_error(n, "must be a mapping like {partition_activations: false}");
+	for (size_t i = 0; i < weft_cfg_size(n); i++) {
+		const char *k = weft_cfg_key_at(n, i);
+		const weft_cfg *v = weft_cfg_at(n, i);
+		int known = 0, on = 0;
+
+		for (int j = 0; moves[j]; j++)
+			if (!strcmp(k, moves[j])) {
+				known = 1;
+				if (weft_cfg_as_bool(v, &on))
+					return weft_cfg_error(v, "must be true or false");
+				if (on)
+					return weft_cfg_error(v, "is not implemented by weft (its "
+							      "checkpoints stay on the rank that "
+							      "made them); set it to false");
+			}
+		for (int j = 0; inert_keys[j]; j++)
+			known |= !strcmp(k, inert_keys[j]);
+		if (!known)
+			return weft_cfg_error(v, "is not a DeepSpeed activation_checkpointing key "
+					      "weft knows (partition_activations, cpu_checkpointing, "
+					      "contiguous_memory_optimization, number_checkpoints, "
+					      "synchronize_checkpoint_boundary, profile); remove it");
+	}
+	return put(d, "trainer.activation_checkpointing", n, "full");
+}
+
 /* Top-level keys that change nothing in a weft run (logging, profiling,
  * checkpoint layout, memory-only features); ignored with one warning. */
 static const char *const inert[] = {
 	"wall_clock_breakdown", "memory_breakdown", "dump_state", "flops_profiler",
 	"tensorboard", "wandb", "csv_monitor", "comms_logger", "monitor_config", "checkpoint",
-	"activation_checkpointing", "aio", "zero_allow_untested_optimizer",
+	"aio", "zero_allow_untested_optimizer",
 	"zero_force_ds_cpu_optimizer", "sparse_gradients", "autotuning", NULL
 };
 
@@ -633,6 +673,8 @@ static weft_status ds_key(struct ds *d, const char *k, const weft_cfg *n)
 		return put(d, "trainer.gradient_clip_val", n, NULL);
 	if (!strcmp(k, "zero_optimization"))
 		return ds_zero(d, n);
+	if (!strcmp(k, "activation_checkpointing"))
+		return ds_act_ckpt(d, n);
 	if (!strcmp(k, "steps_per_print"))
 		return put(d, "trainer.log_every_n_steps", n, NULL);
 	if (!strcmp(k, "prescale_gradients") || !strcmp(k, "zero_allow_untested_optimizer") ||

@@ -294,6 +294,7 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 {
 	static const char *const accels[] = { "cpu", "cuda", "auto", NULL };
 	static const char *const precisions[] = { "32-true", "32", "bf16-mixed", "16-mixed", NULL };
+	static const char *const act_ckpt_modes[] = { "none", "full", "selective", NULL };
 	const weft_cfg *tr = weft_cfg_get(root, "trainer");
 	int64_t seed = 0, timeout_s = 0;
 	int accel = 0, prec = 0;
@@ -356,6 +357,10 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 				      "must be a number of seconds >= 1, got %lld", (long long)timeout_s);
 	c->comm_timeout_ms = timeout_s * 1000;
 	if ((st = weft_cfg_choice(tr, "precision", precisions, "32-true", &prec)))
+		return st;
+	/* the order of nn/act_ckpt.h's weft_act_ckpt */
+	if ((st = weft_cfg_choice(tr, "activation_checkpointing", act_ckpt_modes, "none",
+				  &c->act_ckpt)))
 		return st;
 	c->precision = prec <= 1 ? "32-true" : precisions[prec];
 	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)))

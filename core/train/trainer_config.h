@@ -90,6 +90,8 @@ typedef struct weft_trainer_config {
 	int log_csv, log_tb;         /* trainer.logger: metrics.csv, TensorBoard */
 	int64_t num_sanity_val_steps; /* validation batches before training; -1 all, 0 off */
 	int64_t fast_dev_run;        /* 0: off; N: N train and N val batches, no output */
+	int act_ckpt;                /* activation_checkpointing: a weft_act_ckpt
+				      * (nn/act_ckpt.h): none 0, full 1, selective 2 */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`

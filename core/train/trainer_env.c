@@ -3,6 +3,7 @@
  * stage_*) run the model for it, and the strategy's creation with it. */
 #include <stdlib.h>
 
+#include "nn/act_ckpt.h"
 #include "pipeline/stage.h"
 #include "tp/tp.h"
 #include "train/trainer_impl.h"
@@ -53,6 +54,17 @@ static weft_status tr_forward_backward(void *p, const weft_micro_batch *b, doubl
 	return run_forward_backward(t, t->model, t->ctx, t->micro_in_step++, b, loss_scale, loss);
 }
 
+weft_status weft_trainer_model_act_ckpt(const weft_trainer *t, weft_model *m)
+{
+	weft_status st = weft_model_set_activation_checkpointing(m, (weft_act_ckpt)t->tc.act_ckpt);
+	char why[512];
+
+	if (!st)
+		return WEFT_OK;
+	snprintf(why, sizeof(why), "%s", weft_error_last());
+	return weft_cfg_error(weft_cfg_get(t->tc.section, "activation_checkpointing"), "%s", why);
+}
+
 /* Model replicas for one-process, several-device strategies (dp): each
  * replica is a model built from the same config and seed, with its own
  * context, driven by one thread of the strategy. */
@@ -77,6 +89,8 @@ static weft_status tr_replica_create(void *p, int32_t index, weft_device dev, vo
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory making a model replica");
 	r->step = -1;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &r->model);
+	if (!st)
+		st = weft_trainer_model_act_ckpt(t, r->model);
 	if (!st)
 		st = weft_ctx_create(&co, &r->ctx);
 	if (!st)

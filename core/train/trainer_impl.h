@@ -184,6 +184,9 @@ void weft_trainer_teardown(weft_trainer *t);
 /* trainer_env.c: fills t->env (the trainer's callbacks the strategy
  * drives) and creates the strategy trainer.strategy names. */
 weft_status weft_trainer_setup_strategy(weft_trainer *t);
+/* Gives model m (the trainer's, or a replica) trainer.activation_checkpointing;
+ * a mode the model cannot take is a config error at that key. */
+weft_status weft_trainer_model_act_ckpt(const weft_trainer *t, weft_model *m);
 
 /* trainer_trace.c: the step timeline (--trace) and the pipeline bubble.
  * trace_start: every rank, before the first step (collective: aligns the

@@ -534,7 +534,7 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 	if ((st = strategy_plan(t, &mo)))
 		return st;
 	if ((st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model)) ||
-	    (st = setup_optimizer(t)) || (st = setup_data(t)) ||
+	    (st = weft_trainer_model_act_ckpt(t, t->model)) || (st = setup_optimizer(t)) || (st = setup_data(t)) ||
 	    (st = weft_lr_schedule_parse(weft_cfg_get(t->root, "lr_scheduler"), t->oc.lr,
 					 t->total_steps, &t->sched)) ||
 	    (st = weft_trainer_callbacks_create(t)))
@@ -627,6 +627,8 @@ weft_status weft_trainer_setup(weft_trainer *t)
 		return st;
 	t->model_opts = mo;
 	st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model);
+	if (!st)
+		st = weft_trainer_model_act_ckpt(t, t->model);
 	if (st)
 		return st;
 	co.device = t->tc.device;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "nn/act_ckpt.h"
 #include "train/model_stream.h"
 
 #include "dist/dist.h"
@@ -125,6 +126,9 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 		weft_gpt_config gc = gpt_config(c);
 
 		st = weft_model_create_gpt(&gc, &mo, &hm->m);
+		if (!st)
+			st = weft_model_set_activation_checkpointing(hm->m,
+								     (weft_act_ckpt)c->act_ckpt);
 		break;
 	}
 	default:

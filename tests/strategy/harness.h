@@ -88,6 +88,8 @@ typedef struct h_config {
 	int mem_peak_with_save;    /* 1: mem_peak also covers the save into save_dir */
 	int save_whole_too;        /* 1: the save also writes model.whole.safetensors from
 				    * the whole parameters (gather_params), to compare */
+	/* ---- appended (activation checkpointing) ---- */
+	int act_ckpt;              /* GPT: a weft_act_ckpt (nn/act_ckpt.h); 0: none */
 } h_config;
 
 typedef struct h_result {
