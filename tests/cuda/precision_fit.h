@@ -31,9 +31,9 @@
  * norm, which sees every gradient, moves more. So one bound per precision
  * applies to both, set between what the two devices differ by and what
  * autocast itself changes (ddp's CPU run at 32-true against the same at
- * the mixed precision), measured on this test's fixed corpus:
- *   bf16-mixed 1e-4: cuda vs cpu measured worst 1.3e-7 (1.8e-5 for pp on
- *     the docs corpus the other fit tests read); autocast off differs by
+ * the mixed precision), measured on the fit tests' fixed corpus
+ * (ct_write_corpus; 1.8e-5 for pp on the docs text they read before):
+ *   bf16-mixed 1e-4: cuda vs cpu measured worst 1.3e-7; autocast off differs by
  *     1.4e-3, 14x above the bound.
  *   16-mixed 2e-4: cuda vs cpu measured worst 3.3e-5 (ddp with the fp16
  *     hook, which rounds the gradients to f16 as well; pp 8.7e-6, the rest
@@ -173,32 +173,6 @@ static void pf_autocast_effect(const char *dir, const char *corpus, const char *
 	WT_CHECK(worst > tol);
 }
 
-/* The runs' text: 64 KiB of words drawn by a fixed generator, so that the
- * measured differences (and the autocast check) do not move when the
- * project's docs, which the other fit tests read, are edited. */
-static void pf_write_corpus(const char *dir, char *corpus, size_t len)
-{
-	static const char *const words[] = { "the", "gradient", "of", "a", "stage", "is",
-					     "averaged", "over", "ranks", "and", "stepped",
-					     "on", "device", "memory", "with", "each", "shard",
-					     "kernel", "loss", "scale", "\n" };
-	uint32_t x = 12345u;
-	size_t n = 0;
-	FILE *f;
-
-	snprintf(corpus, len, "%s/corpus.txt", dir);
-	f = fopen(corpus, "w");
-	WT_REQUIRE(f != NULL);
-	while (n < 65536) {
-		const char *w;
-
-		x = x * 1664525u + 1013904223u;
-		w = words[(x >> 16) % (sizeof(words) / sizeof(words[0]))];
-		n += (size_t)fprintf(f, "%s ", w);
-	}
-	WT_REQUIRE(fclose(f) == 0);
-}
-
 /* Every case at prec within tol, in a scratch dir named for the test. */
 static int pf_main(const char *test, const char *prec, double tol)
 {
@@ -208,7 +182,7 @@ static int pf_main(const char *test, const char *prec, double tol)
 	ct_setup(test);
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
-	pf_write_corpus(dir, corpus, sizeof(corpus));
+	ct_write_corpus(dir, corpus, sizeof(corpus));
 	for (int c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++)
 		pf_case(dir, corpus, c, prec, tol);
 	pf_autocast_effect(dir, corpus, prec, tol);
