@@ -93,11 +93,25 @@ static weft_status lightning_strategy(weft_config *cfg, int say)
 
 	if (!name)
 		return WEFT_OK;
+	/* Lightning's stage 2 offload is ZeRO-2 with the optimizer state on
+	 * the host; the stage 3 forms also move parameters, which weft does not */
+	if (!strcmp(name, "deepspeed_stage_2_offload")) {
+		st = is_map ? weft_config_set(cfg, "trainer.strategy.name", "zero_2") :
+			      weft_config_set(cfg, "trainer.strategy", "{name: zero_2}");
+		if (!st)
+			st = weft_config_set(cfg, "trainer.strategy.offload_optimizer",
+					     "{device: cpu}");
+		if (!st && say)
+			weft_log(WEFT_LOG_INFO, "trainer.strategy 'deepspeed_stage_2_offload' runs as "
+				 "weft's {name: zero_2, offload_optimizer: {device: cpu}}");
+		return st;
+	}
 	if (strstr(name, "_offload") && (!strncmp(name, "deepspeed", 9) || !strncmp(name, "fsdp", 4)))
-		return weft_cfg_error(nn, "'%s' moves optimizer state (and parameters) to the host or "
-				      "NVMe, which weft does not do: every rank keeps its shard in "
-				      "its device's memory; use '%.*s' without '_offload'", name,
-				      (int)(strstr(name, "_offload") - name), name);
+		return weft_cfg_error(nn, "'%s' moves parameters to the host or NVMe, which weft "
+				      "does not do: every rank keeps its parameter shard in its "
+				      "device's memory; use '%.*s' without '_offload', with "
+				      "offload_optimizer: {device: cpu} to move the optimizer state "
+				      "to the host", name, (int)(strstr(name, "_offload") - name), name);
 	for (size_t i = 0; i < sizeof(strategy_aliases) / sizeof(strategy_aliases[0]); i++)
 		if (!strcmp(name, strategy_aliases[i].alias))
 			a = &strategy_aliases[i];

@@ -103,9 +103,16 @@ static void test_strategies(void)
 	WT_FAILS(compat_err("trainer: {strategy: {name: ddp_find_unused_parameters_true, "
 			    "find_unused_parameters: false}}\n", NULL),
 		 WEFT_ERR_CONFIG, "cfg.yaml:1:", "find_unused_parameters", "drop one");
-	/* offload is refused with the stage to use instead */
+	/* parameter offload is refused with the stage to use instead */
 	WT_FAILS(compat_err("trainer: {strategy: deepspeed_stage_3_offload}\n", NULL),
-		 WEFT_ERR_CONFIG, "cfg.yaml:1:21", "deepspeed_stage_3'", "host");
+		 WEFT_ERR_CONFIG, "cfg.yaml:1:21", "deepspeed_stage_3'",
+		 "offload_optimizer: {device: cpu}");
+	/* stage 2's offload is the optimizer's: zero_2 with it on the host */
+	WT_CHECK(!strcmp(resolved("trainer: {strategy: deepspeed_stage_2_offload}\n",
+				  "trainer.strategy.name"), "zero_2"));
+	WT_CHECK(!strcmp(resolved("trainer: {strategy: {name: deepspeed_stage_2_offload, "
+				  "reduce_bucket_size: 1000}}\n",
+				  "trainer.strategy.offload_optimizer.device"), "cpu"));
 	/* idempotent: a second pass changes nothing */
 	cfg = compat("trainer: {strategy: fsdp}\n", NULL, &st);
 	WT_REQUIRE(cfg != NULL);

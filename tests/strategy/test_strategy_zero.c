@@ -13,7 +13,9 @@
  *       zero_1 on 3 ranks resume from it and follow the loss curve of the
  *       4-rank run that never stopped.
  *   test_strategy_zero errors
- *       option errors read as advice.
+ *       option errors read as advice; offload_optimizer: {device: cpu} on
+ *       accelerator: cpu is a no-op (bit-identical losses and weights, one
+ *       log line saying so).
  *
  * Tolerances (all written down here, measured worst in the comments):
  * - loss of every step within 1e-5 relative of ddp. ZeRO sums each
@@ -42,6 +44,7 @@
 
 #include "harness.h"
 #include "plan/plan.h"
+#include "weft/log.h"
 #include "weft/module.h"
 #include "weft_test.h"
 
@@ -506,6 +509,49 @@ static void option_error(const char *strategy, const char *section, const char *
 	h_result_free(&r);
 }
 
+/* offload_optimizer: {device: cpu} on accelerator: cpu changes nothing:
+ * the same losses and weights bit for bit (tolerance 0: the same code
+ * runs), and one info line says so. */
+static void offload_cpu_noop(void)
+{
+	char logp[] = "/tmp/weft_zero_offload_log_XXXXXX", text[4096] = "";
+	h_config c = base_config(H_MODEL_TOY, 1);
+	h_result a, b;
+	int fd = mkstemp(logp), saved = dup(2);
+	FILE *f;
+
+	WT_REQUIRE(fd >= 0 && saved >= 0);
+	c.steps = 3;
+	c.strategy = "zero";
+	c.strategy_yaml = "{name: zero, zero_optimization: {stage: 2}}";
+	WT_OK(h_run(&c, &a));
+	c.strategy_yaml = "{name: zero, zero_optimization: {stage: 2, "
+			  "offload_optimizer: {device: cpu, pin_memory: true}}}";
+	weft_log_set_level(WEFT_LOG_INFO);
+	fflush(stderr);
+	dup2(fd, 2);
+	WT_OK(h_run(&c, &b));
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	weft_log_set_level(WEFT_LOG_WARN);
+	WT_CHECK(a.steps == 3 && b.steps == 3 && a.numel == b.numel);
+	for (int s = 0; s < a.steps && s < b.steps; s++)
+		WT_CHECK(a.loss[s] == b.loss[s]);
+	WT_CHECK(a.numel == b.numel &&
+		 !memcmp(a.weights, b.weights, (size_t)a.numel * sizeof(float)));
+	f = fopen(logp, "r");
+	WT_REQUIRE(f != NULL);
+	text[fread(text, 1, sizeof(text) - 1, f)] = 0;
+	fclose(f);
+	unlink(logp);
+	WT_CHECK(strstr(text, "offload_optimizer {device: cpu} changes nothing on "
+			      "accelerator: cpu") != NULL);
+	h_result_free(&a);
+	h_result_free(&b);
+}
+
 static int errors(void)
 {
 	option_error("zero", "{name: zero, stage: 4}", "stage must be 1, 2 or 3", "1:");
@@ -515,8 +561,10 @@ static int errors(void)
 		     "DeepSpeed counts elements");
 	option_error("zero", "{name: zero, stage: 2, zero_optimization: {stage: 2}}",
 		     "also set at", "either in the strategy mapping or in zero_optimization");
-	option_error("zero", "{name: zero, zero_optimization: {offload_optimizer: {device: cpu}}}",
-		     "offload_optimizer is not supported", "{device: none}");
+	option_error("zero", "{name: zero, zero_optimization: {offload_optimizer: {device: nvme}}}",
+		     "offload_optimizer must be {device: cpu}", "got device nvme");
+	option_error("zero", "{name: zero, zero_optimization: {offload_param: {device: cpu}}}",
+		     "offload_param is not supported", "offload_optimizer: {device: cpu}");
 	option_error("zero", "{name: zero, zero_optimization: [1, 2]}",
 		     "zero_optimization must be a mapping", "{stage: 2");
 	{
@@ -556,6 +604,7 @@ static int errors(void)
 		WT_CHECK(r.steps == 2);
 		h_result_free(&r);
 	}
+	offload_cpu_noop();
 	return wt_done("test_strategy_zero errors");
 }
 

@@ -159,6 +159,21 @@ typedef struct zero {
 	float *mirror;             /* host copy of device slots for a checkpoint, or NULL */
 	float *mirror_slots[ZERO_MAX_SLOTS];
 
+	/* optimizer offload (offload_optimizer: {device: cpu}, on a device
+	 * other than the CPU): slot_mem, the master shard and the gradient
+	 * shard's copy are host memory, stepped by the CPU table's optim_step */
+	int offload_asked;         /* the config asked for it */
+	int offload;               /* in effect (not on accelerator: cpu) */
+	struct weft_ctx *hctx;     /* a CPU context, for the CPU kernel table */
+	const weft_kernel_table *hk; /* the CPU kernel table */
+	float *h_master;           /* this rank's parameter pieces, packed (host) */
+	float *h_grads;            /* this rank's gradient pieces, packed (host) */
+	weft_optim_range *h_ranges; /* opt_ranges over the packed host arrays */
+	int master_stale;          /* device parameters may differ from h_master */
+	int last_micro;            /* the micro-batch running is the step's last */
+	size_t n_micro;            /* micro-batches of this step */
+	int64_t grads_down;        /* gradient elements copied down this step */
+
 	/* this step */
 	int64_t busy_ns, last_done_ns, exposed_ns, bytes, elements, calls;
 	int64_t gathers;
@@ -187,8 +202,17 @@ weft_status zero_dev_sumsq(zero *z, double *out);
 /* The optimizer step over this rank's pieces. */
 weft_status zero_dev_step(zero *z, const weft_optim_step_info *in);
 /* The slots as host memory for a checkpoint (device slots are copied to a
- * host mirror, which the next step copies back). */
+ * host mirror, which the next step copies back; offloaded slots are host
+ * memory already). */
 weft_status zero_dev_state(zero *z, float *const **slots);
+/* Offload: makes the host slots, master shard and gradient copy, and
+ * fills the master from the device parameters (setup, after the
+ * broadcast, before stage 3 drops the whole parameters). */
+weft_status zero_offload_setup(zero *z);
+/* Offload, stages 2 and 3: unit u's reduced gradient piece is final (the
+ * step's last micro-batch): it goes down to the host now. */
+weft_status zero_offload_grads_down(zero *z, const zunit *u);
+void zero_offload_fini(zero *z);
 
 /* ---- zero_layout.c (bottom): the pools, the units, shard memory ---- */
 /* A buffer of `elems` floats (not zeroed), or NULL with the error set:

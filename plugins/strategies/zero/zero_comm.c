@@ -51,6 +51,9 @@ static weft_status retire(zero *z, zwork *e, int64_t now)
 	}
 	st = zero_dadd(z, z->gshard + u->packed, u->gbuf + (int64_t)z->rank * u->chunk,
 		       u->mine_hi - u->mine_lo);
+	/* offload: the step's last micro-batch made the piece final */
+	if (!st)
+		st = zero_offload_grads_down(z, u);
 	zero_point_grads(z, u, NULL);
 	zero_pool_put(&z->gpool, u->gbuf, z->world * u->chunk);
 	u->gbuf = NULL;

@@ -14,9 +14,27 @@
  * stops, on the device, with the state slots on the device. Any other
  * optimizer (lion, a third party's) steps through its plugin's step() on
  * host memory, which only the CPU has: on other devices create refuses
- * it, naming the optimizers that run. */
+ * it, naming the optimizers that run.
+ *
+ * Optimizer offload (offload_optimizer: {device: cpu}, ZeRO-Offload). On a
+ * device other than the CPU the optimizer state slots, a master copy of
+ * this rank's parameter pieces and a copy of its gradient pieces are host
+ * memory, packed as the shard is; the step runs there as the CPU kernel
+ * table's optim_step (its threaded loop, the same bits as the device
+ * kernel and the plugin). Gradients go down and updated parameters come
+ * up through the device table's copy. Stages 2 and 3 send each unit's
+ * reduced piece down as soon as the step's last micro-batch has reduced
+ * it (retire, in zero_comm.c), while the backward of the units before it
+ * continues; stage 1's gradients are reduced after the backward, so they
+ * go down at the step. The step itself waits for the global gradient
+ * norm and the overflow check, so it follows the backward; the
+ * parameters go up after it, before the all-gathers. On the CPU the
+ * state is host memory already: the option changes nothing (a log line
+ * says so). */
 #include <stdlib.h>
 #include <string.h>
+
+#include "weft/autograd.h"
 
 #include "zero.h"
 
@@ -94,6 +112,32 @@ weft_status zero_dev_init(zero *z)
 	z->fused = optim_fits(z, &why);
 	if (!z->fused && !z->on_cpu)
 		return zero_dev_check(env, z->label);
+	if (z->offload_asked && z->on_cpu) {
+		g_host->log(WEFT_LOG_INFO, "%s: offload_optimizer {device: cpu} changes nothing on "
+			    "accelerator: cpu (the optimizer state is host memory already)",
+			    z->label);
+	} else if (z->offload_asked) {
+		weft_ctx_options o = { .device = { .type = WEFT_DEVICE_CPU } };
+		void *hkctx = NULL;
+		weft_status st;
+
+		if (!WEFT_HAS_MEMBER(g_host, weft_host, backward_from) || !g_host->ctx_create)
+			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': "
+						 "offload_optimizer needs a weft host table with "
+						 "ctx_create (ABI 1.1); rebuild the plugin and weft "
+						 "together", z->label);
+		st = g_host->ctx_create(&o, &z->hctx);
+		if (st)
+			return g_host->error_wrap(st, "strategy '%s': offload_optimizer: making a "
+						  "CPU context for the optimizer step", z->label);
+		g_host->ctx_kernels(z->hctx, &z->hk, &hkctx);
+		if (!z->hk || !WEFT_HAS_MEMBER(z->hk, weft_kernel_table, optim_step) ||
+		    !z->hk->optim_step)
+			return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': "
+						 "offload_optimizer: the CPU kernel table has no "
+						 "optim_step (weft ABI 1.3); rebuild weft", z->label);
+		z->offload = 1;
+	}
 	return WEFT_OK;
 }
 
@@ -156,7 +200,9 @@ weft_status zero_dev_layout(zero *z)
 
 	z->sq_ranges = calloc(z->n_units + 1, sizeof(*z->sq_ranges));
 	z->opt_ranges = calloc(cap, sizeof(*z->opt_ranges));
-	if (!z->sq_ranges || !z->opt_ranges)
+	if (z->offload)
+		z->h_ranges = calloc(cap, sizeof(*z->h_ranges));
+	if (!z->sq_ranges || !z->opt_ranges || (z->offload && !z->h_ranges))
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory for the "
 					 "ranges of %zu units", z->label, z->n_units);
 	for (size_t k = 0; k < z->n_units; k++) {
@@ -196,6 +242,11 @@ weft_status zero_dev_layout(zero *z)
 				.decay = decay,
 			};
 		}
+	}
+	/* the host arrays are packed as the state is */
+	for (size_t i = 0; z->offload && i < z->n_opt_ranges; i++) {
+		z->h_ranges[i] = z->opt_ranges[i];
+		z->h_ranges[i].param = z->h_ranges[i].grad = z->opt_ranges[i].state;
 	}
 	return WEFT_OK;
 }
@@ -260,6 +311,133 @@ static weft_status host_step(zero *z, const weft_optim_step_info *in)
 	return WEFT_OK;
 }
 
+/* ---- optimizer offload ---------------------------------------------------- */
+
+/* Copies this rank's pieces between the device array of kind `dev` (params
+ * or grads: whole for stage 1 and 2 parameters and stage 1 gradients,
+ * packed otherwise) and the packed host array. down = 1: to the host. */
+static weft_status offload_copy(zero *z, float *dev, int packed, float *host, int down,
+				const char *what)
+{
+	weft_copy_kind kind = down ? WEFT_COPY_DEVICE_TO_HOST : WEFT_COPY_HOST_TO_DEVICE;
+	weft_status st = WEFT_OK;
+
+	if (packed) {
+		if (z->shard_numel > 0)
+			st = z->k->copy(z->kctx, down ? (void *)host : dev, down ? dev : host,
+					(size_t)z->shard_numel * sizeof(float), kind);
+	} else {
+		for (size_t k = 0; !st && k < z->n_units; k++) {
+			const zunit *u = &z->units[k];
+			int64_t n = u->mine_hi - u->mine_lo;
+
+			if (n > 0)
+				st = z->k->copy(z->kctx, down ? (void *)(host + u->packed) :
+							       dev + u->mine_lo,
+						down ? dev + u->mine_lo : host + u->packed,
+						(size_t)n * sizeof(float), kind);
+		}
+	}
+	if (st)
+		return g_host->error_wrap(st, "strategy '%s' (rank %d): offload_optimizer: copying "
+					  "this rank's %lld %s %s the host", z->label, z->rank,
+					  (long long)z->shard_numel, what, down ? "to" : "from");
+	return WEFT_OK;
+}
+
+static weft_status master_down(zero *z)
+{
+	weft_status st = z->stage == 3 ? offload_copy(z, z->pshard, 1, z->h_master, 1, "parameters")
+				       : offload_copy(z, z->full_params, 0, z->h_master, 1,
+						      "parameters");
+
+	if (!st)
+		z->master_stale = 0;
+	return st;
+}
+
+weft_status zero_offload_setup(zero *z)
+{
+	size_t bytes = f32_bytes(z->shard_numel);
+
+	z->slot_mem = g_host->mem_calloc(WEFT_MEM_OPTIM, z->n_slots * bytes);
+	z->h_master = g_host->mem_alloc(WEFT_MEM_OPTIM, bytes);
+	z->h_grads = g_host->mem_alloc(WEFT_MEM_GRADS, bytes);
+	if (!z->slot_mem || !z->h_master || !z->h_grads)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s' (rank %d): "
+					 "offload_optimizer: no host memory for the optimizer "
+					 "state, master parameters and gradients of this rank's "
+					 "shard (%zu bytes)", z->label, z->rank,
+					 (z->n_slots + 2) * bytes);
+	for (size_t k = 0; k < z->n_slots; k++)
+		z->slots[k] = z->slot_mem + k * (size_t)z->shard_numel;
+	/* the whole parameters are still there, in every stage */
+	return offload_copy(z, z->full_params, 0, z->h_master, 1, "parameters");
+}
+
+weft_status zero_offload_grads_down(zero *z, const zunit *u)
+{
+	int64_t n = u->mine_hi - u->mine_lo;
+	weft_status st;
+
+	if (!z->offload || !z->last_micro || n <= 0)
+		return WEFT_OK;
+	st = z->k->copy(z->kctx, z->h_grads + u->packed, z->gshard + u->packed,
+			(size_t)n * sizeof(float), WEFT_COPY_DEVICE_TO_HOST);
+	if (st)
+		return g_host->error_wrap(st, "strategy '%s' (rank %d): offload_optimizer: copying "
+					  "%lld reduced gradients (elements %lld..%lld) to the host",
+					  z->label, z->rank, (long long)n, (long long)u->mine_lo,
+					  (long long)u->mine_hi);
+	z->grads_down += n;
+	return WEFT_OK;
+}
+
+/* The step on the host: the gradients not yet down go down, the CPU
+ * table steps the master and the slots, the master goes up. */
+static weft_status offload_step(zero *z, const weft_optim_step_info *in)
+{
+	weft_optim_kernel ok;
+	weft_status st = WEFT_OK;
+
+	if (z->master_stale)
+		st = master_down(z);
+	if (!st && z->grads_down != z->shard_numel)
+		st = z->stage == 1 ? offload_copy(z, z->full_grads, 0, z->h_grads, 1, "gradients")
+				   : offload_copy(z, z->gshard, 1, z->h_grads, 1, "gradients");
+	if (st)
+		return st;
+	if (z->kind == WEFT_OPTIM_KERNEL_SGD)
+		weft_optim_kernel_sgd(&ok, z->sp.momentum, z->sp.dampening, z->sp.nesterov,
+				      z->sp.weight_decay, in->lr, in->step, in->grad_scale);
+	else
+		weft_optim_kernel_adam(&ok, z->ap.decoupled, z->ap.amsgrad, z->ap.beta1,
+				       z->ap.beta2, z->ap.eps, z->ap.weight_decay, in->lr, in->step,
+				       in->grad_scale);
+	st = z->hk->optim_step(NULL, &ok, z->h_ranges, z->n_opt_ranges, z->h_master, z->h_grads,
+			       z->slots);
+	if (st)
+		return g_host->error_wrap(st, "strategy '%s': offloaded %s step over this rank's "
+					  "%zu ranges on the CPU", z->label,
+					  z->env->optim_ops->head.name, z->n_opt_ranges);
+	return z->stage == 3 ? offload_copy(z, z->pshard, 1, z->h_master, 0, "parameters")
+			     : offload_copy(z, z->full_params, 0, z->h_master, 0, "parameters");
+}
+
+void zero_offload_fini(zero *z)
+{
+	if (z->offload) {
+		g_host->mem_free(z->slot_mem);
+		z->slot_mem = NULL;
+	}
+	g_host->mem_free(z->h_master);
+	g_host->mem_free(z->h_grads);
+	z->h_master = z->h_grads = NULL;
+	if (z->hctx)
+		g_host->ctx_free(z->hctx);
+	z->hctx = NULL;
+}
+
 weft_status zero_dev_step(zero *z, const weft_optim_step_info *in)
 {
 	const char *name = z->env->optim_ops->head.name;
@@ -278,6 +456,8 @@ weft_status zero_dev_step(zero *z, const weft_optim_step_info *in)
 	st = mirror_upload(z);
 	if (st)
 		return st;
+	if (z->offload)
+		return offload_step(z, in);
 	if (z->kind == WEFT_OPTIM_KERNEL_SGD)
 		weft_optim_kernel_sgd(&ok, z->sp.momentum, z->sp.dampening, z->sp.nesterov,
 				      z->sp.weight_decay, in->lr, in->step, in->grad_scale);
@@ -300,7 +480,10 @@ weft_status zero_dev_state(zero *z, float *const **slots)
 	weft_status st;
 
 	*slots = z->slots;
-	if (z->on_cpu || !z->n_slots)
+	/* a checkpoint may be loaded into the parameters as well: the master
+	 * is taken from the device again before the next step */
+	z->master_stale = 1;
+	if (z->on_cpu || z->offload || !z->n_slots)
 		return WEFT_OK;
 	/* a mirror that exists already holds the truth: no step ran since
 	 * it was made, and a checkpoint may have been loaded into it. It is
@@ -332,4 +515,5 @@ void zero_dev_fini(zero *z)
 	z->mirror = NULL;
 	free(z->sq_ranges);
 	free(z->opt_ranges);
+	free(z->h_ranges);
 }

@@ -94,23 +94,38 @@ static const char *const inert_keys[] = {
 	"legacy_stage1", "allgather_partitions", NULL
 };
 
-static weft_status check_offload(const weft_cfg *map, const char *key)
+/* offload_optimizer / offload_param. {device: none} (or no key) leaves the
+ * state in the device's memory; {device: cpu}, for offload_optimizer only
+ * (cpu_ok), sets *cpu: the optimizer state and its step move to the host.
+ * The other keys of the block (pin_memory, buffer_count, ratio, ...) tune
+ * DeepSpeed's transfers and change nothing here. In the strategy mapping
+ * or in zero_optimization, as the other keys. */
+static weft_status check_offload(const weft_cfg *section, const weft_cfg *zo, const char *key,
+				 int cpu_ok, int *cpu)
 {
-	const weft_cfg *n = map ? g_host->cfg_get(map, key) : NULL;
-	const weft_cfg *dev;
+	const weft_cfg *map, *n, *dev;
 	const char *d = NULL;
+	weft_status st = find_key(section, zo, key, &map, &n);
 
-	if (!n)
-		return WEFT_OK;
+	if (st || !n)
+		return st;
 	dev = g_host->cfg_kind_of(n) == WEFT_CFG_MAP ? g_host->cfg_get(n, "device") : NULL;
-	if (dev && !g_host->cfg_as_str(dev, &d) && !strcmp(d, "none")) {
+	if (dev && !g_host->cfg_as_str(dev, &d) &&
+	    (!strcmp(d, "none") || (cpu_ok && !strcmp(d, "cpu")))) {
 		g_host->cfg_mark_used(n);
 		for (size_t i = 0; i < g_host->cfg_size(n); i++)
 			g_host->cfg_mark_used(g_host->cfg_at(n, i));
+		if (cpu)
+			*cpu = !strcmp(d, "cpu");
 		return WEFT_OK;
 	}
-	return g_host->cfg_error(n, "%s is not supported by weft's zero (state stays in this "
-				 "device's memory); remove it or set {device: none}", key);
+	if (cpu_ok)
+		return g_host->cfg_error(n, "%s must be {device: cpu} (the optimizer state and its "
+					 "step in host memory) or {device: none}; got %s%s (nvme is "
+					 "not supported)", key, d ? "device " : "no device", d ? d : "");
+	return g_host->cfg_error(n, "%s is not supported by weft's zero (parameters stay in this "
+				 "device's memory); remove it or set {device: none} (offload_optimizer: "
+				 "{device: cpu} moves the optimizer state instead)", key);
 }
 
 static weft_status read_options(zero *z, const weft_cfg *section, int fixed_stage)
@@ -159,9 +174,9 @@ static weft_status read_options(zero *z, const weft_cfg *section, int fixed_stag
 		st = opt_count(section, zo, "stage3_max_live_parameters", ZERO_DEF_LIVE, 0,
 			       &z->max_live_parameters, &z->given.live);
 	if (!st)
-		st = check_offload(zo, "offload_optimizer");
+		st = check_offload(section, zo, "offload_optimizer", 1, &z->offload_asked);
 	if (!st)
-		st = check_offload(zo, "offload_param");
+		st = check_offload(section, zo, "offload_param", 0, NULL);
 	for (size_t i = 0; !st && inert_keys[i]; i++) {
 		const weft_cfg *n = zo ? g_host->cfg_get(zo, inert_keys[i]) : NULL;
 
@@ -249,7 +264,11 @@ weft_status zero_setup(void *p)
 						  "parameters at setup", z->label,
 						  (long long)z->numel);
 	}
-	if (z->n_slots) {
+	if (z->offload) {
+		st = zero_offload_setup(z);
+		if (st)
+			return st;
+	} else if (z->n_slots) {
 		z->slot_mem = zero_alloc_f32(z, WEFT_MEM_OPTIM,
 					     (int64_t)z->n_slots * z->shard_numel,
 					     "the optimizer state shard");
@@ -399,6 +418,7 @@ weft_status zero_gather_params(void *p, int gather)
 	st = zero_take_shard(z, z->full_params);
 	if (st)
 		return st;
+	z->master_stale = 1; /* the whole parameters may have been loaded */
 	for (size_t k = 0; k < z->n_units; k++)
 		if (!z->units[k].persist)
 			zero_point_params(z, &z->units[k], NULL);
@@ -480,8 +500,11 @@ void zero_destroy(void *p)
 		zero_dfree(z, WEFT_MEM_COMM, z->staging, z->world * z->max_chunk);
 		zero_dfree(z, WEFT_MEM_GRADS, z->gshard, z->shard_numel);
 		zero_dfree(z, WEFT_MEM_PARAMS, z->pshard, z->shard_numel);
-		zero_dfree(z, WEFT_MEM_OPTIM, z->slot_mem, (int64_t)z->n_slots * z->shard_numel);
+		if (!z->offload)
+			zero_dfree(z, WEFT_MEM_OPTIM, z->slot_mem,
+				   (int64_t)z->n_slots * z->shard_numel);
 	}
+	zero_offload_fini(z);
 	zero_dev_fini(z);
 	free(z->q);
 	free(z->units);
@@ -497,6 +520,7 @@ static void reset_step(zero *z)
 {
 	z->busy_ns = z->last_done_ns = z->exposed_ns = z->bytes = z->elements = z->calls = 0;
 	z->gathers = 0;
+	z->grads_down = 0;
 }
 
 /* One micro-batch's forward and backward (weft_micro_fn); stages 2 and 3
@@ -508,7 +532,7 @@ static weft_status micro(void *user, size_t i, const weft_micro_batch *b, double
 	const weft_strategy_env *env = z->env;
 	weft_status st;
 
-	(void)i;
+	z->last_micro = i + 1 == z->n_micro;
 	z->depth = 0;
 	z->reducing = z->stage >= 2;
 	z->next_rs = 0;
@@ -577,6 +601,7 @@ weft_status zero_train_step(void *p, const weft_step_input *in, weft_step_report
 	}
 	acc.run = micro;
 	acc.user = z;
+	z->n_micro = in->n_micro;
 	st = weft_step_accumulate(&acc, in->micro, in->n_micro, rows, &loss_sum);
 	if (st)
 		return st;
