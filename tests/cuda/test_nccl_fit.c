@@ -5,7 +5,7 @@
  * refuses two ranks of a communicator on one GPU.
  *
  *   - every strategy of `runs` below (ddp, ddp's bf16 and fp16 comm hooks,
- *     zero_1/2/3, pp with gpipe): a small GPT, 3 steps with AdamW,
+ *     zero_1/2/3, pp with gpipe and 1f1b): a small GPT, 3 steps with AdamW,
  *     every step's train loss within 1e-5 relative of the CPU run's.
  *     Why 1e-5: both runs are F32 and step the optimizer with the same
  *     rounding (the device kernels are bit-identical to the plugin); they
@@ -57,13 +57,14 @@ static const fit_run runs[] = {
 		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
 	  "" },
 	{ "pp_gpipe", "{name: pp, pp: 2, schedule: gpipe}", "  accumulate_grad_batches: 4\n" },
-	/* pp with 1f1b is not a row yet: in its steady state stage 0 sends an
-	 * activation while stage 1 sends a gradient, each issued before the
-	 * matching receive and outside a group, and NCCL's sends wait for
-	 * their receiver (a rendezvous, which the emulated NCCL models): both
-	 * ranks wait until the deadline. It joins, with its schedule in the
-	 * strategy mapping, once pp groups its point-to-point calls (issue 20,
-	 * item 3). */
+	/* 1f1b: in the steady state stage 0 sends an activation while stage 1
+	 * sends a gradient, and NCCL's sends wait for their receiver (a
+	 * rendezvous, which the emulated NCCL models); pp issues every rank's
+	 * sends and receives in one global order (pp_msg.c), so neither comm
+	 * stream waits on the other. Without that order this row fails at the
+	 * emulated NCCL's deadline (EMU_NCCL_TIMEOUT_MS, 60 s here), naming
+	 * the stuck send. */
+	{ "pp_1f1b", "{name: pp, pp: 2, schedule: 1f1b}", "  accumulate_grad_batches: 4\n" },
 };
 
 static char dir[] = "/tmp/weft_test_nccl_fit_XXXXXX";

@@ -15,7 +15,26 @@
  * for its completion mid-step could wait on a peer that waits on us.
  * The buffers live on the model's device (the kernel table's mem_alloc),
  * and messages are copied in and out through its copy_ranges on the
- * stream of the micro-batch's context that wrote or reads them. */
+ * stream of the micro-batch's context that wrote or reads them.
+ *
+ * One global order of the step's messages keeps rendezvous backends from
+ * deadlocking. On NCCL a send completes only once its receive runs, and a
+ * rank's sends and receives queue on one comm stream in issue order: with
+ * 1f1b, stage 0 sending an activation while stage 1 sends a gradient,
+ * each queued before the matching receive, waits forever. So the plan
+ * numbers every message of the step by a deterministic simulation of all
+ * ranks' schedules (sends non-blocking, receives blocking; the ranks are
+ * advanced in turn, and a send takes the next number), and each rank
+ * issues its sends and receives in that order: before a send numbered k
+ * it posts every receive numbered below k, and a receive posts the
+ * receives numbered below it first. Then each comm stream's operations
+ * are in increasing order, and the message with the lowest number not yet
+ * done is at the head of both its ranks' streams once both issued it;
+ * both do, since what a rank waits for before issuing it has a lower
+ * number (its own earlier receives were sent before it in the
+ * simulation). By induction every message completes, whatever the
+ * schedule, p or v, with grouped calls or without. Posting a receive
+ * early changes no data, so CPU results stay bit-identical. */
 #include <string.h>
 
 #include "pp.h"
@@ -23,6 +42,7 @@
 struct pp_msg {
 	int op;                 /* WEFT_PP_SEND_ACT / SEND_GRAD as the sender sees it */
 	int micro, stage;       /* the sender's stage */
+	int64_t idx;            /* its place in the step's global message order */
 	float *buf;
 	weft_comm_work *work;
 	int posted, taken;
@@ -100,11 +120,73 @@ static void chans_free(pp_msgs *ms)
 	ms->from = NULL;
 }
 
+/* The peer's send that a receive of rank r (action x) matches: its index
+ * in the peer's actions a[0..n), or -1. */
+static int64_t find_send(const weft_pp_action *a, size_t n, int r, const weft_pp_action *x)
+{
+	int op = x->op == WEFT_PP_RECV_ACT ? WEFT_PP_SEND_ACT : WEFT_PP_SEND_GRAD;
+	int stage = x->op == WEFT_PP_RECV_ACT ? x->stage - 1 : x->stage + 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (a[i].op == op && a[i].micro == x->micro && a[i].stage == stage &&
+		    a[i].peer == r)
+			return (int64_t)i;
+	return -1;
+}
+
+/* Numbers every send of the p schedules (rank q's actions at a + q * cap,
+ * n[q] of them) in the global order of the file's comment: idx[q * cap +
+ * i] for a send, -1 for anything else. The ranks are advanced in turn,
+ * each as far as its receives allow; a send takes the next number. */
+static weft_status order_msgs(int p, const weft_pp_action *a, const size_t *n, size_t cap,
+			      int64_t *idx, int64_t *match, size_t *pos)
+{
+	int64_t next = 0;
+
+	for (size_t i = 0; i < (size_t)p * cap; i++)
+		idx[i] = match[i] = -1;
+	memset(pos, 0, (size_t)p * sizeof(*pos));
+	for (;;) {
+		int moved = 0, left = 0;
+
+		for (int r = 0; r < p; r++) {
+			for (; pos[r] < n[r]; pos[r]++) {
+				const weft_pp_action *x = &a[(size_t)r * cap + pos[r]];
+				size_t at = (size_t)r * cap + pos[r];
+
+				if (x->op == WEFT_PP_SEND_ACT || x->op == WEFT_PP_SEND_GRAD) {
+					idx[at] = next++;
+				} else if (x->op == WEFT_PP_RECV_ACT || x->op == WEFT_PP_RECV_GRAD) {
+					if (match[at] < 0)
+						match[at] = find_send(a + (size_t)x->peer * cap,
+								      n[x->peer], r, x);
+					if (match[at] < 0)
+						return g_host->error_set(WEFT_ERR_INTERNAL, "strategy "
+							"'pp': pipeline rank %d never sends micro-batch "
+							"%d to stage %d", x->peer, x->micro, x->stage);
+					if (idx[(size_t)x->peer * cap + (size_t)match[at]] < 0)
+						break;
+				}
+				moved = 1;
+			}
+			left |= pos[r] < n[r];
+		}
+		if (!left)
+			return WEFT_OK;
+		if (!moved)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': the schedule "
+						 "deadlocks (every rank waits for a message)");
+	}
+}
+
 weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int v,
 			 int64_t buf_numel)
 {
-	size_t cap = weft_pp_max_actions(m, v), n;
-	weft_pp_action *a;
+	size_t cap = weft_pp_max_actions(m, v), p = (size_t)g->size;
+	size_t *n = NULL;
+	weft_pp_action *a = NULL;
+	int64_t *idx = NULL, *match = NULL;
+	size_t *pos = NULL;
 	char err[256];
 	weft_status st = WEFT_OK;
 
@@ -119,40 +201,107 @@ weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int
 		ms->buf_numel = buf_numel;
 	}
 	chans_free(ms);
-	ms->from = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)g->size * sizeof(pp_chan));
-	a = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(*a));
-	if (!ms->from || !a) {
+	g_host->mem_free(ms->send_idx);
+	ms->send_idx = NULL;
+	ms->n_send_idx = ms->n_sent = 0;
+	ms->from = g_host->mem_calloc(WEFT_MEM_OTHER, p * sizeof(pp_chan));
+	n = g_host->mem_alloc(WEFT_MEM_OTHER, p * sizeof(*n));
+	a = g_host->mem_alloc(WEFT_MEM_OTHER, p * cap * sizeof(*a));
+	idx = g_host->mem_alloc(WEFT_MEM_OTHER, p * cap * sizeof(*idx));
+	match = g_host->mem_alloc(WEFT_MEM_OTHER, p * cap * sizeof(*match));
+	pos = g_host->mem_alloc(WEFT_MEM_OTHER, p * sizeof(*pos));
+	ms->send_idx = g_host->mem_alloc(WEFT_MEM_OTHER, (cap + 1) * sizeof(int64_t));
+	if (!ms->from || !n || !a || !idx || !match || !pos || !ms->send_idx) {
 		st = g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message plan");
 		goto out;
 	}
-	for (int q = 0; q < g->size && !st; q++) {
-		pp_chan *c = &ms->from[q];
-
-		if (q == g->rank)
-			continue;
-		if (weft_pp_schedule(kind, q, g->size, m, v, a, cap, &n, err, sizeof(err))) {
+	for (size_t q = 0; q < p; q++)
+		if (weft_pp_schedule(kind, (int)q, g->size, m, v, a + q * cap, cap, &n[q], err,
+				     sizeof(err))) {
 			st = g_host->error_set(WEFT_ERR_CONFIG, "strategy 'pp': %s", err);
-			break;
+			goto out;
 		}
-		c->exp = g_host->mem_calloc(WEFT_MEM_OTHER, (n + 1) * sizeof(pp_msg));
+	st = order_msgs(g->size, a, n, cap, idx, match, pos);
+	for (size_t q = 0; q < p && !st; q++) {
+		pp_chan *c = &ms->from[q];
+		const weft_pp_action *aq = a + q * cap;
+
+		if ((int)q == g->rank) {
+			for (size_t i = 0; i < n[q]; i++)
+				if (aq[i].op == WEFT_PP_SEND_ACT || aq[i].op == WEFT_PP_SEND_GRAD)
+					ms->send_idx[ms->n_send_idx++] = idx[q * cap + i];
+			continue;
+		}
+		c->exp = g_host->mem_calloc(WEFT_MEM_OTHER, (n[q] + 1) * sizeof(pp_msg));
 		if (!c->exp) {
 			st = g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': message plan");
 			break;
 		}
-		for (size_t i = 0; i < n; i++)
-			if ((a[i].op == WEFT_PP_SEND_ACT || a[i].op == WEFT_PP_SEND_GRAD) &&
-			    a[i].peer == g->rank)
-				c->exp[c->n++] = (pp_msg){ .op = a[i].op, .micro = a[i].micro,
-							   .stage = a[i].stage };
+		for (size_t i = 0; i < n[q]; i++)
+			if ((aq[i].op == WEFT_PP_SEND_ACT || aq[i].op == WEFT_PP_SEND_GRAD) &&
+			    aq[i].peer == g->rank)
+				c->exp[c->n++] = (pp_msg){ .op = aq[i].op, .micro = aq[i].micro,
+							   .stage = aq[i].stage,
+							   .idx = idx[q * cap + i] };
 	}
 out:
+	g_host->mem_free(pos);
+	g_host->mem_free(match);
+	g_host->mem_free(idx);
 	g_host->mem_free(a);
+	g_host->mem_free(n);
 	return st;
+}
+
+/* Posts this rank's next receive in the global order (the channel whose
+ * next message has the lowest number), when its number is below `below`;
+ * *posted says whether it did. n: the floats of a message whose
+ * micro-batch's count is unknown (no counts yet). */
+static weft_status post_next(pp_msgs *ms, int64_t below, int64_t n, int *posted)
+{
+	pp_chan *c = NULL;
+	pp_msg *x;
+	weft_comm_buf b;
+	int peer = -1;
+	weft_status st;
+
+	*posted = 0;
+	for (int q = 0; q < ms->g->size; q++) {
+		pp_chan *cq = &ms->from[q];
+
+		if (q != ms->g->rank && cq->next_post < cq->n &&
+		    (!c || cq->exp[cq->next_post].idx < c->exp[c->next_post].idx)) {
+			c = cq;
+			peer = q;
+		}
+	}
+	if (!c || c->exp[c->next_post].idx >= below)
+		return WEFT_OK;
+	x = &c->exp[c->next_post];
+	st = get_buf(ms, &x->buf);
+	if (st)
+		return st;
+	b = cbuf(ms, x->buf, ms->counts ? ms->counts[x->micro] : n);
+	st = ms->g->ops->recv(ms->g->comm, &b, peer, &x->work);
+	if (st) {
+		put_buf(ms, x->buf);
+		return g_host->error_wrap(st, "strategy 'pp': receiving the %s of micro-batch %d "
+					  "from pipeline rank %d",
+					  x->op == WEFT_PP_SEND_ACT ? "activation" : "gradient", x->micro,
+					  peer);
+	}
+	x->posted = 1;
+	c->next_post++;
+	ms->calls++;
+	*posted = 1;
+	return WEFT_OK;
 }
 
 weft_status pp_msgs_send(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stage, int peer,
 			 const float *data, int64_t n)
 {
+	int posted = 1;
+
 	weft_comm_buf b;
 	float *buf;
 	weft_status st;
@@ -161,6 +310,15 @@ weft_status pp_msgs_send(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stag
 		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': message of %lld floats "
 					 "exceeds the buffers' %lld", (long long)n,
 					 (long long)ms->buf_numel);
+	if (ms->n_sent >= ms->n_send_idx)
+		return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': send %d of the step, "
+					 "but the schedule has %d", ms->n_sent + 1, ms->n_send_idx);
+	/* the receives ordered before this send go first on the comm stream */
+	while (posted) {
+		st = post_next(ms, ms->send_idx[ms->n_sent], n, &posted);
+		if (st)
+			return st;
+	}
 	st = get_buf(ms, &buf);
 	if (st)
 		return st;
@@ -198,6 +356,7 @@ weft_status pp_msgs_send(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stag
 	ms->sends[ms->n_sends].micro = micro;
 	ms->sends[ms->n_sends].stage = stage;
 	ms->n_sends++;
+	ms->n_sent++;
 	ms->bytes += n * 4;
 	ms->calls++;
 	return WEFT_OK;
@@ -222,23 +381,17 @@ weft_status pp_msgs_recv(pp_msgs *ms, weft_ctx *ctx, int op, int micro, int stag
 					 "sends the %s of micro-batch %d stage %d", peer,
 					 op == WEFT_PP_RECV_ACT ? "activation" : "gradient", micro,
 					 from_stage);
+	/* post the receives numbered up to this one, from whichever peer */
 	while (c->next_post <= j) {
-		pp_msg *x = &c->exp[c->next_post];
-		weft_comm_buf b;
+		int posted;
 
-		st = get_buf(ms, &x->buf);
+		st = post_next(ms, c->exp[j].idx + 1, n, &posted);
 		if (st)
 			return st;
-		b = cbuf(ms, x->buf, ms->counts ? ms->counts[x->micro] : n);
-		st = ms->g->ops->recv(ms->g->comm, &b, peer, &x->work);
-		if (st) {
-			put_buf(ms, x->buf);
-			return g_host->error_wrap(st, "strategy 'pp': receiving from pipeline rank %d",
-						  peer);
-		}
-		x->posted = 1;
-		c->next_post++;
-		ms->calls++;
+		if (!posted)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': the receive of "
+						 "micro-batch %d from pipeline rank %d is out of the "
+						 "step's message order", micro, peer);
 	}
 	t0 = weft_clock_ns();
 	st = ms->g->ops->wait(c->exp[j].work, -1);
@@ -276,6 +429,7 @@ weft_status pp_msgs_finish(pp_msgs *ms)
 		put_buf(ms, ms->sends[i].buf);
 	}
 	ms->n_sends = 0;
+	ms->n_sent = 0;
 	ms->wait_ns += weft_clock_ns() - t0;
 	for (int q = 0; ms->from && q < ms->g->size; q++) {
 		pp_chan *c = &ms->from[q];
@@ -302,6 +456,7 @@ void pp_msgs_free(pp_msgs *ms)
 		ms->k->mem_free(ms->dev_index, WEFT_MEM_COMM, ms->free_bufs[i], buf_bytes(ms));
 	g_host->mem_free(ms->free_bufs);
 	g_host->mem_free(ms->sends);
+	g_host->mem_free(ms->send_idx);
 	if (ms->g)
 		chans_free(ms);
 	memset(ms, 0, sizeof(*ms));
