@@ -23,8 +23,9 @@
  * 1f1b, stage 0 sending an activation while stage 1 sends a gradient,
  * each queued before the matching receive, waits forever. So the plan
  * numbers every message of the step by a deterministic simulation of all
- * ranks' schedules (sends non-blocking, receives blocking; the ranks are
- * advanced in turn, and a send takes the next number), and each rank
+ * ranks' schedules (weft_pp_message_order in weft/pp_schedule.h: sends
+ * non-blocking, receives blocking; the ranks are advanced in turn, and a
+ * send takes the next number), and each rank
  * issues its sends and receives in that order: before a send numbered k
  * it posts every receive numbered below k, and a receive posts the
  * receives numbered below it first. Then each comm stream's operations
@@ -120,65 +121,6 @@ static void chans_free(pp_msgs *ms)
 	ms->from = NULL;
 }
 
-/* The peer's send that a receive of rank r (action x) matches: its index
- * in the peer's actions a[0..n), or -1. */
-static int64_t find_send(const weft_pp_action *a, size_t n, int r, const weft_pp_action *x)
-{
-	int op = x->op == WEFT_PP_RECV_ACT ? WEFT_PP_SEND_ACT : WEFT_PP_SEND_GRAD;
-	int stage = x->op == WEFT_PP_RECV_ACT ? x->stage - 1 : x->stage + 1;
-
-	for (size_t i = 0; i < n; i++)
-		if (a[i].op == op && a[i].micro == x->micro && a[i].stage == stage &&
-		    a[i].peer == r)
-			return (int64_t)i;
-	return -1;
-}
-
-/* Numbers every send of the p schedules (rank q's actions at a + q * cap,
- * n[q] of them) in the global order of the file's comment: idx[q * cap +
- * i] for a send, -1 for anything else. The ranks are advanced in turn,
- * each as far as its receives allow; a send takes the next number. */
-static weft_status order_msgs(int p, const weft_pp_action *a, const size_t *n, size_t cap,
-			      int64_t *idx, int64_t *match, size_t *pos)
-{
-	int64_t next = 0;
-
-	for (size_t i = 0; i < (size_t)p * cap; i++)
-		idx[i] = match[i] = -1;
-	memset(pos, 0, (size_t)p * sizeof(*pos));
-	for (;;) {
-		int moved = 0, left = 0;
-
-		for (int r = 0; r < p; r++) {
-			for (; pos[r] < n[r]; pos[r]++) {
-				const weft_pp_action *x = &a[(size_t)r * cap + pos[r]];
-				size_t at = (size_t)r * cap + pos[r];
-
-				if (x->op == WEFT_PP_SEND_ACT || x->op == WEFT_PP_SEND_GRAD) {
-					idx[at] = next++;
-				} else if (x->op == WEFT_PP_RECV_ACT || x->op == WEFT_PP_RECV_GRAD) {
-					if (match[at] < 0)
-						match[at] = find_send(a + (size_t)x->peer * cap,
-								      n[x->peer], r, x);
-					if (match[at] < 0)
-						return g_host->error_set(WEFT_ERR_INTERNAL, "strategy "
-							"'pp': pipeline rank %d never sends micro-batch "
-							"%d to stage %d", x->peer, x->micro, x->stage);
-					if (idx[(size_t)x->peer * cap + (size_t)match[at]] < 0)
-						break;
-				}
-				moved = 1;
-			}
-			left |= pos[r] < n[r];
-		}
-		if (!left)
-			return WEFT_OK;
-		if (!moved)
-			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': the schedule "
-						 "deadlocks (every rank waits for a message)");
-	}
-}
-
 weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int v,
 			 int64_t buf_numel)
 {
@@ -221,7 +163,8 @@ weft_status pp_msgs_plan(pp_msgs *ms, pp_group *g, weft_pp_kind kind, int m, int
 			st = g_host->error_set(WEFT_ERR_CONFIG, "strategy 'pp': %s", err);
 			goto out;
 		}
-	st = order_msgs(g->size, a, n, cap, idx, match, pos);
+	if (weft_pp_message_order(g->size, a, n, cap, idx, match, pos, err, sizeof(err)))
+		st = g_host->error_set(WEFT_ERR_INTERNAL, "strategy 'pp': %s", err);
 	for (size_t q = 0; q < p && !st; q++) {
 		pp_chan *c = &ms->from[q];
 		const weft_pp_action *aq = a + q * cap;
