@@ -93,6 +93,9 @@ typedef struct pp_msgs {
 	pp_chan *from;          /* [p]: what each peer sends this rank, in its order */
 	pp_msg *sends;          /* outstanding sends */
 	int n_sends, cap_sends;
+	int64_t *send_idx;      /* [n_send_idx]: the global order of this rank's sends */
+	int n_send_idx;
+	int n_sent;             /* sends issued this step */
 	int64_t bytes, calls;
 	int64_t wait_ns;        /* time spent blocked in receives and send waits */
 } pp_msgs;

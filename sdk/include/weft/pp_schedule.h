@@ -295,6 +295,87 @@ static inline int weft_pp_max_in_flight(const weft_pp_action *a, size_t n)
 	return peak;
 }
 
+/* The send of rank `peer`'s actions a[0..n) that a receive x of rank r
+ * matches: its index, or -1. Internal to this header. */
+static inline int64_t weft_pp_find_send_(const weft_pp_action *a, size_t n, int r,
+					 const weft_pp_action *x)
+{
+	int op = x->op == WEFT_PP_RECV_ACT ? WEFT_PP_SEND_ACT : WEFT_PP_SEND_GRAD;
+	int stage = x->op == WEFT_PP_RECV_ACT ? x->stage - 1 : x->stage + 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (a[i].op == op && a[i].micro == x->micro && a[i].stage == stage &&
+		    a[i].peer == r)
+			return (int64_t)i;
+	return -1;
+}
+
+/* One global order of a step's messages, for backends whose sends wait for
+ * the receive (NCCL: a rendezvous, a rank's sends and receives queued on
+ * one stream in issue order). acts holds all p ranks' schedules of one
+ * step (rank q's n[q] actions from weft_pp_schedule at acts + q * cap).
+ * Simulates them (sends non-blocking, receives blocking, the ranks
+ * advanced in turn, each as far as its receives allow) and numbers each
+ * send when it happens: idx[q * cap + i] for a send, -1 for any other
+ * action; a receive's number is its send's. match (p * cap) and pos (p)
+ * are the caller's scratch; nothing is allocated.
+ *
+ * A runtime that issues each rank's sends and receives in this order
+ * (before a send numbered k, post every receive numbered below k; before
+ * waiting for a receive, post those numbered below it) cannot deadlock on
+ * such a backend: each stream holds increasing numbers, and the lowest
+ * message not yet done is at the head of both its ranks' streams once
+ * both issued it, which both do, since all a rank waits for before
+ * issuing it is numbered lower (a receive that comes first in the rank's
+ * schedule was sent before the rank got past it).
+ * Returns 0, or -1 with a message: a receive that no rank sends, or
+ * schedules that cannot finish. */
+static inline int weft_pp_message_order(int p, const weft_pp_action *acts, const size_t *n,
+					size_t cap, int64_t *idx, int64_t *match, size_t *pos,
+					char *err, size_t len)
+{
+	int64_t next = 0;
+
+	for (size_t i = 0; i < (size_t)p * cap; i++)
+		idx[i] = match[i] = -1;
+	for (int r = 0; r < p; r++)
+		pos[r] = 0;
+	for (;;) {
+		int moved = 0, left = 0;
+
+		for (int r = 0; r < p; r++) {
+			for (; pos[r] < n[r]; pos[r]++) {
+				size_t at = (size_t)r * cap + pos[r];
+				const weft_pp_action *x = &acts[at];
+
+				if (x->op == WEFT_PP_SEND_ACT || x->op == WEFT_PP_SEND_GRAD) {
+					idx[at] = next++;
+				} else if (x->op == WEFT_PP_RECV_ACT || x->op == WEFT_PP_RECV_GRAD) {
+					if (x->peer < 0 || x->peer >= p)
+						return weft_pp_fail_(err, len, "rank %d receives from rank "
+								     "%d of %d", r, x->peer, p);
+					if (match[at] < 0)
+						match[at] = weft_pp_find_send_(acts + (size_t)x->peer * cap,
+									       n[x->peer], r, x);
+					if (match[at] < 0)
+						return weft_pp_fail_(err, len, "rank %d never sends "
+								     "micro-batch %d to stage %d",
+								     x->peer, x->micro, x->stage);
+					if (idx[(size_t)x->peer * cap + (size_t)match[at]] < 0)
+						break;
+				}
+				moved = 1;
+			}
+			left |= pos[r] < n[r];
+		}
+		if (!left)
+			return 0;
+		if (!moved)
+			return weft_pp_fail_(err, len, "the schedules cannot finish: every rank "
+					     "left waits for a message");
+	}
+}
+
 #ifdef __cplusplus
 }
 #endif
