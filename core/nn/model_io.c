@@ -296,7 +296,7 @@ static weft_status tie_head(const weft_model *m, ckpt *c, src **wte_src)
 	char a[160];
 
 	*wte_src = wte;
-	if (!head || m->cls != WEFT_MODEL_GPT || !m->wte)
+	if (!head || m->cls != WEFT_MODEL_GPT || !m->wte || m->head_w)
 		return WEFT_OK;
 	head->used = 1;
 	if (!wte) {
