@@ -335,6 +335,7 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 					       weft_cfg_where(weft_cfg_get(sec, "init_from"), where,
 							      sizeof(where)));
 		gpt_def = hf.gpt;
+		arch = hf.arch;
 	}
 	st = cls == 0 ? gpt_from(sec, &gpt_def, &gpt) : mlp_from(sec, &mlp);
 	if (!st && cls == 0)
