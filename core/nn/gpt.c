@@ -32,14 +32,6 @@ weft_status nn_gpt_check(const weft_gpt_config *c)
 	return WEFT_OK;
 }
 
-int nn_arch_is_gpt(const nn_arch *a)
-{
-	return a->norm == NN_NORM_LAYERNORM &&
-	       (a->norm_eps == 0.0 || (float)a->norm_eps == NN_LN_EPS) &&
-	       a->position == NN_POS_LEARNED && a->mlp == NN_MLP_GELU_TANH &&
-	       a->intermediate == 0 && a->n_kv_head == 0 && !a->untied;
-}
-
 static int64_t kv_heads(const weft_model *m)
 {
 	return m->arch.n_kv_head ? m->arch.n_kv_head : m->gpt.n_head;

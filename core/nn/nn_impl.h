@@ -47,7 +47,13 @@ typedef struct nn_arch {
 
 /* Whether the arch is nanoGPT's (all defaults), which every strategy
  * splits and stages; the others are for whole models on one stage. */
-int nn_arch_is_gpt(const nn_arch *a);
+static inline int nn_arch_is_gpt(const nn_arch *a)
+{
+	return a->norm == NN_NORM_LAYERNORM &&
+	       (a->norm_eps == 0.0 || (float)a->norm_eps == NN_LN_EPS) &&
+	       a->position == NN_POS_LEARNED && a->mlp == NN_MLP_GELU_TANH &&
+	       a->intermediate == 0 && a->n_kv_head == 0 && !a->untied;
+}
 
 /* Builds the transformer of cfg with the choices `arch` (NULL: GPT-2's):
  * weft_model_create_gpt with them. */
