@@ -36,12 +36,15 @@ weft_act_ckpt weft_model_activation_checkpointing(const weft_model *m)
 
 typedef struct attn_args {
 	int64_t n_head;
+	int64_t n_kv_head; /* 0: weft_op_attention; else weft_op_attention_gqa */
 } attn_args;
 
 static weft_status attn_fn(weft_ctx *ctx, void *user, weft_tensor *qkv, weft_tensor **out)
 {
 	const attn_args *a = user;
 
+	if (a->n_kv_head)
+		return weft_op_attention_gqa(ctx, qkv, a->n_head, a->n_kv_head, out);
 	return weft_op_attention(ctx, qkv, a->n_head, out);
 }
 
@@ -56,6 +59,21 @@ weft_status nn_gpt_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int
 	shape[0] = qkv->shape[0];
 	shape[1] = qkv->shape[1];
 	shape[2] = qkv->shape[2] / 3;
+	return weft_checkpoint(ctx, "attention (recomputed)", attn_fn, &a, sizeof(a), qkv, 3,
+			       shape, out);
+}
+
+weft_status nn_gqa_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+			     int64_t n_kv_head, weft_tensor **out)
+{
+	attn_args a = { .n_head = n_head, .n_kv_head = n_kv_head };
+	int64_t shape[3];
+
+	if (m->act_ckpt != WEFT_ACT_CKPT_SELECTIVE || qkv->ndim != 3)
+		return weft_op_attention_gqa(ctx, qkv, n_head, n_kv_head, out);
+	shape[0] = qkv->shape[0];
+	shape[1] = qkv->shape[1];
+	shape[2] = qkv->shape[2] / (n_head + 2 * n_kv_head) * n_head;
 	return weft_checkpoint(ctx, "attention (recomputed)", attn_fn, &a, sizeof(a), qkv, 3,
 			       shape, out);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/nn_impl.h"
+#include "nn/transformer.h"
 #include "tensor/checkpoint.h"
 
 weft_status nn_gpt_check(const weft_gpt_config *c)
@@ -31,8 +32,66 @@ weft_status nn_gpt_check(const weft_gpt_config *c)
 	return WEFT_OK;
 }
 
-/* A Linear (weight [out, in]) or a LayerNorm (weight [in]) module with
- * an optional bias. */
+static int64_t kv_heads(const weft_model *m)
+{
+	return m->arch.n_kv_head ? m->arch.n_kv_head : m->gpt.n_head;
+}
+
+static int64_t inner(const weft_model *m)
+{
+	return m->arch.intermediate ? m->arch.intermediate : 4 * m->gpt.n_embd;
+}
+
+static const char *norm_type(const weft_model *m)
+{
+	return m->arch.norm == NN_NORM_RMSNORM ? "RMSNorm" : "LayerNorm";
+}
+
+static weft_status arch_check(const weft_gpt_config *c, const nn_arch *a,
+			      const weft_model_options *opt)
+{
+	int64_t kv = a->n_kv_head ? a->n_kv_head : c->n_head;
+
+	if (a->norm_eps < 0.0 || !(a->norm_eps < 1.0))
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: norm eps is %g; it must be in "
+				      "(0, 1)", a->norm_eps);
+	if (kv < 1 || c->n_head % kv)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: n_kv_head %lld must divide "
+				      "n_head %lld (each key/value head serves n_head / n_kv_head "
+				      "query heads)", (long long)kv, (long long)c->n_head);
+	if (a->intermediate < 0)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: intermediate_size is %lld; it "
+				      "must be >= 1", (long long)a->intermediate);
+	if (a->position == NN_POS_ROPE && (c->n_embd / c->n_head) % 2)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "gpt: rotary positions rotate pairs "
+				      "of channels, but the head size n_embd / n_head = %lld is "
+				      "odd; choose n_embd and n_head with an even quotient",
+				      (long long)(c->n_embd / c->n_head));
+	if (nn_arch_is_gpt(a) || !opt)
+		return WEFT_OK;
+	if (nn_tp_size(opt) > 1)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "gpt: tensor parallelism (tp size "
+				      "%d) splits only the GPT-2 transformer yet; this model's "
+				      "%s%s%s%s%s is not split by it: train it with ddp or "
+				      "zero_*, or use model.class gpt without a preset",
+				      nn_tp_size(opt),
+				      a->norm == NN_NORM_RMSNORM ? "rmsnorm, " : "",
+				      a->position == NN_POS_ROPE ? "rope, " : "",
+				      a->mlp == NN_MLP_SWIGLU ? "swiglu, " : "",
+				      a->n_kv_head && a->n_kv_head != c->n_head ? "n_kv_head, " : "",
+				      a->untied ? "untied head" : "custom shape");
+	if (opt->stage)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "gpt: pipeline stages are built only "
+				      "for the GPT-2 transformer yet; this model (%s, %s, %s) cannot "
+				      "be split into stages: train it with ddp or zero_*",
+				      a->norm == NN_NORM_RMSNORM ? "rmsnorm" : "layernorm",
+				      a->position == NN_POS_ROPE ? "rope" : "learned positions",
+				      a->mlp == NN_MLP_SWIGLU ? "swiglu" : "gelu_tanh");
+	return WEFT_OK;
+}
+
+/* A Linear (weight [out, in]), a LayerNorm (weight [in]) with an
+ * optional bias, or an RMSNorm (weight [in], never a bias). */
 static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 			  const char *name, int64_t out_f, int64_t in_f, nn_affine *a)
 {
@@ -46,7 +105,7 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 		st = nn_param(m, a->mod, "weight", 2, wshape, &a->w);
 	else if (!st)
 		st = nn_param(m, a->mod, "weight", 1, &in_f, &a->w);
-	if (!st && m->gpt.bias)
+	if (!st && m->gpt.bias && strcmp(type, "RMSNorm"))
 		st = nn_param(m, a->mod, "bias", 1, is_linear ? &out_f : &in_f, &a->b);
 	if (!st)
 		nn_module_close(m, a->mod);
@@ -56,6 +115,8 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
 {
 	int64_t C = m->gpt.n_embd, ta = b->tp_attn, tm = b->tp_mlp;
+	int64_t hs = C / m->gpt.n_head, qkv = (m->gpt.n_head + 2 * kv_heads(m)) * hs;
+	int64_t I = inner(m), fc = m->arch.mlp == NN_MLP_SWIGLU ? 2 * I : I;
 	int32_t hi = (int32_t)(h - m->mods), bi, ai, mi;
 	char p[64], n[96];
 	weft_status st;
@@ -65,27 +126,27 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	bi = (int32_t)(b->mod - m->mods);
 	snprintf(n, sizeof(n), "%s.ln_1", p);
-	if ((st = affine(m, b->mod, "LayerNorm", n, 0, C, &b->ln_1)) ||
+	if ((st = affine(m, b->mod, norm_type(m), n, 0, C, &b->ln_1)) ||
 	    (st = nn_module_push(m, bi, "CausalSelfAttention", &b->attn, "%s.attn", p)))
 		return st;
 	ai = (int32_t)(b->attn - m->mods);
 	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, 3 * C / ta, C, &b->c_attn)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, qkv / ta, C, &b->c_attn)))
 		return st;
 	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
 	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / ta, &b->attn_proj)))
 		return st;
 	nn_module_close(m, b->attn);
 	snprintf(n, sizeof(n), "%s.ln_2", p);
-	if ((st = affine(m, &m->mods[bi], "LayerNorm", n, 0, C, &b->ln_2)) ||
+	if ((st = affine(m, &m->mods[bi], norm_type(m), n, 0, C, &b->ln_2)) ||
 	    (st = nn_module_push(m, bi, "MLP", &b->mlp, "%s.mlp", p)))
 		return st;
 	mi = (int32_t)(b->mlp - m->mods);
 	snprintf(n, sizeof(n), "%s.mlp.c_fc", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, 4 * C / tm, C, &b->c_fc)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, fc / tm, C, &b->c_fc)))
 		return st;
 	snprintf(n, sizeof(n), "%s.mlp.c_proj", p);
-	if ((st = affine(m, &m->mods[mi], "Linear", n, C, 4 * C / tm, &b->mlp_proj)))
+	if ((st = affine(m, &m->mods[mi], "Linear", n, C, I / tm, &b->mlp_proj)))
 		return st;
 	nn_module_close(m, b->mlp);
 	nn_module_close(m, b->mod);
@@ -109,6 +170,8 @@ static weft_status declare(weft_model *m)
 		    (st = nn_param(m, m->wte_mod, "weight", 2, wte_shape, &m->wte)))
 			return st;
 		nn_module_close(m, m->wte_mod);
+	}
+	if ((m->stage & WEFT_STAGE_EMBED) && m->arch.position == NN_POS_LEARNED) {
 		if ((st = nn_module_push(m, 1, "Embedding", &m->wpe_mod, "transformer.wpe")) ||
 		    (st = nn_param(m, m->wpe_mod, "weight", 2, wpe_shape, &m->wpe)))
 			return st;
@@ -123,13 +186,20 @@ static weft_status declare(weft_model *m)
 		nn_module_close(m, h);
 	}
 	if (m->stage & WEFT_STAGE_HEAD) {
-		if ((st = affine(m, tr, "LayerNorm", "transformer.ln_f", 0, C, &m->ln_f)))
+		if ((st = affine(m, tr, norm_type(m), "transformer.ln_f", 0, C, &m->ln_f)))
 			return st;
 	}
 	nn_module_close(m, tr);
 	if (m->stage & WEFT_STAGE_HEAD) {
 		if ((st = nn_module_push(m, 0, "Linear", &m->head_mod, "lm_head")))
 			return st;
+		if (m->arch.untied) {
+			if ((st = nn_param(m, m->head_mod, "weight", 2, wte_shape, &m->head_w)))
+				return st;
+			nn_module_close(m, m->head_mod);
+			nn_module_close(m, m->root);
+			return WEFT_OK;
+		}
 		m->head_mod->tied_to = "transformer.wte.weight";
 		/* a head without the embedding keeps its own copy of wte */
 		if (!(m->stage & WEFT_STAGE_EMBED) &&
@@ -189,13 +259,29 @@ static const nn_class_ops gpt_ops = {
 weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_options *opt,
 				  weft_model **out)
 {
+	return nn_model_create_transformer(cfg, NULL, opt, out);
+}
+
+weft_status nn_model_create_like(const weft_model *like, const weft_model_options *opt,
+				 weft_model **out)
+{
+	return nn_model_create_transformer(&like->gpt, &like->arch, opt, out);
+}
+
+weft_status nn_model_create_transformer(const weft_gpt_config *cfg, const nn_arch *arch,
+					const weft_model_options *opt, weft_model **out)
+{
+	static const nn_arch gpt2 = { 0 };
 	weft_model *m;
 	int64_t begin = 0, end, nblocks;
 	uint32_t stage = WEFT_STAGE_EMBED | WEFT_STAGE_HEAD;
 	weft_status st;
 
 	*out = NULL;
-	if ((st = nn_gpt_check(cfg)) || (st = nn_gpt_tp_check(cfg, opt)))
+	if (!arch)
+		arch = &gpt2;
+	if ((st = nn_gpt_check(cfg)) || (st = arch_check(cfg, arch, opt)) ||
+	    (st = nn_gpt_tp_check(cfg, opt)))
 		return st;
 	end = cfg->n_layer;
 	if (opt && opt->stage) {
@@ -215,6 +301,9 @@ weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_o
 	if ((st = nn_model_alloc(WEFT_MODEL_GPT, &gpt_ops, opt, 8 + 9 * (size_t)nblocks, &m)))
 		return st;
 	m->gpt = *cfg;
+	m->arch = *arch;
+	if (m->arch.norm_eps == 0.0)
+		m->arch.norm_eps = NN_LN_EPS;
 	m->stage = stage;
 	m->layer_begin = begin;
 	m->layer_end = end;
@@ -275,6 +364,8 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 	if ((st = nn_enter(s, m->wte_mod)) || (st = nn_gpt_tp_embed(m, ctx, ids, &tok)) ||
 	    (st = nn_leave(s)))
 		return st;
+	if (!m->wpe)
+		return weft_op_dropout(ctx, tok, (float)m->gpt.dropout, out);
 	if ((st = weft_ctx_tensor(ctx, "positions", WEFT_I32, 1, &T, &pos)) ||
 	    (st = weft_tensor_copy_from_host(pos, m->positions, (size_t)T * sizeof(int32_t))))
 		return st;
@@ -320,6 +411,46 @@ static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tens
 			       x->shape, out);
 }
 
+/* The block's norm: LayerNorm (GPT-2's eps 1e-5 exactly as before) or
+ * RMSNorm, in its module's begin/end. */
+static weft_status norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			weft_tensor **out)
+{
+	weft_status st;
+
+	if (m->arch.norm == NN_NORM_LAYERNORM && m->arch.norm_eps == (double)NN_LN_EPS)
+		return nn_layernorm(s, l, x, out);
+	if ((st = nn_enter(s, l->mod)))
+		return st;
+	if (m->arch.norm == NN_NORM_RMSNORM)
+		st = weft_op_rmsnorm(s->ctx, x, l->w, (float)m->arch.norm_eps, out);
+	else
+		st = weft_op_layernorm(s->ctx, x, l->w, l->b, (float)m->arch.norm_eps, out);
+	return st ? st : nn_leave(s);
+}
+
+/* Attention over the packed projection y: GPT-2's multi-head attention, or
+ * rotary positions on q and k and grouped-query attention. */
+static weft_status attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	int64_t nh = m->gpt.n_head, kv = kv_heads(m), hs = m->gpt.n_embd / nh;
+	weft_status st;
+
+	if (m->arch.position == NN_POS_LEARNED && kv == nh)
+		return nn_gpt_attention(m, ctx, y, nh, out);
+	if (m->arch.position == NN_POS_ROPE &&
+	    (st = weft_op_rope(ctx, y, &m->arch.rope, nh + kv, hs, 0, &y)))
+		return st;
+	return nn_gqa_attention(m, ctx, y, nh, kv, out);
+}
+
+static weft_status activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	if (m->arch.mlp == NN_MLP_SWIGLU)
+		return weft_op_swiglu(ctx, y, NULL, out);
+	return weft_op_gelu(ctx, y, out);
+}
+
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				 weft_tensor **out)
 {
@@ -328,14 +459,14 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head, &y)) ||
+	    (st = attend(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = nn_layernorm(s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = weft_op_gelu(ctx, y, &y)) ||
+	if ((st = norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = activation(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -361,9 +492,9 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 		if ((st = run_block(m, &s, &m->blocks[i], h, &h)))
 			goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
-		nn_affine head = { .mod = m->head_mod, .w = m->wte };
+		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
 
-		if ((st = nn_layernorm(&s, &m->ln_f, h, &h)) ||
+		if ((st = norm(m, &s, &m->ln_f, h, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
 		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;
@@ -388,7 +519,7 @@ static weft_status whole_like(const weft_model *m, weft_model **out)
 	o.tp_rank = 0;
 	o.tp_flags = 0;
 	o.no_grads = 1;
-	return weft_model_create_gpt(&m->gpt, &o, out);
+	return nn_model_create_transformer(&m->gpt, &m->arch, &o, out);
 }
 
 weft_status weft_model_gather_whole(weft_model *m, weft_model **out)

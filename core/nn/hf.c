@@ -15,13 +15,13 @@
 /* GPT-2's Conv1D stores [in, out]; nanoGPT's (and weft's) Linear [out, in]. */
 static const nn_hf_rule gpt2_rules[] = {
 	{ "transformer.h.{i}.attn.c_attn.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_TRANSPOSE },
+	  NN_HF_TRANSPOSE, 0 },
 	{ "transformer.h.{i}.attn.c_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
-	  NN_HF_TRANSPOSE },
+	  NN_HF_TRANSPOSE, 0 },
 	{ "transformer.h.{i}.mlp.c_fc.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_TRANSPOSE },
+	  NN_HF_TRANSPOSE, 0 },
 	{ "transformer.h.{i}.mlp.c_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
-	  NN_HF_TRANSPOSE },
+	  NN_HF_TRANSPOSE, 0 },
 };
 
 /* the causal mask (and its fill value) that transformers before 4.36 and
@@ -39,7 +39,46 @@ const nn_hf_family nn_hf_gpt2 = {
 	.embedding = "transformer.wte.weight",
 };
 
-static const nn_hf_family *const families[] = { &nn_hf_gpt2 };
+/* Llama's names; q | k | v and gate | up are stacked by rows into weft's
+ * packed c_attn and c_fc. */
+static const nn_hf_rule llama_rules[] = {
+	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0 },
+	{ "model.layers.{i}.input_layernorm.weight", "transformer.h.{i}.ln_1.weight",
+	  NN_HF_COPY, 0 },
+	{ "model.layers.{i}.self_attn.q_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 0 },
+	{ "model.layers.{i}.self_attn.k_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 1 },
+	{ "model.layers.{i}.self_attn.v_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 2 },
+	{ "model.layers.{i}.self_attn.o_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
+	  NN_HF_COPY, 0 },
+	{ "model.layers.{i}.post_attention_layernorm.weight", "transformer.h.{i}.ln_2.weight",
+	  NN_HF_COPY, 0 },
+	{ "model.layers.{i}.mlp.gate_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
+	  NN_HF_ROWS, 0 },
+	{ "model.layers.{i}.mlp.up_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
+	  NN_HF_ROWS, 1 },
+	{ "model.layers.{i}.mlp.down_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
+	  NN_HF_COPY, 0 },
+	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0 },
+};
+
+/* the rotary frequencies that transformers before 4.31 saved */
+static const char *const llama_buffers[] = { ".rotary_emb.inv_freq", NULL };
+
+const nn_hf_family nn_hf_llama = {
+	.architecture = "LlamaForCausalLM",
+	.model_type = "llama",
+	.base_prefix = "model.",
+	.rules = llama_rules,
+	.n_rules = sizeof(llama_rules) / sizeof(llama_rules[0]),
+	.buffers = llama_buffers,
+	.head = "lm_head.weight",
+	.embedding = "transformer.wte.weight",
+};
+
+static const nn_hf_family *const families[] = { &nn_hf_gpt2, &nn_hf_llama };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
 int nn_hf_is_dir(const char *dir)
@@ -102,10 +141,18 @@ int nn_hf_is_buffer(const nn_hf_family *f, const char *name)
 const char *nn_hf_to_weft(const nn_hf_family *f, const char *hf, char *buf, size_t len,
 			  nn_hf_how *how)
 {
+	return nn_hf_to_weft_part(f, hf, buf, len, how, NULL);
+}
+
+const char *nn_hf_to_weft_part(const nn_hf_family *f, const char *hf, char *buf, size_t len,
+			       nn_hf_how *how, int *part)
+{
 	char full[512];
 	long layer = 0;
 
 	*how = NN_HF_COPY;
+	if (part)
+		*part = 0;
 	if (nn_hf_is_buffer(f, hf))
 		return NULL;
 	/* the base model's own save: "h.0.ln_1.weight" for
@@ -118,6 +165,8 @@ const char *nn_hf_to_weft(const nn_hf_family *f, const char *hf, char *buf, size
 	for (size_t r = 0; r < f->n_rules; r++)
 		if (match(f->rules[r].hf, hf, &layer)) {
 			*how = f->rules[r].how;
+			if (part)
+				*part = f->rules[r].part;
 			return fill(f->rules[r].weft, layer, buf, len);
 		}
 	snprintf(buf, len, "%s", hf);
@@ -205,8 +254,9 @@ static weft_status family_of(const char *path, const weft_json_value *js,
 			return WEFT_OK;
 		}
 	return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the checkpoint's %s is \"%s\", which "
-			      "weft does not read yet (it reads architectures GPT2LMHeadModel, "
-			      "model_type gpt2); give a GPT-2 checkpoint", path,
+			      "weft does not read yet (it reads architectures GPT2LMHeadModel "
+			      "and LlamaForCausalLM, model_type gpt2 and llama); give a GPT-2 "
+			      "or Llama checkpoint", path,
 			      name ? "architecture" : "model_type",
 			      name ? name : type && type->kind == WEFT_JSON_STRING ? type->string :
 			      "(none given)");
@@ -259,6 +309,126 @@ static weft_status gpt2_read(const char *path, const weft_json_value *js, nn_hf_
 	return WEFT_OK;
 }
 
+static weft_status cfg_number(const char *path, const weft_json_value *js, const char *key,
+			      double def, double *out)
+{
+	const weft_json_value *v = weft_json_get(js, key);
+
+	*out = def;
+	if (!v || v->kind == WEFT_JSON_NULL)
+		return WEFT_OK;
+	if (v->kind != WEFT_JSON_NUMBER)
+		return bad_key(path, key, "must be a number");
+	*out = v->number;
+	return WEFT_OK;
+}
+
+static weft_status cfg_false(const char *path, const weft_json_value *js, const char *key,
+			     const char *what)
+{
+	int on = 0;
+	weft_status st = cfg_bool(path, js, key, 0, &on);
+
+	if (!st && on)
+		return bad_key(path, key, "is true: %s", what);
+	return st;
+}
+
+/* rope_parameters (transformers 5) or rope_theta with rope_scaling (4.x):
+ * "default" or "llama3" frequencies. */
+static weft_status llama_rope(const char *path, const weft_json_value *js, weft_rope *r)
+{
+	const weft_json_value *p = weft_json_get(js, "rope_parameters");
+	const weft_json_value *sc = weft_json_get(js, "rope_scaling"), *type;
+	const char *key = p ? "rope_parameters" : "rope_scaling";
+	weft_status st;
+
+	memset(r, 0, sizeof(*r));
+	r->struct_size = sizeof(*r);
+	if (p && p->kind != WEFT_JSON_OBJECT)
+		return bad_key(path, "rope_parameters", "must be an object");
+	if ((st = cfg_number(path, p ? p : js, "rope_theta", 10000.0, &r->theta)))
+		return st;
+	if (!p)
+		p = sc && sc->kind != WEFT_JSON_NULL ? sc : NULL;
+	if (p && p->kind != WEFT_JSON_OBJECT)
+		return bad_key(path, key, "must be an object or null");
+	type = p ? weft_json_get(p, "rope_type") : NULL;
+	if (p && !type)
+		type = weft_json_get(p, "type");
+	if (!type || (type->kind == WEFT_JSON_STRING && !strcmp(type->string, "default"))) {
+		r->scaling = WEFT_ROPE_PLAIN;
+		r->factor = 8.0;
+		r->low_freq_factor = 1.0;
+		r->high_freq_factor = 4.0;
+		r->original_max_positions = 8192.0;
+		return WEFT_OK;
+	}
+	if (type->kind != WEFT_JSON_STRING || strcmp(type->string, "llama3"))
+		return bad_key(path, key, "has rope_type %s%s%s, which weft does not compute "
+			       "(it computes \"default\" and \"llama3\")",
+			       type->kind == WEFT_JSON_STRING ? "\"" : "",
+			       type->kind == WEFT_JSON_STRING ? type->string : "(not a string)",
+			       type->kind == WEFT_JSON_STRING ? "\"" : "");
+	r->scaling = WEFT_ROPE_LLAMA3;
+	if ((st = cfg_number(path, p, "factor", 8.0, &r->factor)) ||
+	    (st = cfg_number(path, p, "low_freq_factor", 1.0, &r->low_freq_factor)) ||
+	    (st = cfg_number(path, p, "high_freq_factor", 4.0, &r->high_freq_factor)) ||
+	    (st = cfg_number(path, p, "original_max_position_embeddings", 8192.0,
+			     &r->original_max_positions)))
+		return st;
+	return WEFT_OK;
+}
+
+static weft_status llama_read(const char *path, const weft_json_value *js, nn_hf_config *c)
+{
+	const weft_json_value *v;
+	int64_t kv, head_dim;
+	weft_status st;
+
+	if ((st = cfg_int(path, js, "hidden_size", 4096, &c->gpt.n_embd)) ||
+	    (st = cfg_int(path, js, "num_hidden_layers", 32, &c->gpt.n_layer)) ||
+	    (st = cfg_int(path, js, "num_attention_heads", 32, &c->gpt.n_head)) ||
+	    (st = cfg_int(path, js, "num_key_value_heads", c->gpt.n_head, &kv)) ||
+	    (st = cfg_int(path, js, "intermediate_size", 11008, &c->arch.intermediate)) ||
+	    (st = cfg_int(path, js, "vocab_size", 32000, &c->gpt.vocab_size)) ||
+	    (st = cfg_int(path, js, "max_position_embeddings", 2048, &c->gpt.block_size)) ||
+	    (st = cfg_bool(path, js, "tie_word_embeddings", 0, &c->tied)) ||
+	    (st = cfg_number(path, js, "rms_norm_eps", 1e-6, &c->arch.norm_eps)) ||
+	    (st = cfg_false(path, js, "attention_bias", "weft's Llama has no biases")) ||
+	    (st = cfg_false(path, js, "mlp_bias", "weft's Llama has no biases")) ||
+	    (st = llama_rope(path, js, &c->arch.rope)))
+		return st;
+	c->gpt.bias = 0;
+	c->arch.norm = NN_NORM_RMSNORM;
+	c->arch.position = NN_POS_ROPE;
+	c->arch.mlp = NN_MLP_SWIGLU;
+	c->arch.n_kv_head = kv;
+	c->arch.untied = !c->tied;
+	c->ln_eps = c->arch.norm_eps;
+	snprintf(c->activation, sizeof(c->activation), "silu");
+	if ((v = weft_json_get(js, "hidden_act"))) {
+		if (v->kind != WEFT_JSON_STRING)
+			return bad_key(path, "hidden_act", "must be a string");
+		snprintf(c->activation, sizeof(c->activation), "%s", v->string);
+	}
+	if (strcmp(c->activation, "silu"))
+		return bad_key(path, "hidden_act", "is \"%s\": weft's Llama MLP is SwiGLU "
+			       "(\"silu\")", c->activation);
+	if (c->gpt.n_embd % c->gpt.n_head || c->gpt.n_head % kv)
+		return bad_key(path, "num_attention_heads", "is %lld with hidden_size %lld and "
+			       "num_key_value_heads %lld: weft needs hidden_size a multiple of it "
+			       "and it a multiple of num_key_value_heads", (long long)c->gpt.n_head,
+			       (long long)c->gpt.n_embd, (long long)kv);
+	if ((st = cfg_int(path, js, "head_dim", c->gpt.n_embd / c->gpt.n_head, &head_dim)))
+		return st;
+	if (head_dim != c->gpt.n_embd / c->gpt.n_head)
+		return bad_key(path, "head_dim", "is %lld, not hidden_size / num_attention_heads "
+			       "(%lld), which weft's attention assumes", (long long)head_dim,
+			       (long long)(c->gpt.n_embd / c->gpt.n_head));
+	return WEFT_OK;
+}
+
 weft_status nn_hf_config_read(const char *dir, nn_hf_config *out)
 {
 	char path[4096];
@@ -273,7 +443,8 @@ weft_status nn_hf_config_read(const char *dir, nn_hf_config *out)
 		st = weft_error_set(WEFT_ERR_INVALID_ARG, "%s: not a JSON object; give the "
 				    "config.json transformers' save_pretrained wrote", path);
 	else if (!(st = family_of(path, js, &out->family)))
-		st = gpt2_read(path, js, out);
+		st = out->family == &nn_hf_llama ? llama_read(path, js, out) :
+						   gpt2_read(path, js, out);
 	weft_json_free(js);
 	return st;
 }
@@ -291,17 +462,26 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 	static const struct {
 		const char *hf, *weft;
 		size_t at;
-	} keys[] = {
+	} gpt2_keys[] = {
 		{ "n_embd", "n_embd", offsetof(weft_gpt_config, n_embd) },
 		{ "n_layer", "n_layer", offsetof(weft_gpt_config, n_layer) },
 		{ "n_head", "n_head", offsetof(weft_gpt_config, n_head) },
 		{ "vocab_size", "vocab_size", offsetof(weft_gpt_config, vocab_size) },
 		{ "n_positions", "block_size", offsetof(weft_gpt_config, block_size) },
+	}, llama_keys[] = {
+		{ "hidden_size", "n_embd", offsetof(weft_gpt_config, n_embd) },
+		{ "num_hidden_layers", "n_layer", offsetof(weft_gpt_config, n_layer) },
+		{ "num_attention_heads", "n_head", offsetof(weft_gpt_config, n_head) },
+		{ "vocab_size", "vocab_size", offsetof(weft_gpt_config, vocab_size) },
 	};
+	int llama = hf->family == &nn_hf_llama;
+	__typeof__(&gpt2_keys[0]) keys = llama ? llama_keys : gpt2_keys;
+	size_t n_keys = llama ? sizeof(llama_keys) / sizeof(llama_keys[0]) :
+			sizeof(gpt2_keys) / sizeof(gpt2_keys[0]);
 	char path[4096];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, NN_HF_CONFIG);
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+	for (size_t i = 0; i < n_keys; i++) {
 		int64_t want = *(const int64_t *)((const char *)&hf->gpt + keys[i].at);
 		int64_t have = *(const int64_t *)((const char *)model + keys[i].at);
 
@@ -320,6 +500,11 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 				       "used) or set it to %lld", (long long)want, keys[i].weft,
 				       (long long)have, keys[i].weft, (long long)want);
 	}
+	if (llama && model->bias)
+		return bad_key(path, "model.bias", "is true in the run's config, but this Llama has "
+			       "no biases; leave model.bias out (false)");
+	if (llama)
+		return WEFT_OK; /* its numerics: nn_hf_arch_check */
 	if (!model->bias)
 		return bad_key(path, "model.bias", "is false in the run's config, but GPT-2 has "
 			       "biases on every Linear and LayerNorm; leave model.bias out (true)");
@@ -492,4 +677,68 @@ weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
 out_free:
 	free(text);
 	return st;
+}
+
+/* The model's value of one choice against the checkpoint's. */
+static weft_status arch_key(const char *path, const char *hf_key, const char *weft_key,
+			    const char *have, const char *want)
+{
+	return bad_key(path, hf_key, "gives %s but the model has %s; leave model.%s out of "
+		       "the config (the checkpoint's value is then used) or set it to match",
+		       want, have, weft_key);
+}
+
+weft_status nn_hf_arch_check(const nn_hf_config *hf, const char *dir, const nn_arch *model)
+{
+	const nn_arch *a = &hf->arch;
+	char path[4096], x[64], y[64];
+	int64_t n = hf->gpt.n_head;
+	int64_t kv_a = a->n_kv_head ? a->n_kv_head : n, kv_m = model->n_kv_head ? model->n_kv_head : n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, NN_HF_CONFIG);
+	if (hf->family != &nn_hf_llama) {
+		if (!nn_arch_is_gpt(model))
+			return bad_key(path, "architectures", "is GPT2LMHeadModel, but the run's "
+				       "model sets norm, position, mlp, n_kv_head, "
+				       "intermediate_size or tie_embeddings away from GPT-2's; leave "
+				       "them out");
+		return WEFT_OK;
+	}
+	if (model->norm != NN_NORM_RMSNORM)
+		return arch_key(path, "architectures", "norm", "layernorm", "rmsnorm");
+	if ((float)model->norm_eps != (float)a->norm_eps) {
+		snprintf(x, sizeof(x), "%g", model->norm_eps);
+		snprintf(y, sizeof(y), "%g", a->norm_eps);
+		return arch_key(path, "rms_norm_eps", "norm_eps", x, y);
+	}
+	if (model->mlp != NN_MLP_SWIGLU)
+		return arch_key(path, "hidden_act", "mlp", "gelu_tanh", "swiglu");
+	if (model->intermediate != a->intermediate) {
+		snprintf(x, sizeof(x), "%lld", (long long)model->intermediate);
+		snprintf(y, sizeof(y), "%lld", (long long)a->intermediate);
+		return arch_key(path, "intermediate_size", "intermediate_size", x, y);
+	}
+	if (kv_m != kv_a) {
+		snprintf(x, sizeof(x), "%lld", (long long)kv_m);
+		snprintf(y, sizeof(y), "%lld", (long long)kv_a);
+		return arch_key(path, "num_key_value_heads", "n_kv_head", x, y);
+	}
+	if (model->untied != a->untied)
+		return arch_key(path, "tie_word_embeddings", "tie_embeddings",
+				model->untied ? "false" : "true", a->untied ? "false" : "true");
+	if (model->position != NN_POS_ROPE)
+		return arch_key(path, "rope_theta", "position", "learned", "rope");
+	if (model->rope.scaling != a->rope.scaling || model->rope.theta != a->rope.theta ||
+	    (a->rope.scaling == WEFT_ROPE_LLAMA3 &&
+	     (model->rope.factor != a->rope.factor ||
+	      model->rope.low_freq_factor != a->rope.low_freq_factor ||
+	      model->rope.high_freq_factor != a->rope.high_freq_factor ||
+	      model->rope.original_max_positions != a->rope.original_max_positions))) {
+		snprintf(x, sizeof(x), "theta %g, %s", model->rope.theta,
+			 model->rope.scaling ? "llama3" : "none");
+		snprintf(y, sizeof(y), "theta %g, %s", a->rope.theta,
+			 a->rope.scaling ? "llama3" : "none");
+		return arch_key(path, "rope_parameters", "rope_*", x, y);
+	}
+	return WEFT_OK;
 }

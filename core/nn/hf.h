@@ -6,18 +6,19 @@
  * config.json it is (architectures / model_type), how its tensor names map
  * to weft's and what each tensor needs on the way (a transpose), which
  * buffers old versions saved that are not weights, and which tensor is the
- * tied head. GPT-2 (GPT2LMHeadModel) is the one family today; its names are
- * nanoGPT's, which weft uses, so only its Conv1D weights (stored [in, out])
- * are listed, to be transposed. A family whose names differ (Llama's
- * model.layers.{i}.self_attn.q_proj.weight ...) lists every name, and a
- * family whose weights need another change on the way (the q/k row order
- * of HF's rotary convention) adds that change to nn_hf_how.
+ * tied head. GPT-2 (GPT2LMHeadModel): its names are nanoGPT's, which weft
+ * uses, so only its Conv1D weights (stored [in, out]) are listed, to be
+ * transposed. Llama (LlamaForCausalLM) lists every name: its q_proj,
+ * k_proj, v_proj are stacked by rows into weft's packed c_attn and its
+ * gate_proj, up_proj into c_fc (NN_HF_ROWS); HF's q/k rows are already in
+ * the rotate-half order weft's RoPE uses, so no permutation is applied.
  */
 #ifndef WEFT_NN_HF_H
 #define WEFT_NN_HF_H
 
 #include <stddef.h>
 
+#include "nn/nn_impl.h"
 #include "weft/module.h"
 #include "weft/status.h"
 
@@ -29,6 +30,9 @@
 typedef enum nn_hf_how {
 	NN_HF_COPY = 0,
 	NN_HF_TRANSPOSE = 1, /* 2-D, [a, b] in one layout is [b, a] in the other */
+	NN_HF_ROWS = 2,      /* one of several 2-D tensors whose rows, stacked in
+			      * the order of their rules' parts, are weft's one
+			      * tensor (Llama's q | k | v, gate | up) */
 } nn_hf_how;
 
 /* One name of a family: "{i}" stands for the layer index in both. */
@@ -36,6 +40,7 @@ typedef struct nn_hf_rule {
 	const char *hf;
 	const char *weft;
 	nn_hf_how how;
+	int part;            /* NN_HF_ROWS: 0, 1, ... in weft's row order */
 } nn_hf_rule;
 
 typedef struct nn_hf_family {
@@ -55,14 +60,18 @@ typedef struct nn_hf_family {
 /* A config.json read (nn_hf_config_read). */
 typedef struct nn_hf_config {
 	const nn_hf_family *family;
-	weft_gpt_config gpt;      /* bias 1, dropout 0: set by the run's config */
+	weft_gpt_config gpt;      /* dropout 0: set by the run's config */
+	nn_arch arch;             /* the transformer's choices (GPT-2: all zero) */
 	double ln_eps;
 	char activation[64];
 	int tied;                 /* tie_word_embeddings */
 } nn_hf_config;
 
-/* The GPT-2 family (GPT2LMHeadModel). */
+/* The GPT-2 family (GPT2LMHeadModel) and the Llama family
+ * (LlamaForCausalLM: HF's q/k rows are already in the rotate-half order
+ * weft's RoPE uses, so q_proj, k_proj and v_proj are stacked as they are). */
 extern const nn_hf_family nn_hf_gpt2;
+extern const nn_hf_family nn_hf_llama;
 
 /* Whether `dir` is a directory holding config.json. */
 int nn_hf_is_dir(const char *dir);
@@ -84,6 +93,12 @@ weft_status nn_hf_config_read(const char *dir, nn_hf_config *out);
 weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 			       const weft_gpt_config *model);
 
+/* Checks the transformer's choices read from `dir` against the model's
+ * (norm, positions and RoPE frequencies, MLP, KV heads, head tying).
+ * Errors: WEFT_ERR_INVALID_ARG naming config.json, the key, both values
+ * and which model key to change or leave out. */
+weft_status nn_hf_arch_check(const nn_hf_config *hf, const char *dir, const nn_arch *model);
+
 /* The weight files of `dir`: the index's files in the order first named,
  * or model.safetensors alone. *paths is a new array of new strings, *n of
  * them; free with nn_hf_paths_free. Errors: WEFT_ERR_NOT_FOUND when there
@@ -93,9 +108,12 @@ weft_status nn_hf_weight_files(const char *dir, char ***paths, size_t *n);
 void nn_hf_paths_free(char **paths, size_t n);
 
 /* weft's name for the family's tensor `hf` into buf (len bytes) and what
- * it needs (*how); NULL for a buffer to ignore. */
+ * it needs (*how; with NN_HF_ROWS its *part, when part is not NULL);
+ * NULL for a buffer to ignore. */
 const char *nn_hf_to_weft(const nn_hf_family *f, const char *hf, char *buf, size_t len,
 			  nn_hf_how *how);
+const char *nn_hf_to_weft_part(const nn_hf_family *f, const char *hf, char *buf, size_t len,
+			       nn_hf_how *how, int *part);
 
 /* The family's name for weft's tensor `weft` into buf and what it needs. */
 const char *nn_hf_from_weft(const nn_hf_family *f, const char *weft, char *buf, size_t len,

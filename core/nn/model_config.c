@@ -38,8 +38,144 @@ static weft_status get_dropout(const weft_cfg *sec, double *out)
 	return WEFT_OK;
 }
 
-/* `def` holds the defaults: weft's, or a Hugging Face checkpoint's shape
- * when init_from names one (so a config need not repeat it). */
+/* A named shape (model.preset): the GPT config and the transformer's
+ * choices, which the section's own keys then override. The Llama shapes
+ * are Hugging Face's config.json of Llama 3.2 1B / 3B and Llama 3.1 8B. */
+typedef struct preset {
+	const char *name;
+	weft_gpt_config gpt;
+	nn_arch arch;
+} preset;
+
+#define LLAMA3_ROPE(f) { .struct_size = sizeof(weft_rope), .scaling = WEFT_ROPE_LLAMA3, \
+			 .theta = 500000.0, .factor = (f), .low_freq_factor = 1.0, \
+			 .high_freq_factor = 4.0, .original_max_positions = 8192.0 }
+#define LLAMA3_ARCH(kv, inner, f, untie) { .norm = NN_NORM_RMSNORM, .norm_eps = 1e-5, \
+				     .position = NN_POS_ROPE, .rope = LLAMA3_ROPE(f), \
+				     .mlp = NN_MLP_SWIGLU, .intermediate = (inner), \
+				     .n_kv_head = (kv), .untied = (untie) }
+
+static const preset presets[] = {
+	{ "gpt2", { 12, 12, 768, 50257, 1024, 1, 0.0 }, { 0 } },
+	{ "gpt2-medium", { 24, 16, 1024, 50257, 1024, 1, 0.0 }, { 0 } },
+	{ "gpt2-large", { 36, 20, 1280, 50257, 1024, 1, 0.0 }, { 0 } },
+	{ "gpt2-xl", { 48, 25, 1600, 50257, 1024, 1, 0.0 }, { 0 } },
+	/* a tiny Llama 3 for tests and examples: byte-level vocabulary */
+	{ "llama3-tiny", { 2, 4, 64, 256, 256, 0, 0.0 }, LLAMA3_ARCH(2, 160, 8.0, 1) },
+	{ "llama3-1b", { 16, 32, 2048, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 8192, 32.0, 0) },
+	{ "llama3-3b", { 28, 24, 3072, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 8192, 32.0, 0) },
+	{ "llama3-8b", { 32, 32, 4096, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 14336, 8.0, 1) },
+};
+#define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
+
+/* model.preset into *gpt_def and *arch (left as they are without one). */
+static weft_status preset_from(const weft_cfg *sec, weft_gpt_config *gpt_def, nn_arch *arch)
+{
+	static const char *names[N_PRESETS + 1];
+	int i;
+	weft_status st;
+
+	if (!weft_cfg_get(sec, "preset"))
+		return WEFT_OK;
+	for (size_t k = 0; k < N_PRESETS; k++)
+		names[k] = presets[k].name;
+	if ((st = weft_cfg_choice(sec, "preset", names, NULL, &i)))
+		return st;
+	*gpt_def = presets[i].gpt;
+	*arch = presets[i].arch;
+	return WEFT_OK;
+}
+
+/* The transformer's choices, each key defaulting to the preset's value. */
+static weft_status arch_from(const weft_cfg *sec, const weft_gpt_config *c, nn_arch *a)
+{
+	static const char *const norms[] = { "layernorm", "rmsnorm", NULL };
+	static const char *const positions[] = { "learned", "rope", NULL };
+	static const char *const mlps[] = { "gelu_tanh", "swiglu", "gelu", NULL };
+	static const char *const scalings[] = { "none", "llama3", NULL };
+	weft_rope *r = &a->rope;
+	int norm, pos, mlp, scaling, tied;
+	weft_status st;
+
+	if ((st = weft_cfg_choice(sec, "norm", norms, norms[a->norm], &norm)) ||
+	    (st = weft_cfg_float(sec, "norm_eps", a->norm_eps ? a->norm_eps : 1e-5,
+				 &a->norm_eps)) ||
+	    (st = weft_cfg_choice(sec, "position", positions, positions[a->position], &pos)) ||
+	    (st = weft_cfg_choice(sec, "mlp", mlps, mlps[a->mlp], &mlp)) ||
+	    (st = get_int(sec, "intermediate_size", a->intermediate ? a->intermediate :
+			  (mlp == NN_MLP_SWIGLU ? 0 : 4 * c->n_embd), 0, &a->intermediate)) ||
+	    (st = get_int(sec, "n_kv_head", a->n_kv_head ? a->n_kv_head : c->n_head, 1,
+			  &a->n_kv_head)) ||
+	    (st = weft_cfg_bool(sec, "tie_embeddings", !a->untied, &tied)))
+		return st;
+	if (mlp == 2)
+		return weft_cfg_error(at(sec, "mlp"), "is gelu (the exact erf form), which weft "
+				      "does not compute yet; use gelu_tanh (GPT-2's tanh form, "
+				      "within 4.7e-4 of it per activation) or swiglu");
+	a->norm = (nn_norm)norm;
+	a->position = (nn_position)pos;
+	a->mlp = (nn_mlp_kind)mlp;
+	if (!(a->norm_eps > 0.0 && a->norm_eps < 1.0))
+		return weft_cfg_error(at(sec, "norm_eps"), "must be in (0, 1), got %g",
+				      a->norm_eps);
+	if (a->mlp == NN_MLP_SWIGLU && a->intermediate < 1)
+		return weft_cfg_error(at(sec, "mlp"), "is swiglu, which needs "
+				      "model.intermediate_size (the gate's and up's width, e.g. "
+				      "8/3 x n_embd rounded up)");
+	if (c->n_head % a->n_kv_head)
+		return weft_cfg_error(at(sec, "n_kv_head"), "is %lld, which does not divide n_head "
+				      "%lld (each key/value head serves n_head / n_kv_head query "
+				      "heads)", (long long)a->n_kv_head, (long long)c->n_head);
+	if (a->position == NN_POS_ROPE && (c->n_embd / c->n_head) % 2)
+		return weft_cfg_error(at(sec, "position"), "is rope, which rotates channel pairs, "
+				      "but the head size n_embd / n_head = %lld is odd",
+				      (long long)(c->n_embd / c->n_head));
+	a->untied = !tied;
+	if (r->struct_size == 0) {
+		r->struct_size = sizeof(*r);
+		r->theta = 10000.0;
+		r->factor = 8.0;
+		r->low_freq_factor = 1.0;
+		r->high_freq_factor = 4.0;
+		r->original_max_positions = 8192.0;
+	}
+	if ((st = weft_cfg_float(sec, "rope_theta", r->theta, &r->theta)) ||
+	    (st = weft_cfg_choice(sec, "rope_scaling", scalings, scalings[r->scaling],
+				  &scaling)) ||
+	    (st = weft_cfg_float(sec, "rope_factor", r->factor, &r->factor)) ||
+	    (st = weft_cfg_float(sec, "rope_low_freq_factor", r->low_freq_factor,
+				 &r->low_freq_factor)) ||
+	    (st = weft_cfg_float(sec, "rope_high_freq_factor", r->high_freq_factor,
+				 &r->high_freq_factor)) ||
+	    (st = weft_cfg_float(sec, "rope_original_max_positions", r->original_max_positions,
+				 &r->original_max_positions)))
+		return st;
+	r->scaling = scaling;
+	if (!(r->theta > 1.0))
+		return weft_cfg_error(at(sec, "rope_theta"), "must be > 1, got %g", r->theta);
+	if (scaling && !(r->factor >= 1.0 && r->low_freq_factor > 0.0 &&
+			 r->high_freq_factor > r->low_freq_factor &&
+			 r->original_max_positions >= 1.0))
+		return weft_cfg_error(at(sec, "rope_scaling"), "is llama3, which needs rope_factor "
+				      ">= 1, 0 < rope_low_freq_factor < rope_high_freq_factor and "
+				      "rope_original_max_positions >= 1 (got %g, %g, %g, %g)",
+				      r->factor, r->low_freq_factor, r->high_freq_factor,
+				      r->original_max_positions);
+	/* the GPT-2 defaults stay all zero, so model.class gpt is GPT-2's */
+	if (a->intermediate == 4 * c->n_embd && a->mlp == NN_MLP_GELU_TANH)
+		a->intermediate = 0;
+	if (a->n_kv_head == c->n_head)
+		a->n_kv_head = 0;
+	if (a->norm == NN_NORM_LAYERNORM && (float)a->norm_eps == NN_LN_EPS)
+		a->norm_eps = 0.0;
+	if (a->position == NN_POS_LEARNED)
+		memset(r, 0, sizeof(*r));
+	return WEFT_OK;
+}
+
+/* `def` holds the defaults: weft's, a preset's, or a Hugging Face
+ * checkpoint's shape when init_from names one (so a config need not
+ * repeat it). */
 static weft_status gpt_from(const weft_cfg *sec, const weft_gpt_config *def, weft_gpt_config *c)
 {
 	weft_status st;
@@ -49,7 +185,8 @@ static weft_status gpt_from(const weft_cfg *sec, const weft_gpt_config *def, wef
 	    (st = get_int(sec, "n_embd", def->n_embd, 1, &c->n_embd)) ||
 	    (st = get_int(sec, "vocab_size", def->vocab_size, 1, &c->vocab_size)) ||
 	    (st = get_int(sec, "block_size", def->block_size, 1, &c->block_size)) ||
-	    (st = weft_cfg_bool(sec, "bias", 1, &c->bias)) || (st = get_dropout(sec, &c->dropout)))
+	    (st = weft_cfg_bool(sec, "bias", def->bias, &c->bias)) ||
+	    (st = get_dropout(sec, &c->dropout)))
 		return st;
 	if (c->n_layer > 100000)
 		return weft_cfg_error(at(sec, "n_layer"), "must be <= 100000, got %lld",
@@ -152,13 +289,14 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	const char *init_from = NULL;
 	weft_gpt_config gpt = { 0 };
 	weft_gpt_config gpt_def = { .n_layer = 12, .n_head = 12, .n_embd = 768,
-				    .vocab_size = 50304, .block_size = 1024 };
+				    .vocab_size = 50304, .block_size = 1024, .bias = 1 };
+	nn_arch arch = { 0 };
 	weft_mlp_config mlp = { 0 };
 	const weft_module_ops *plugin = NULL;
 	weft_model *m = NULL;
 	char where[512];
 	int cls;
-	weft_status st;
+	weft_status st = WEFT_OK;
 
 	*out = NULL;
 	if (!sec)
@@ -167,7 +305,11 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	if (weft_cfg_kind_of(sec) != WEFT_CFG_MAP)
 		return weft_cfg_error(sec, "must be a mapping such as {class: mlp, hidden: [256, "
 				      "256]} or {class: gpt, n_layer: 6, n_head: 6, n_embd: 384}");
-	st = class_of(sec, classes, &cls, &plugin);
+	/* a preset names a transformer: model.class may be left out */
+	if (weft_cfg_get(sec, "preset") && !weft_cfg_get(sec, "class"))
+		cls = 0;
+	else
+		st = class_of(sec, classes, &cls, &plugin);
 	if (st)
 		return st;
 	if (plugin) {
@@ -180,6 +322,11 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	}
 	if ((st = weft_cfg_str(sec, "init_from", NULL, &init_from)))
 		return st;
+	if (cls == 0 && (st = preset_from(sec, &gpt_def, &arch)))
+		return st;
+	if (cls == 1 && weft_cfg_get(sec, "preset"))
+		return weft_cfg_error(weft_cfg_get(sec, "preset"), "names a transformer, but "
+				      "model.class is mlp; drop one of them");
 	if (cls == 0 && init_from && nn_hf_is_dir(init_from)) {
 		nn_hf_config hf;
 
@@ -188,11 +335,15 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 					       weft_cfg_where(weft_cfg_get(sec, "init_from"), where,
 							      sizeof(where)));
 		gpt_def = hf.gpt;
+		arch = hf.arch;
 	}
 	st = cls == 0 ? gpt_from(sec, &gpt_def, &gpt) : mlp_from(sec, &mlp);
+	if (!st && cls == 0)
+		st = arch_from(sec, &gpt, &arch);
 	if (st)
 		return st;
-	st = cls == 0 ? weft_model_create_gpt(&gpt, opt, &m) : weft_model_create_mlp(&mlp, opt, &m);
+	st = cls == 0 ? nn_model_create_transformer(&gpt, &arch, opt, &m) :
+			weft_model_create_mlp(&mlp, opt, &m);
 	if (st)
 		return st;
 loaded:

@@ -104,6 +104,7 @@ typedef struct src {
 	size_t file;             /* index into ckpt.files */
 	const weft_st_tensor *t;
 	nn_hf_how how;
+	int part;                /* NN_HF_ROWS: its place among the stacked tensors */
 	int used;
 	uint64_t bytes;          /* read from the tensor's start: all, or the
 				  * first rows of a cropped wpe */
@@ -187,7 +188,8 @@ static weft_status ckpt_files(const weft_model *m, const char *path, ckpt *c)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: a %s checkpoint loads into "
 				      "model.class gpt, not this model", path,
 				      c->family->architecture);
-	if ((st = nn_hf_config_check(&c->hf, path, &m->gpt)))
+	if ((st = nn_hf_config_check(&c->hf, path, &m->gpt)) ||
+	    (st = nn_hf_arch_check(&c->hf, path, &m->arch)))
 		return st;
 	return nn_hf_weight_files(path, &c->paths, &c->n_files);
 }
@@ -227,8 +229,8 @@ static weft_status ckpt_open(const weft_model *m, const char *path, ckpt *c)
 			const char *name = t->name;
 
 			if (c->family)
-				name = nn_hf_to_weft(c->family, t->name, s->name, sizeof(s->name),
-						     &s->how);
+				name = nn_hf_to_weft_part(c->family, t->name, s->name,
+							  sizeof(s->name), &s->how, &s->part);
 			else if (m->cls == WEFT_MODEL_GPT && nn_hf_is_buffer(&nn_hf_gpt2, name))
 				name = NULL;
 			else
@@ -240,7 +242,7 @@ static weft_status ckpt_open(const weft_model *m, const char *path, ckpt *c)
 			s->file = i;
 			s->t = t;
 			for (size_t j = 0; j < c->n_srcs; j++)
-				if (!strcmp(c->srcs[j].name, s->name))
+				if (!strcmp(c->srcs[j].name, s->name) && c->srcs[j].part == s->part)
 					return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the checkpoint "
 							      "holds '%s' twice (as '%s' in %s and "
 							      "'%s' in %s); it is damaged or two "
@@ -261,12 +263,19 @@ static src *find_src(ckpt *c, const char *name)
 	return NULL;
 }
 
-/* The bytes of s into c->buf (sized by the caller). */
-static weft_status read_src(ckpt *c, const src *s)
+static src *find_part(ckpt *c, const char *name, int part)
+{
+	for (size_t i = 0; i < c->n_srcs; i++)
+		if (!strcmp(c->srcs[i].name, name) && c->srcs[i].part == part)
+			return &c->srcs[i];
+	return NULL;
+}
+
+/* The bytes of s into dst. */
+static weft_status read_into(ckpt *c, const src *s, unsigned char *p)
 {
 	const weft_st_file *f = c->files[s->file];
 	uint64_t at = f->data_at + s->t->begin, left = s->bytes;
-	unsigned char *p = c->buf;
 
 	while (left) {
 		ssize_t got = pread(c->fds[s->file], p, left, (off_t)at);
@@ -280,6 +289,68 @@ static weft_status read_src(ckpt *c, const src *s)
 		left -= (uint64_t)got;
 	}
 	return WEFT_OK;
+}
+
+/* The bytes of s into c->buf (sized by the caller). */
+static weft_status read_src(ckpt *c, const src *s)
+{
+	return read_into(c, s, c->buf);
+}
+
+/* The stacked sources of p (NN_HF_ROWS, s its part 0), checked: parts 0, 1,
+ * ... present, each 2-D of p's dtype and columns, their rows summing to
+ * p's. */
+static weft_status check_rows(ckpt *c, const weft_tensor *p, src *s)
+{
+	int64_t rows = 0;
+	char a[160], b[160];
+	src *q;
+	int k;
+
+	for (k = 0; (q = find_part(c, p->name, k)); k++) {
+		q->used = 1;
+		q->bytes = q->t->end - q->t->begin;
+		if ((int32_t)q->t->dtype != p->dtype)
+			return weft_error_set(WEFT_ERR_DTYPE, "%s: tensor '%s' is %s in the file but "
+					      "the model's parameter '%s' is %s; convert the "
+					      "checkpoint to %s (model.float() before saving)",
+					      c->paths[q->file], q->t->name,
+					      weft_dtype_name(q->t->dtype), p->name,
+					      weft_dtype_name((weft_dtype)p->dtype),
+					      weft_dtype_name((weft_dtype)p->dtype));
+		if (q->t->ndim != 2 || p->ndim != 2 || q->t->shape[1] != p->shape[1])
+			return weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s but its "
+					      "rows go into '%s' %s, which needs %lld columns; does "
+					      "the model config (n_embd) match the checkpoint's?",
+					      c->paths[q->file], q->t->name,
+					      shape_of(q->t, a, sizeof(a)), p->name,
+					      weft_shape_str(p, b, sizeof(b)),
+					      (long long)p->shape[p->ndim - 1]);
+		rows += q->t->shape[0];
+	}
+	if (rows != p->shape[0] || (s->part != 0))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: the %d tensors stacked into '%s' %s "
+				      "(starting with '%s' %s) have %lld rows in all, not %lld; "
+				      "do model.n_head, n_kv_head and intermediate_size match the "
+				      "checkpoint's config.json?", c->path, k, p->name,
+				      weft_shape_str(p, b, sizeof(b)), s->t->name,
+				      shape_of(s->t, a, sizeof(a)), (long long)rows,
+				      (long long)p->shape[0]);
+	return WEFT_OK;
+}
+
+/* The stacked sources of p, in part order, into c->buf, then into p. */
+static weft_status copy_rows(ckpt *c, weft_tensor *p)
+{
+	size_t at = 0;
+	weft_status st = WEFT_OK;
+	src *q;
+
+	for (int k = 0; !st && (q = find_part(c, p->name, k)); k++) {
+		st = read_into(c, q, c->buf + at);
+		at += (size_t)q->bytes;
+	}
+	return st ? st : weft_tensor_copy_from_host(p, c->buf, at);
 }
 
 /* The model's tensors come from the checkpoint's, with nanoGPT's tied
@@ -296,7 +367,7 @@ static weft_status tie_head(const weft_model *m, ckpt *c, src **wte_src)
 	char a[160];
 
 	*wte_src = wte;
-	if (!head || m->cls != WEFT_MODEL_GPT || !m->wte)
+	if (!head || m->cls != WEFT_MODEL_GPT || !m->wte || m->head_w)
 		return WEFT_OK;
 	head->used = 1;
 	if (!wte) {
@@ -437,11 +508,19 @@ weft_status nn_model_load_file(weft_model *m, const char *path)
 		weft_tensor *p = weft_params_at(m->params, i);
 		src *s = p == m->wte ? wte : find_src(&c, p->name);
 
-		if ((st = check_param(&c, p, s, c.family && p == m->wpe)))
+		if (s && s->how == NN_HF_ROWS) {
+			if ((st = check_rows(&c, p, find_part(&c, p->name, 0) ?
+					     find_part(&c, p->name, 0) : s)))
+				goto out_close;
+			s = find_part(&c, p->name, 0);
+		} else if ((st = check_param(&c, p, s, c.family && p == m->wpe))) {
 			goto out_close;
+		}
 		from[i] = s;
 		if ((size_t)s->bytes > most)
 			most = (size_t)s->bytes;
+		if (s->how == NN_HF_ROWS && weft_tensor_nbytes(p) > most)
+			most = weft_tensor_nbytes(p); /* the stacked parts */
 		if (s->how == NN_HF_TRANSPOSE && (size_t)s->bytes > most_t)
 			most_t = (size_t)s->bytes;
 	}
@@ -463,7 +542,8 @@ weft_status nn_model_load_file(weft_model *m, const char *path)
 		goto out_close;
 	}
 	for (size_t i = 0; i < n && !st; i++)
-		st = copy_param(&c, weft_params_at(m->params, i), from[i]);
+		st = from[i]->how == NN_HF_ROWS ? copy_rows(&c, weft_params_at(m->params, i)) :
+						  copy_param(&c, weft_params_at(m->params, i), from[i]);
 out_close:
 	free(from);
 	ckpt_close(&c);

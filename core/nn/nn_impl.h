@@ -4,6 +4,7 @@
 #define WEFT_NN_IMPL_H
 
 #include "nn/act_ckpt.h"
+#include "weft/device.h"
 #include "weft/module.h"
 #include "weft/ops.h"
 #include "weft/trainer.h"
@@ -23,6 +24,41 @@ typedef struct gpt_block {
 	int32_t tp_attn, tp_mlp; /* tensor parallelism: ranks the attention / MLP is
 				  * split over (1: whole), from the plan (gpt_tp.c) */
 } gpt_block;
+
+/* The choices of the one decoder-only transformer beyond weft_gpt_config
+ * (model_config.c fills it from model.norm, model.position, model.mlp,
+ * model.n_kv_head, model.tie_embeddings or a model.preset). All zero is
+ * nanoGPT's GPT-2: LayerNorm (eps 1e-5), learned positions (wpe), a
+ * GELU-tanh MLP of 4 x n_embd, multi-head attention, a tied head. */
+typedef enum nn_norm { NN_NORM_LAYERNORM = 0, NN_NORM_RMSNORM = 1 } nn_norm;
+typedef enum nn_position { NN_POS_LEARNED = 0, NN_POS_ROPE = 1 } nn_position;
+typedef enum nn_mlp_kind { NN_MLP_GELU_TANH = 0, NN_MLP_SWIGLU = 1 } nn_mlp_kind;
+
+typedef struct nn_arch {
+	nn_norm norm;
+	double norm_eps;        /* 0: 1e-5 */
+	nn_position position;
+	weft_rope rope;         /* NN_POS_ROPE: theta and scaling */
+	nn_mlp_kind mlp;
+	int64_t intermediate;   /* the MLP's inner size; 0: 4 x n_embd */
+	int64_t n_kv_head;      /* key/value heads; 0: n_head (MHA) */
+	int untied;             /* lm_head.weight its own parameter */
+} nn_arch;
+
+/* Whether the arch is nanoGPT's (all defaults), which every strategy
+ * splits and stages; the others are for whole models on one stage. */
+static inline int nn_arch_is_gpt(const nn_arch *a)
+{
+	return a->norm == NN_NORM_LAYERNORM &&
+	       (a->norm_eps == 0.0 || (float)a->norm_eps == NN_LN_EPS) &&
+	       a->position == NN_POS_LEARNED && a->mlp == NN_MLP_GELU_TANH &&
+	       a->intermediate == 0 && a->n_kv_head == 0 && !a->untied;
+}
+
+/* Builds the transformer of cfg with the choices `arch` (NULL: GPT-2's):
+ * weft_model_create_gpt with them. */
+weft_status nn_model_create_transformer(const weft_gpt_config *cfg, const nn_arch *arch,
+					const weft_model_options *opt, weft_model **out);
 
 /* What a model class provides. model.c is the base every class builds on
  * and calls a class only through its ops, set by the class's create
@@ -45,6 +81,7 @@ struct weft_model {
 	weft_model_class cls;
 	const nn_class_ops *ops;
 	weft_gpt_config gpt;
+	nn_arch arch;            /* GPT: the transformer's choices (all zero: GPT-2's) */
 	weft_mlp_config mlp;
 	weft_model_options opt;
 	weft_params *params;
@@ -55,7 +92,9 @@ struct weft_model {
 	uint32_t stage;          /* WEFT_STAGE_* bits actually built */
 	int64_t layer_begin, layer_end;
 	weft_module *root, *wte_mod, *wpe_mod, *head_mod;
-	weft_tensor *wte, *wpe;  /* wte: also the head's weight */
+	weft_tensor *wte, *wpe;  /* wte: also the head's weight when tied; wpe:
+				  * NULL with rotary positions */
+	weft_tensor *head_w;     /* lm_head.weight of an untied head; else NULL */
 	nn_affine ln_f;
 	gpt_block *blocks;       /* layer_end - layer_begin */
 	int32_t *positions;      /* host, 0 .. block_size - 1 */
@@ -152,6 +191,11 @@ weft_status nn_gpt_tp_init_normal(weft_model *m, weft_tensor *p, float std);
  * selective checkpointing the same recomputed in backward (gpt.c). */
 weft_status nn_gpt_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
 			     weft_tensor **out);
+/* Grouped-query attention of a block over a packed q | k | v
+ * (weft_op_attention_gqa), recomputed in backward under selective
+ * checkpointing as nn_gpt_attention is. */
+weft_status nn_gqa_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+			     int64_t n_kv_head, weft_tensor **out);
 /* A block with column/row-parallel attention and MLP. */
 weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				    weft_tensor **out);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "nn/act_ckpt.h"
+#include "nn/transformer.h"
 #include "pipeline/stage.h"
 #include "tp/tp.h"
 #include "weft/ops.h"
@@ -53,7 +54,7 @@ weft_status weft_pp_stage_create(const weft_model *whole, const weft_model_optio
 	mo.layer_begin = layer_begin;
 	mo.layer_end = layer_end;
 	mo.no_grads = 0;
-	st = weft_model_create_gpt(weft_model_gpt_config(whole), &mo, &s->m);
+	st = nn_model_create_like(whole, &mo, &s->m);
 	/* the stage's blocks keep what the whole model's would */
 	if (!st && (st = weft_model_set_activation_checkpointing(
 			    s->m, weft_model_activation_checkpointing(whole))))

@@ -279,9 +279,10 @@ static void test_refusals(void)
 	d = variant("eps", "1e-05", "1e-06", "gpt2/model.safetensors");
 	WT_FAILS(build_from(d, 0, &m), WEFT_ERR_INVALID_ARG,
 		 "\"layer_norm_epsilon\" is 1e-06 but weft's LayerNorm uses 1e-5");
-	d = variant("llama", "GPT2LMHeadModel", "LlamaForCausalLM", "gpt2/model.safetensors");
+	d = variant("mistral", "GPT2LMHeadModel", "MistralForCausalLM", "gpt2/model.safetensors");
 	WT_FAILS(build_from(d, 1, &m), WEFT_ERR_INVALID_ARG, "config.json: the checkpoint's "
-		 "architecture is \"LlamaForCausalLM\", which weft does not read yet");
+		 "architecture is \"MistralForCausalLM\", which weft does not read yet",
+		 "GPT2LMHeadModel and LlamaForCausalLM");
 	d = variant("inner", "\"n_inner\": null", "\"n_inner\": 64", "gpt2/model.safetensors");
 	WT_FAILS(build_from(d, 0, &m), WEFT_ERR_INVALID_ARG,
 		 "\"n_inner\" is not null or 4 x n_embd (128)");

@@ -96,6 +96,26 @@ static weft_status toy_create(h_model *hm)
 	return WEFT_OK;
 }
 
+/* A transformer of a named preset at the harness's GPT shape, through the
+ * model section a config file would hold. */
+static weft_status preset_create(const char *preset, const weft_gpt_config *g,
+				 const weft_model_options *mo, weft_model **out)
+{
+	weft_config *cfg = NULL;
+	char text[512];
+	int n = snprintf(text, sizeof(text), "{preset: %s, n_layer: %lld, n_head: %lld, "
+			 "n_embd: %lld, vocab_size: %lld, block_size: %lld, dropout: %g}",
+			 preset, (long long)g->n_layer, (long long)g->n_head,
+			 (long long)g->n_embd, (long long)g->vocab_size,
+			 (long long)g->block_size, g->dropout);
+	weft_status st = weft_config_load_string("harness model", text, (size_t)n, &cfg);
+
+	if (!st)
+		st = weft_model_from_config(weft_config_root(cfg), mo, out);
+	weft_config_free(cfg);
+	return st;
+}
+
 static weft_status model_create(const h_config *c, int rank, h_model *hm)
 {
 	weft_model_options mo = { .device = WEFT_CPU, .seed = c->seed };
@@ -125,7 +145,10 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 	case H_MODEL_GPT: {
 		weft_gpt_config gc = gpt_config(c);
 
-		st = weft_model_create_gpt(&gc, &mo, &hm->m);
+		if (c->gpt_preset)
+			st = preset_create(c->gpt_preset, &gc, &mo, &hm->m);
+		else
+			st = weft_model_create_gpt(&gc, &mo, &hm->m);
 		if (!st)
 			st = weft_model_set_activation_checkpointing(hm->m,
 								     (weft_act_ckpt)c->act_ckpt);

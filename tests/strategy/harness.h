@@ -90,6 +90,11 @@ typedef struct h_config {
 				    * the whole parameters (gather_params), to compare */
 	/* ---- appended (activation checkpointing) ---- */
 	int act_ckpt;              /* GPT: a weft_act_ckpt (nn/act_ckpt.h); 0: none */
+	/* ---- appended (llama) ---- */
+	const char *gpt_preset;    /* GPT: built by weft_model_from_config from
+				    * {preset: this, n_layer, n_head, n_embd, vocab_size,
+				    * block_size, dropout of gpt_*} (e.g. "llama3-tiny":
+				    * RMSNorm, RoPE, SwiGLU, GQA, untied); NULL: GPT-2 */
 } h_config;
 
 typedef struct h_result {

@@ -38,7 +38,7 @@
 
 static h_model_kind parse_model(const char *s)
 {
-	if (!strcmp(s, "gpt"))
+	if (!strcmp(s, "gpt") || !strcmp(s, "llama"))
 		return H_MODEL_GPT;
 	if (!strcmp(s, "mlp"))
 		return H_MODEL_MLP;
@@ -63,6 +63,21 @@ static h_config base_config(h_model_kind model, int accum)
 	};
 }
 
+/* base_config of the model named on the command line: "llama" is the
+ * llama3-tiny preset (RMSNorm, RoPE with Llama 3 scaling, SwiGLU, 4 heads
+ * on 2 KV heads, untied head) at width 64. */
+static h_config config_for(const char *model, int accum)
+{
+	h_config c = base_config(parse_model(model), accum);
+
+	if (!strcmp(model, "llama")) {
+		c.gpt_preset = "llama3-tiny";
+		c.gpt_n_head = 4;
+		c.gpt_n_embd = 64;
+	}
+	return c;
+}
+
 static char yaml[256];
 
 /* The ddp section for a test: small buckets so that even tiny models have
@@ -84,7 +99,7 @@ static int rank_main(int argc, char **argv)
 
 	if (argc < 7)
 		return 2;
-	c = base_config(parse_model(argv[3]), atoi(argv[5]));
+	c = config_for(argv[3], atoi(argv[5]));
 	if (!strcmp(argv[2], "uneven")) {
 		c.uneven_rank = 1;
 		c.strategy_yaml = "{name: ddp}";
@@ -132,7 +147,7 @@ static void spawn_ranks(const char *self, int n, char **args, h_spawn_result *sp
 static int equiv_one(const char *self, const char *model, int n, int accum, const char *hook,
 		     int sgd)
 {
-	h_config c = base_config(parse_model(model), accum);
+	h_config c = config_for(model, accum);
 	h_result ref, got[H_MAX_RANKS];
 	h_spawn_result sp;
 	char prefix[128], ns[8], as[8];

@@ -54,7 +54,7 @@
 
 static h_model_kind parse_model(const char *s)
 {
-	if (!strcmp(s, "gpt"))
+	if (!strcmp(s, "gpt") || !strcmp(s, "llama"))
 		return H_MODEL_GPT;
 	if (!strcmp(s, "mlp"))
 		return H_MODEL_MLP;
@@ -95,6 +95,17 @@ static void plan_for(const char *model, int64_t n_layer, int64_t n_embd, int64_t
 				      .vocab_size = vocab, .block_size = 16, .bias = 1 };
 
 		WT_OK(weft_model_create_gpt(&g, &mo, &m));
+	} else if (!strcmp(model, "llama")) {
+		/* config_for's shape: llama3-tiny at width 64 over 4 heads */
+		char mt[256];
+		weft_config *mc = NULL;
+
+		snprintf(mt, sizeof(mt), "{preset: llama3-tiny, n_layer: %lld, n_head: 4, "
+			 "n_embd: 64, vocab_size: %lld, block_size: 16}", (long long)n_layer,
+			 (long long)vocab);
+		WT_OK(weft_config_load_string("model", mt, strlen(mt), &mc));
+		WT_OK(weft_model_from_config(weft_config_root(mc), &mo, &m));
+		weft_config_free(mc);
 	} else {
 		weft_mlp_config mc = { .in_features = 784, .hidden = { 64 }, .n_hidden = 1,
 				       .out_features = 10, .activation = WEFT_ACT_RELU };
@@ -125,6 +136,21 @@ static h_config base_config(h_model_kind model, int accum)
 		.lr = 1e-3,
 		.toy_unused_rank = -1,
 	};
+}
+
+/* base_config of the model named on the command line: "llama" is the
+ * llama3-tiny preset (RMSNorm, RoPE, SwiGLU, 4 heads on 2 KV heads, an
+ * untied head) at width 64. */
+static h_config config_for(const char *model, int accum)
+{
+	h_config c = base_config(parse_model(model), accum);
+
+	if (!strcmp(model, "llama")) {
+		c.gpt_preset = "llama3-tiny";
+		c.gpt_n_head = 4;
+		c.gpt_n_embd = 64;
+	}
+	return c;
 }
 
 static int write_result(const h_result *r, const char *prefix, const char *tag)
@@ -169,7 +195,7 @@ static int rank_main(int argc, char **argv)
 	accum = atoi(argv[5]);
 	sgd = !strcmp(argv[7], "sgd");
 	prefix = argv[8];
-	c = base_config(parse_model(argv[4]), accum);
+	c = config_for(argv[4], accum);
 	c.clip = atof(argv[6]);
 	c.sgd = sgd;
 	if (!strcmp(mode, "equiv")) {
@@ -329,9 +355,10 @@ static int equiv_one(const char *self, int stage, const char *model, int n, int 
 		for (int s = 1; s < 20; s++)
 			WT_CHECK(param_elems(&z[0], n) == z[0].rep[s].comm_elements -
 				 z[0].rep[s].metric_comm_bytes / 8);
-		if (!strcmp(model, "mlp") || stage < 3) {
+		if (!strcmp(model, "mlp") || stage < 3 || !strcmp(model, "llama")) {
 			/* weft plan predicts the collectives exactly (the tied
-			 * head of the GPT under stage 3 excepted, below) */
+			 * head of the GPT under stage 3 excepted, below; the
+			 * llama preset's head is untied) */
 			weft_plan pl;
 
 			plan_for(model, 2, 32, 64, zero_yaml(stage, persist), n, accum, &pl);
