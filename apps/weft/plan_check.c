@@ -126,6 +126,15 @@ int weft_cli_fit_memory_check(const weft_config *cfg, const char *memory)
 	 * process that started them has checked */
 	if (!not_launched())
 		return 0;
+	if (!memory) {
+		const char *accel = "cpu";
+
+		weft_cfg_str(weft_cfg_get(weft_config_root(cfg), "trainer"), "accelerator", "cpu",
+			     &accel);
+		/* the device's memory is not known here: only the CPU's */
+		if (!accel || strcmp(accel, "cpu"))
+			return 0;
+	}
 	/* the plan reads the config as it is; the verdict may override a
 	 * key, so it works on a copy */
 	if (config_copy(cfg, &copy) || weft_cli_plan_compute(copy, 0, &cp)) {
@@ -141,12 +150,8 @@ int weft_cli_fit_memory_check(const weft_config *cfg, const char *memory)
 		snprintf(from, sizeof(from), "--memory %s per rank", memory);
 	} else {
 		int64_t phys = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGESIZE);
-		const char *accel = "cpu";
 
-		weft_cfg_str(weft_cfg_get(weft_config_root(copy), "trainer"), "accelerator", "cpu",
-			     &accel);
-		/* the device's memory is not known here: only the CPU's */
-		if (phys <= 0 || !accel || strcmp(accel, "cpu")) {
+		if (phys <= 0) {
 			weft_config_free(copy);
 			return 0;
 		}
