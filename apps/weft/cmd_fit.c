@@ -1,7 +1,7 @@
 /* `weft fit`, `weft validate`, `weft test`: run the trainer on a config.
  *
  *   weft fit --config FILE [--deepspeed DS.json] [--print-config] [--trace FILE]
- *            [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
+ *            [--memory SIZE|off] [--KEY.PATH=VALUE | --KEY.PATH VALUE]...
  *   weft validate --config FILE --ckpt DIR [overrides]
  *   weft test --config FILE --ckpt DIR [overrides]
  *
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "plan_check.h"
 #include "train/compat.h"
 #include "train/trainer.h"
 #include "weft/weft.h"
@@ -22,7 +23,7 @@ static void usage(FILE *out, const char *cmd)
 {
 	if (!strcmp(cmd, "fit"))
 		fprintf(out, "usage: weft fit --config FILE [--deepspeed DS.json] [--print-config] "
-			"[--trace FILE] [--KEY.PATH=VALUE ...]\n"
+			"[--trace FILE] [--memory SIZE|off] [--KEY.PATH=VALUE ...]\n"
 			"\ntrains the model the config describes; --trainer.devices=2 and every\n"
 			"other key can be overridden on the command line (values are YAML).\n"
 			"--print-config checks the whole config as a run would (unknown keys,\n"
@@ -31,7 +32,11 @@ static void usage(FILE *out, const char *cmd)
 			"intervals, common clock) as one Chrome-trace JSON that Perfetto opens.\n"
 			"--deepspeed DS.json reads a DeepSpeed config (batch sizes, optimizer,\n"
 			"scheduler, fp16/bf16, clipping, zero_optimization) beside the YAML,\n"
-			"which still gives the model and the data.\n");
+			"which still gives the model and the data.\n"
+			"Before it starts, weft fit checks weft plan's per-rank peak against\n"
+			"--memory SIZE per rank (80GB, 24GiB), or on the CPU this machine's\n"
+			"memory over its ranks, and refuses a run that does not fit, saying\n"
+			"what to change; --memory off skips the check.\n");
 	else
 		fprintf(out, "usage: weft %s --config FILE --ckpt CHECKPOINT_DIR [--KEY.PATH=VALUE ...]\n"
 			"\nevaluates a checkpoint on the %s data and prints the metrics.\n",
@@ -41,6 +46,7 @@ static void usage(FILE *out, const char *cmd)
 static int run_mode(int argc, char **argv, weft_run_mode mode)
 {
 	const char *cmd = argv[0], *config = NULL, *ckpt = NULL, *trace = NULL, *ds = NULL;
+	const char *memory = NULL;
 	int print_config = 0, code = 0, rc = 1;
 	weft_config *cfg = NULL;
 	char **full = NULL;
@@ -76,6 +82,12 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 			trace = argv[i];
 		} else if (mode == WEFT_RUN_FIT && !strncmp(argv[i], "--trace=", 8)) {
 			trace = argv[i] + 8;
+		} else if (mode == WEFT_RUN_FIT && !strcmp(argv[i], "--memory")) {
+			if (++i >= argc)
+				goto usage_error;
+			memory = argv[i];
+		} else if (mode == WEFT_RUN_FIT && !strncmp(argv[i], "--memory=", 9)) {
+			memory = argv[i] + 9;
 		}
 	}
 	if (!config) {
@@ -94,13 +106,14 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 
 		if (!strcmp(a, "--config") || !strcmp(a, "-c") || !strcmp(a, "--ckpt") ||
 		    !strcmp(a, "--ckpt_path") || !strcmp(a, "--deepspeed") ||
-		    (trace && !strcmp(a, "--trace"))) {
+		    (trace && !strcmp(a, "--trace")) || (memory && !strcmp(a, "--memory"))) {
 			i++;
 			continue;
 		}
 		if (!strncmp(a, "--config=", 9) || !strncmp(a, "--deepspeed=", 12) ||
 		    !strcmp(a, "--print-config") ||
-		    !strcmp(a, "--print_config") || (trace && !strncmp(a, "--trace=", 8)))
+		    !strcmp(a, "--print_config") || (trace && !strncmp(a, "--trace=", 8)) ||
+		    (memory && !strncmp(a, "--memory=", 9)))
 			continue;
 		if (strncmp(a, "--", 2) != 0) {
 			fprintf(stderr, "weft %s: unexpected argument '%s'\n", cmd, a);
@@ -130,6 +143,12 @@ static int run_mode(int argc, char **argv, weft_run_mode mode)
 		st = weft_config_write(cfg, stdout);
 		rc = st ? weft_cli_fail() : 0;
 		goto out;
+	}
+	if (mode == WEFT_RUN_FIT) {
+		rc = weft_cli_fit_memory_check(cfg, memory);
+		if (rc)
+			goto out;
+		rc = 1;
 	}
 	full = calloc((size_t)argc + 2, sizeof(*full));
 	if (!full) {

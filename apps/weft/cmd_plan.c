@@ -1,4 +1,5 @@
-/* `weft plan --config FILE [--deepspeed DS.json] [--world-size N] [--KEY.PATH=VALUE ...]`: the
+/* `weft plan --config FILE [--deepspeed DS.json] [--world-size N] [--memory SIZE]
+ * [--KEY.PATH=VALUE ...]`: the
  * bytes each rank will hold per memory category and the elements it will
  * move per step, before anything runs (core/plan). */
 #include <stdio.h>
@@ -6,8 +7,10 @@
 #include <string.h>
 
 #include "commands.h"
+#include "plan_check.h"
 #include "plan/plan.h"
 #include "plan/plan_act.h"
+#include "plan/plan_budget.h"
 #include "plugin/registry.h"
 #include "train/compat.h"
 #include "train/trainer.h"
@@ -18,40 +21,16 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: weft plan --config FILE [--deepspeed DS.json] [--world-size N] "
-		"[--KEY.PATH=VALUE ...]\n"
+		"[--memory SIZE] [--KEY.PATH=VALUE ...]\n"
 		"\nprints, for the strategy the config selects (trainer.strategy) and the\n"
 		"world size (trainer.devices x trainer.num_nodes, or --world-size), the bytes\n"
 		"each rank will hold for parameters, gradients, optimizer state and\n"
 		"communication buffers, and the elements it will move per optimizer step.\n"
 		"Nothing is trained; the model is built on the CPU to read its shapes.\n"
-		"--deepspeed reads a DeepSpeed config as weft fit --deepspeed does.\n");
-}
-
-/* The optimizer's state slots per element, from its plugin. */
-static weft_status optim_slots(const weft_cfg *root, size_t *out)
-{
-	const weft_cfg *sec = weft_cfg_get(root, "optimizer");
-	const char *name = "adamw";
-	weft_registry *reg = NULL;
-	const void *vt = NULL;
-	void *state = NULL;
-	weft_status st;
-
-	if (sec && weft_cfg_str(sec, "name", "adamw", &name))
-		return weft_error_last_status();
-	st = weft_registry_create(&reg);
-	if (!st)
-		st = weft_registry_add_default_paths(reg);
-	if (!st)
-		st = weft_registry_find(reg, WEFT_PLUGIN_OPTIM, name, &vt, NULL);
-	if (!st)
-		st = ((const weft_optim_ops *)vt)->create(sec, &state);
-	if (!st) {
-		*out = ((const weft_optim_ops *)vt)->state_slots(state);
-		((const weft_optim_ops *)vt)->destroy(state);
-	}
-	weft_registry_free(reg);
-	return st;
+		"--deepspeed reads a DeepSpeed config as weft fit --deepspeed does.\n"
+		"--memory SIZE (80GB, 24GiB: GB = 1e9 bytes, GiB = 2^30) ends with a one-line\n"
+		"verdict: whether the largest rank fits in SIZE, and if not, what to change\n"
+		"(ZeRO stage, activation checkpointing, micro-batch).\n");
 }
 
 static void row(const char *what, int64_t bytes)
@@ -111,18 +90,27 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 	printf("\n");
 }
 
+/* The verdict line against --memory: what full checkpointing would hold
+ * is asked of the plan only when the run does not fit without it. */
+static int verdict(weft_config *cfg, const weft_cli_plan *cp, int64_t budget)
+{
+	char line[1024];
+
+	if (weft_cli_plan_verdict(cfg, cp, budget, line, sizeof(line)) < 0)
+		return weft_cli_fail();
+	printf("verdict: %s\n", line);
+	return 0;
+}
+
 int weft_cmd_plan(int argc, char **argv)
 {
-	const char *config = NULL, *optim = "adamw", *ds = NULL;
+	const char *config = NULL, *ds = NULL;
 	char arg[1024];
 	int32_t world = 0;
 	weft_config *cfg = NULL;
-	weft_model *m = NULL;
-	weft_model_options mo = { .device = WEFT_CPU, .no_grads = 1 };
-	weft_plan_opts o;
-	weft_plan p;
-	weft_plan_act act;
+	weft_cli_plan cp;
 	weft_status st = WEFT_OK;
+	int64_t budget = 0;
 	int rc = 1;
 
 	for (int i = 1; i < argc; i++) {
@@ -155,6 +143,16 @@ int weft_cmd_plan(int argc, char **argv)
 		}
 		if (!strncmp(a, "--config=", 9) || !strncmp(a, "--deepspeed=", 12))
 			continue;
+		if (!strcmp(a, "--memory") || !strncmp(a, "--memory=", 9)) {
+			const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : "");
+
+			if (weft_plan_parse_bytes("weft plan --memory", v, &budget)) {
+				fprintf(stderr, "%s\n", weft_error_last());
+				weft_config_free(cfg);
+				return 2;
+			}
+			continue;
+		}
 		if (!strcmp(a, "--world-size") || !strncmp(a, "--world-size=", 13)) {
 			const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
 			char *end;
@@ -185,36 +183,21 @@ int weft_cmd_plan(int argc, char **argv)
 	if (!st)
 		st = weft_config_compat(cfg, config, ds);
 	if (!st)
-		st = weft_plan_opts_from_config(weft_config_root(cfg), world, &o);
-	if (!st)
-		st = optim_slots(weft_config_root(cfg), &o.n_slots);
-	if (!st) {
-		const weft_cfg *sec = weft_cfg_get(weft_config_root(cfg), "optimizer");
-
-		if (sec)
-			weft_cfg_str(sec, "name", "adamw", &optim);
-		st = weft_plan_model_options(&o, &mo);
-		if (!st)
-			st = weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"),
-						    &mo, &m);
-	}
-	if (!st)
-		st = weft_plan_compute(weft_model_params(m), &o, &p);
-	if (!st)
-		st = weft_plan_activations(weft_config_root(cfg), &o, &mo, &act);
+		st = weft_cli_plan_compute(cfg, world, &cp);
 	/* the rest of the config as a run of that world would read it: an
 	 * unknown key ('stratgy') is an error here as it is in weft fit */
 	if (!st)
 		st = weft_trainer_check_config(cfg, &(weft_run_opts){ .config_path = config },
-					       o.world);
+					       cp.o.world);
 	if (!st) {
-		print_plan(&o, &p, optim);
-		print_activations(&act);
+		print_plan(&cp.o, &cp.p, cp.optim);
+		print_activations(&cp.act);
 		rc = 0;
+		if (budget > 0)
+			rc = verdict(cfg, &cp, budget);
 	} else {
 		rc = weft_cli_fail();
 	}
-	weft_model_free(m);
 	weft_config_free(cfg);
 	return rc;
 }

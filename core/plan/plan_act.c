@@ -176,11 +176,22 @@ weft_status weft_plan_activations(const weft_cfg *root, const weft_plan_opts *o,
 		return st;
 	L = g.n_layer;
 	B = out->micro_batch;
+	memcpy(out->arena_h, arena, sizeof(arena));
+	memcpy(out->tape_h, tape, sizeof(tape));
 	out->arena_peak = bilinear(arena, L, B);
 	out->tape_peak = bilinear(tape, L, B);
-	out->bytes = (int64_t)weft_arena_steady_bytes((size_t)out->arena_peak, 0) +
-		     (int64_t)weft_arena_steady_bytes((size_t)out->tape_peak,
-						      CTX_TAPE_DEFAULT_BYTES);
 	out->predicted = 1;
+	out->bytes = weft_plan_act_bytes_at(out, B);
 	return WEFT_OK;
+}
+
+int64_t weft_plan_act_bytes_at(const weft_plan_act *a, int64_t micro_batch)
+{
+	if (!a->predicted || micro_batch < 1)
+		return 0;
+	return (int64_t)weft_arena_steady_bytes((size_t)bilinear(a->arena_h, a->n_layer,
+								  micro_batch), 0) +
+	       (int64_t)weft_arena_steady_bytes((size_t)bilinear(a->tape_h, a->n_layer,
+								 micro_batch),
+						CTX_TAPE_DEFAULT_BYTES);
 }

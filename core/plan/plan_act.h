@@ -36,7 +36,14 @@ typedef struct weft_plan_act {
 	int64_t arena_peak;     /* one micro-batch step's device arena peak */
 	int64_t tape_peak;      /* its host tape arena peak */
 	int64_t bytes;          /* the "activations" category per rank, steady */
+	int64_t arena_h[2][2];  /* the trial peaks at 1-2 blocks x micro-batch 1-2 */
+	int64_t tape_h[2][2];
 } weft_plan_act;
+
+/* The "activations" bytes per rank the same run would hold at another
+ * micro-batch (rows per rank), from the trial steps a prediction made;
+ * 0 for a plan without a prediction or a micro_batch < 1. */
+int64_t weft_plan_act_bytes_at(const weft_plan_act *a, int64_t micro_batch);
 
 /* Predicts the activation bytes per rank of a run of config `root` (after
  * weft_config_compat) for plan options `o`, the model built with `mo` (as

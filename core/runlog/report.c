@@ -178,6 +178,28 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 		weft_json_int(&w, s->memory_rank[WEFT_MEM_NUM_CATEGORIES]);
 		weft_json_end_object(&w);
 	}
+	if (s->steady_memory) {
+		weft_json_key(&w, "steady_peak_bytes");
+		weft_json_begin_object(&w);
+		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
+			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
+			weft_json_int(&w, s->steady_memory->peak[c]);
+		}
+		weft_json_key(&w, "total");
+		weft_json_int(&w, s->steady_memory->peak_total);
+		weft_json_end_object(&w);
+	}
+	if (s->steady_memory && s->steady_memory_rank) {
+		weft_json_key(&w, "steady_peak_rank");
+		weft_json_begin_object(&w);
+		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
+			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
+			weft_json_int(&w, s->steady_memory_rank[c]);
+		}
+		weft_json_key(&w, "total");
+		weft_json_int(&w, s->steady_memory_rank[WEFT_MEM_NUM_CATEGORIES]);
+		weft_json_end_object(&w);
+	}
 	if (s->plan_bytes) {
 		weft_json_key(&w, "plan_bytes");
 		weft_json_begin_object(&w);

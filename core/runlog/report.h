@@ -87,6 +87,11 @@ typedef struct weft_run_summary {
 	/* the rank that reached each peak of `memory` (its categories, then
 	 * the total), when `memory` is the max over ranks; NULL: omitted */
 	const int64_t *memory_rank;
+	/* the steady peaks (from the end of the second step on, when the
+	 * activation arenas have their steady size), max over ranks, and the
+	 * rank of each; NULL: omitted (a run of two steps or fewer) */
+	const weft_mem_stats *steady_memory;
+	const int64_t *steady_memory_rank;
 	/* `weft plan`'s bytes per category for the rank that holds the most,
 	 * -1 where it plans none; NULL: omitted */
 	const int64_t *plan_bytes;
@@ -98,7 +103,9 @@ typedef struct weft_run_summary {
  *    "step_time_s": {phase: seconds}, "totals": {name: value} (when given),
  *    "pipeline": {name: value} (when given), "peak_bytes": {category: bytes,
  *    "total": bytes}, "peak_rank": {category: rank, "total": rank} (when
- *    memory_rank is given), "plan_bytes": {category: bytes} (the planned
+ *    memory_rank is given), "steady_peak_bytes" and "steady_peak_rank" (the
+ *    same from the third step on, when steady_memory is given),
+ *    "plan_bytes": {category: bytes} (the planned
  *    categories, when plan_bytes is given)}
  * Errors: WEFT_ERR_IO naming the path. */
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s);

@@ -275,6 +275,12 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 				      "lower optimizer.lr or set trainer.gradient_clip_val",
 				      rep.loss, (long long)t->global_step + 1);
 	t->global_step++;
+	if (++t->steps_here == 2) {
+		weft_mem_get_stats(&t->first_peaks);
+		weft_mem_reset_peaks();
+	} else if (t->steps_here > 2) {
+		t->steady_steps++;
+	}
 	t->last_train_loss = rep.loss;
 	t->last_lr = in.optim.lr;
 	if (t->fault_kill_step > 0 && t->global_step == t->fault_kill_step &&
@@ -586,35 +592,58 @@ out:
 
 /* The memory peaks for summary.json: each category's (and the total's)
  * largest peak over the ranks into *mem, and the rank that reached it
- * (the lowest on a tie) into rank[]. Collective. */
-static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats *mem, int64_t *rank)
+ * (the lowest on a tie) into rank[]; the same for the steady peaks (those
+ * since the end of the second step, trainer_impl.h) into *steady and
+ * steady_rank[] (meaningful when t->steady_steps > 0). Collective. */
+static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats *mem, int64_t *rank,
+				    weft_mem_stats *steady, int64_t *steady_rank)
 {
 	enum { N = WEFT_MEM_NUM_CATEGORIES + 1 };
-	int64_t mine[N], *all;
+	int64_t mine[2 * N], *all;
 	weft_status st;
 
-	weft_mem_get_stats(mem);
-	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+	weft_mem_get_stats(steady);
+	*mem = *steady;
+	if (t->steps_here >= 2) {
+		/* the whole run's peak: the larger of the first steps' and
+		 * the steady one */
+		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+			if (t->first_peaks.peak[c] > mem->peak[c])
+				mem->peak[c] = t->first_peaks.peak[c];
+		if (t->first_peaks.peak_total > mem->peak_total)
+			mem->peak_total = t->first_peaks.peak_total;
+	}
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
 		mine[c] = mem->peak[c];
+		mine[N + c] = steady->peak[c];
+	}
 	mine[WEFT_MEM_NUM_CATEGORIES] = mem->peak_total;
-	all = calloc((size_t)t->world * N, sizeof(*all));
+	mine[N + WEFT_MEM_NUM_CATEGORIES] = steady->peak_total;
+	all = calloc((size_t)t->world * 2 * N, sizeof(*all));
 	if (!all)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory gathering the memory peaks");
-	st = weft_trainer_all_gather_i64(t, mine, N, all);
-	for (int c = 0; !st && c < N; c++) {
-		int64_t best = all[c];
+	st = weft_trainer_all_gather_i64(t, mine, 2 * N, all);
+	for (int c = 0; !st && c < 2 * N; c++) {
+		int64_t best = all[c], who = 0;
 
-		rank[c] = 0;
 		for (int r = 1; r < t->world; r++) {
-			if (all[(size_t)r * N + c] > best) {
-				best = all[(size_t)r * N + c];
-				rank[c] = r;
+			if (all[(size_t)r * 2 * N + c] > best) {
+				best = all[(size_t)r * 2 * N + c];
+				who = r;
 			}
 		}
+		if (c < N)
+			rank[c] = who;
+		else
+			steady_rank[c - N] = who;
 		if (c < WEFT_MEM_NUM_CATEGORIES)
 			mem->peak[c] = best;
-		else
+		else if (c == WEFT_MEM_NUM_CATEGORIES)
 			mem->peak_total = best;
+		else if (c < 2 * N - 1)
+			steady->peak[c - N] = best;
+		else
+			steady->peak_total = best;
 	}
 	free(all);
 	return st;
@@ -633,19 +662,32 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	weft_metric pipe[4];
 	size_t npipe = 0;
 	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1], planned[WEFT_MEM_NUM_CATEGORIES];
+	int64_t steady_rank[WEFT_MEM_NUM_CATEGORIES + 1];
+	weft_mem_stats steady;
 	weft_status st;
 
 	/* collective: every rank, before rank 0 alone writes */
 	st = weft_trainer_pipeline_summary(t, pipe, &npipe);
 	if (st)
 		return st;
-	st = peaks_over_ranks(t, &mem, peak_rank);
+	st = peaks_over_ranks(t, &mem, peak_rank, &steady, steady_rank);
 	if (st)
 		return st;
 	if (t->rank != 0)
 		return WEFT_OK;
 	weft_trainer_planned_bytes(t, planned);
-	weft_trainer_plan_check(planned, &mem, peak_rank);
+	/* the plan predicts the steady peaks: the first steps' arena growth
+	 * is not compared (a run of two steps or fewer has none to compare
+	 * activations with) */
+	if (t->steady_steps > 0) {
+		weft_trainer_plan_check(planned, &steady, steady_rank);
+	} else {
+		int64_t resident[WEFT_MEM_NUM_CATEGORIES];
+
+		memcpy(resident, planned, sizeof(resident));
+		resident[WEFT_MEM_ACTIVATIONS] = -1;
+		weft_trainer_plan_check(resident, &mem, peak_rank);
+	}
 	fin[nf++] = (weft_metric){ "train_loss", t->last_train_loss };
 	if (t->have_val) {
 		fin[nf++] = (weft_metric){ "val_loss", t->last_val_loss };
@@ -688,6 +730,8 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.pipeline = pipe,
 		.n_pipeline = npipe,
 		.memory_rank = peak_rank,
+		.steady_memory = t->steady_steps > 0 ? &steady : NULL,
+		.steady_memory_rank = steady_rank,
 		.plan_bytes = planned,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "plan/plan.h"
+#include "plan/plan_act.h"
 #include "train/trainer_common.h"
 #include "train/trainer_impl.h"
 #include "weft/module.h"
@@ -14,6 +15,8 @@ void weft_trainer_planned_bytes(weft_trainer *t, int64_t planned[WEFT_MEM_NUM_CA
 {
 	weft_plan_opts o;
 	weft_plan p;
+	weft_plan_act act;
+	weft_model_options mo = { .device = WEFT_CPU };
 	char why[512];
 
 	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
@@ -31,6 +34,15 @@ void weft_trainer_planned_bytes(weft_trainer *t, int64_t planned[WEFT_MEM_NUM_CA
 	/* the backend's buffers only where the plan knows them */
 	if (t->world <= 1 || p.comm_backend_bytes > 0)
 		planned[WEFT_MEM_COMM] = p.bytes[WEFT_MEM_COMM] + p.comm_backend_bytes;
+	/* the activation term where the plan predicts it (its trial steps run
+	 * now, after the peaks were read) */
+	if (weft_plan_model_options(&o, &mo) || weft_plan_activations(t->root, &o, &mo, &act)) {
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		weft_log(WEFT_LOG_DEBUG, "summary.json: no activation plan: %s", why);
+		return;
+	}
+	if (act.predicted)
+		planned[WEFT_MEM_ACTIVATIONS] = act.bytes;
 	return;
 no_plan:
 	snprintf(why, sizeof(why), "%s", weft_error_last());

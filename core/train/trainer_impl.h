@@ -136,6 +136,14 @@ struct weft_trainer {
 	 * (WEFT_RESTART_COUNT 0), as a crashed node would. */
 	int64_t fault_kill_step;
 
+	/* summary.json's steady peaks: the first steps grow the activation
+	 * arenas (up to twice their steady size) until the second step's end,
+	 * where the peaks so far are kept in first_peaks and the allocator's
+	 * are reset; from the third step on they are the steady ones, which
+	 * the plan predicts (steady_steps counts those steps) */
+	int64_t steps_here, steady_steps;
+	weft_mem_stats first_peaks;
+
 	/* the data split, from the strategy's plan: this rank's index among
 	 * the ranks the data is divided over, and their number (the dp
 	 * coordinate and size under tensor parallelism; else rank and world) */
