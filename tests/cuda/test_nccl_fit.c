@@ -5,7 +5,9 @@
  * refuses two ranks of a communicator on one GPU.
  *
  *   - every strategy of `runs` below (ddp, ddp's bf16 and fp16 comm hooks,
- *     zero_1/2/3, pp with gpipe, 1f1b and interleaved_1f1b): a small GPT,
+ *     zero_1/2/3, pp with gpipe, 1f1b and interleaved_1f1b, tp 2 with sequence
+ *     and vocabulary parallelism; on 4 GPUs hybrid dp 2 x pp 2 and dp 2 x tp
+ *     2): a small GPT,
  *     3 steps with AdamW (interleaved: SGD, for the reason at its row),
  *     every step's train loss within 1e-5 relative of the CPU run's.
  *     Why 1e-5: both runs are F32 and step the optimizer with the same
@@ -87,6 +89,15 @@ static const fit_run runs[] = {
 	 * EMU_DEVICES=4 as test_nccl_fit_emu_hybrid; skipped on fewer GPUs) */
 	{ "hybrid_dp2_pp2", "{name: hybrid, dp: 2, pp: 2, schedule: 1f1b, dp_strategy: ddp}",
 	  "  accumulate_grad_batches: 4\n", 0, NULL, 4 },
+	/* tensor parallel over nccl: the model's f/g collectives and the
+	 * sequence-parallel all-gathers and reduce-scatters on the tp group,
+	 * the vocabulary-parallel loss's statistics, the strategy's packed
+	 * partial gradients */
+	{ "tp2_sp", "{name: tp, size: 2, sequence_parallel: true, vocab_parallel: true}", "", 0,
+	  NULL, 0 },
+	/* dp 2 x tp 2 on 4 GPUs: the tp and dp groups split from the world
+	 * (test_nccl_fit_emu_hybrid, 4 emulated devices) */
+	{ "dp2_tp2", "{name: tp, size: 2, sequence_parallel: true}", "", 0, NULL, 4 },
 };
 
 static char dir[] = "/tmp/weft_test_nccl_fit_XXXXXX";
