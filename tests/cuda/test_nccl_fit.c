@@ -77,11 +77,12 @@ static const fit_run runs[] = {
 	  NULL, 0 },
 	/* interleaved_1f1b, 2 ranks x 2 chunks: activations and gradients share
 	 * the pair of ranks both ways. 4 stages need 4 blocks. SGD: with AdamW
-	 * a 4-block pp run on cuda already differs from the CPU by ~3e-5 at
-	 * step 3 over gloo as over nccl (test_cuda_pp_fit_emu shows it; a
-	 * defect of pp's device step, apart from messages), while with SGD
-	 * the losses agree bit for bit (measured), and a message delivered
-	 * to the wrong micro-batch or chunk moves the losses from step 1 on. */
+	 * a 4-block pp run on cuda differed from the CPU by ~3e-5 at step 3,
+	 * over gloo as over nccl, on the docs text the fit tests read before
+	 * their fixed corpus (not explained yet: pp's device step, apart from
+	 * messages), while with SGD the losses agree bit for bit (measured),
+	 * and a message delivered to the wrong micro-batch or chunk moves the
+	 * losses from step 1 on. */
 	{ "pp_interleaved", "{name: pp, pp: 2, schedule: interleaved_1f1b, virtual_stages: 2}",
 	  "  accumulate_grad_batches: 4\n", 4, "{name: sgd, lr: 0.3}", 0 },
 	/* hybrid dp 2 x pp 2 on 4 GPUs: the pipelines' and the dp groups'
