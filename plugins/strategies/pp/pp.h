@@ -169,6 +169,12 @@ typedef struct pp_strategy {
 	float *mirror;          /* a host copy of the state handed to a checkpoint */
 	float *mirror_slots[8];
 	int64_t wte_tmp_numel;
+	/* pp_tp.c, tp > 1: the clipping norm's ranges of chunk k's gradient
+	 * buffer, one per parameter: those every tp rank holds whole in
+	 * tp_sq[tp_sq_at[k][0] .. tp_sq_at[k][1]), its shards of the split
+	 * ones in tp_sq[tp_sq_at[k][1] .. tp_sq_at[k][2]) */
+	weft_elem_range *tp_sq;
+	size_t tp_sq_at[PP_MAX_CHUNKS][3];
 } pp_strategy;
 
 /* pp.c: the pipeline runtime strategies pp and hybrid (hybrid.c) share.
@@ -222,11 +228,12 @@ weft_status pp_gather(pp_strategy *s);
 weft_status pp_state_build(pp_strategy *s, weft_strategy_state *out);
 
 /* pp_dev.c: the device side. pp_dev_check (create): whether this run can
- * use the device at all (hybrid tp > 1 and optimizers without a device
- * kernel are refused off the CPU, with the reason). pp_dev_init (setup,
+ * use the device at all (optimizers without a device kernel are refused
+ * off the CPU, with the reason). pp_dev_init (setup,
  * before the chunks): the kernel table. pp_dalloc / pp_dfree: zeroed
  * F32 buffers on the device by category. pp_dev_ranges (after the state
- * is laid out): the optimizer's ranges. pp_dev_step: the fused step of
+ * is laid out): the optimizer's ranges (and under tp the norm's,
+ * pp_tp_sq_setup). pp_dev_step: the fused step of
  * every chunk. pp_dev_state: the slots a checkpoint reads (a host mirror
  * off the CPU). pp_dev_sync: waits for every context of the rank. */
 weft_status pp_dev_check(const char *who, const weft_strategy_env *env, const pp_options *o);
@@ -248,8 +255,16 @@ weft_status pp_sum(pp_strategy *s, double *v, int n);
 weft_status pp_tp_sum(pp_strategy *s, double *v, int n);
 
 /* pp_tp.c: under tp > 1, whole_ranges from ranges (once; a no-op
- * without tp). Errors: WEFT_ERR_NOMEM. */
+ * without tp). Errors: WEFT_ERR_NOMEM. pp_tp_sq_setup (after the
+ * chunks, a no-op without tp): the norm's ranges, tp_sq. pp_tp_sum_squares:
+ * the squares of this rank's gradients through the kernel table (the
+ * head's mirror of wte excluded, as in the norm), part[0] of the
+ * parameters every tp rank holds whole, part[1] of its shards of the split
+ * ones; waits for the sums. pp_tp_free: frees tp_sq. */
 weft_status pp_tp_ranges(pp_strategy *s);
+weft_status pp_tp_sq_setup(pp_strategy *s);
+weft_status pp_tp_sum_squares(pp_strategy *s, double part[2]);
+void pp_tp_free(pp_strategy *s);
 
 /* pp_plan.c: weft plan's question for pp and hybrid (weft/strategy.h,
  * memory_plan), from the options and mesh create read. */

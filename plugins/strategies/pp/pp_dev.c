@@ -12,7 +12,12 @@
  * pieces cut where weight decay starts or stops.
  *
  * The dp replicas of a hybrid mesh (pp_dp.c) average and gather on the
- * same device buffers; tp > 1 is refused off the CPU (pp_dev_check).
+ * same device buffers. Under tp > 1 (pp_tp.c) the stages are tp shards
+ * whose forward and backward collectives run in the model's tp ops on each
+ * micro-batch's context; the strategy's own part is the clipping norm, summed with
+ * sum_squares_ranges over whole and split parameters apart (hybrid builds
+ * its tp shards without sequence parallelism, so no gradient is partial
+ * and none is summed over the tp group).
  *
  * Contexts: every micro-batch runs on a context of its own, each with its
  * own stream; pp_dev_sync waits for all of them (after the schedule,
@@ -60,14 +65,9 @@ weft_status pp_dev_check(const char *who, const weft_strategy_env *env, const pp
 	const char *why = NULL;
 	int kind;
 
+	(void)o; /* every mesh runs off the CPU (tp > 1 too: pp_tp.c) */
 	if (env->device.type == WEFT_DEVICE_CPU)
 		return WEFT_OK;
-	if (o->tp > 1)
-		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': dp %d x tp %d x pp "
-					 "%d: tp > 1 runs on accelerator: cpu only in this version "
-					 "(its tp part reduces and steps on host memory); on cuda use "
-					 "tp 1 (dp x pp runs there), or accelerator: cpu",
-					 who, o->dp, o->tp, o->pp);
 	if (optim_fits(env, env->optim_ops->state_slots(env->optim), &kind, &ap, &sp, &why))
 		return WEFT_OK;
 	return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s' on accelerator: cuda steps "
@@ -134,9 +134,10 @@ weft_status pp_dev_ranges(pp_strategy *s)
 	const weft_strategy_env *env = s->env;
 	double wd = s->okind == WEFT_OPTIM_KERNEL_SGD ? s->sp.weight_decay : s->ap.weight_decay;
 	size_t cap = 1, n = 0;
+	weft_status st = pp_tp_sq_setup(s);
 
-	if (!s->fused)
-		return WEFT_OK;
+	if (st || !s->fused)
+		return st;
 	for (int k = 0; k < s->o.v; k++)
 		cap += (size_t)s->chunk[k].n_pieces * (env->nseg + 1);
 	s->opt = g_host->mem_alloc(WEFT_MEM_OTHER, cap * sizeof(*s->opt));
@@ -290,6 +291,7 @@ void pp_dev_fini(pp_strategy *s)
 {
 	g_host->mem_free(s->mirror);
 	g_host->mem_free(s->opt);
+	pp_tp_free(s);
 	s->mirror = NULL;
 	s->opt = NULL;
 }

@@ -375,35 +375,6 @@ weft_status pp_sync_wte(pp_strategy *s)
 		  : WEFT_OK;
 }
 
-/* The squares of this rank's gradients (the head's mirror of wte
- * excluded, as in the norm): part[0] of the parameters every tp rank
- * holds whole, part[1] of its shards of the split ones. */
-static weft_status pp_tp_sum_squares(pp_strategy *s, double part[2])
-{
-	part[0] = part[1] = 0.0;
-	for (int k = 0; k < s->o.v; k++) {
-		pp_chunk *c = &s->chunk[k];
-		size_t n = g_host->params_count(c->params);
-
-		for (size_t i = 0; i < n; i++) {
-			weft_tensor *t = g_host->params_at(c->params, i);
-			const float *arr;
-			int64_t len = g_host->tensor_numel(t), full;
-			int partial = 0, split = g_host->tp_param_split(c->params, i, &partial, &full);
-
-			if (!strcmp(t->name, WTE) && !(c->parts & WEFT_STAGE_EMBED))
-				continue;
-			if (!t->grad)
-				return g_host->error_set(WEFT_ERR_INTERNAL, "strategy hybrid: stage "
-							 "%d's '%s' has no gradient", c->stage,
-							 t->name);
-			arr = t->grad->data;
-			part[split != 0] += g_host->clip_sum_squares(&arr, &len, 1);
-		}
-	}
-	return WEFT_OK;
-}
-
 weft_status pp_optim_step(pp_strategy *s, const weft_optim_step_info *info, double *grad_norm)
 {
 	const weft_strategy_env *env = s->env;

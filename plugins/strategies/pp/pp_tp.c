@@ -108,3 +108,124 @@ weft_status pp_tp_ranges(pp_strategy *s)
 			  &s->n_whole_ranges);
 	return WEFT_OK;
 }
+
+/* ---- the clipping norm under tp ------------------------------------------
+ *
+ * The split parameters' gradients are shards, summed over the tp group;
+ * the whole ones are the same on every tp rank and counted once, so the
+ * two sums stay apart (pp_optim_step). Each is a sum_squares_ranges over
+ * the chunk's gradient buffer, one range per parameter in parameter order:
+ * the kernel table reads the device memory, the strategy only offsets. */
+
+static const char *const TP_WTE = "transformer.wte.weight";
+
+/* Walks chunk c's parameters of kind `split_kind` (0 whole, 1 split): counts
+ * them, or with r appends their ranges at r[*n]. Off the CPU a range that
+ * touches the one before it joins it (every range is a launch there); on
+ * the CPU each parameter stays a range of its own (clipping's sum, bit for
+ * bit). */
+static weft_status sq_walk(const pp_strategy *s, const pp_chunk *c, int split_kind,
+			   weft_elem_range *r, size_t *n)
+{
+	size_t np = g_host->params_count(c->params), first = *n;
+
+	for (size_t i = 0; i < np; i++) {
+		weft_tensor *t = g_host->params_at(c->params, i);
+		int64_t full;
+		int partial = 0, split = g_host->tp_param_split(c->params, i, &partial, &full);
+
+		if (!strcmp(t->name, TP_WTE) && !(c->parts & WEFT_STAGE_EMBED))
+			continue;
+		if ((split != 0) != split_kind)
+			continue;
+		if (!t->grad)
+			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy hybrid: stage %d's "
+						 "'%s' has no gradient", c->stage, t->name);
+		if (r) {
+			weft_elem_range e = { .offset = (const float *)t->grad->data - c->grad,
+					      .count = g_host->tensor_numel(t) };
+
+			if (!s->on_cpu && *n > first &&
+			    r[*n - 1].offset + r[*n - 1].count == e.offset) {
+				r[*n - 1].count += e.count;
+				continue;
+			}
+			r[*n] = e;
+		}
+		(*n)++;
+	}
+	return WEFT_OK;
+}
+
+weft_status pp_tp_sq_setup(pp_strategy *s)
+{
+	size_t n = 0;
+	weft_status st;
+
+	if (!s->tp_comm || s->tp_sq)
+		return WEFT_OK;
+	for (int k = 0; k < s->o.v; k++)
+		for (int kind = 0; kind < 2; kind++)
+			if ((st = sq_walk(s, &s->chunk[k], kind, NULL, &n)))
+				return st;
+	s->tp_sq = g_host->mem_alloc(WEFT_MEM_OTHER, (n ? n : 1) * sizeof(*s->tp_sq));
+	if (!s->tp_sq)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy hybrid: %zu gradient-norm "
+					 "ranges", n);
+	n = 0;
+	for (int k = 0; k < s->o.v; k++) {
+		s->tp_sq_at[k][0] = n;
+		if ((st = sq_walk(s, &s->chunk[k], 0, s->tp_sq, &n)))
+			return st;
+		s->tp_sq_at[k][1] = n;
+		if ((st = sq_walk(s, &s->chunk[k], 1, s->tp_sq, &n)))
+			return st;
+		s->tp_sq_at[k][2] = n;
+	}
+	return WEFT_OK;
+}
+
+/* Adds to *acc the squares over ranges r[0..n) of chunk c's gradients. On
+ * the CPU range by range, each sum added in parameter order: the host's
+ * clipping sum as this strategy always added it, bit for bit. Elsewhere
+ * one call (one wait) for all of them. */
+static weft_status sq_add(pp_strategy *s, const pp_chunk *c, const weft_elem_range *r,
+			  size_t n, double *acc)
+{
+	size_t per = s->on_cpu ? 1 : n;
+
+	for (size_t i = 0; i < n; i += per) {
+		double v = 0.0;
+		weft_status st = s->k->sum_squares_ranges(s->kctx, c->grad, r + i, per, &v);
+
+		if (st)
+			return g_host->error_wrap(st, "strategy hybrid: the gradient norm of stage "
+						  "%d on %s", c->stage, s->k->head.name);
+		*acc += v;
+	}
+	return WEFT_OK;
+}
+
+weft_status pp_tp_sum_squares(pp_strategy *s, double part[2])
+{
+	weft_status st;
+
+	part[0] = part[1] = 0.0;
+	if ((st = pp_tp_sq_setup(s)))
+		return st;
+	for (int k = 0; k < s->o.v; k++)
+		for (int kind = 0; kind < 2; kind++) {
+			size_t lo = s->tp_sq_at[k][kind], hi = s->tp_sq_at[k][kind + 1];
+
+			if (hi > lo && (st = sq_add(s, &s->chunk[k], s->tp_sq + lo, hi - lo,
+						    &part[kind])))
+				return st;
+		}
+	return WEFT_OK;
+}
+
+void pp_tp_free(pp_strategy *s)
+{
+	g_host->mem_free(s->tp_sq);
+	s->tp_sq = NULL;
+}
