@@ -6,8 +6,8 @@
  *
  *   - every strategy of `runs` below (ddp, ddp's bf16 and fp16 comm hooks,
  *     zero_1/2/3, pp with gpipe, 1f1b and interleaved_1f1b, tp 2 with sequence
- *     and vocabulary parallelism; on 4 GPUs hybrid dp 2 x pp 2 and dp 2 x tp
- *     2): a small GPT,
+ *     and vocabulary parallelism; on 4 GPUs hybrid dp 2 x pp 2, dp 2 x tp 2
+ *     and tp 3): a small GPT,
  *     3 steps with AdamW (interleaved: SGD, for the reason at its row),
  *     every step's train loss within 1e-5 relative of the CPU run's.
  *     Why 1e-5: both runs are F32 and step the optimizer with the same
@@ -49,23 +49,25 @@ typedef struct fit_run {
 	int n_layer;            /* 0: 2 */
 	const char *optimizer;  /* NULL: AdamW at lr 3e-3, weight decay 0.1 */
 	int devices;            /* ranks, one GPU each; 0: 2 */
+	const char *shape;      /* the model's heads, width and vocabulary; NULL: 2, 16, 256 */
+	int block;              /* the context length; 0: 8 */
 } fit_run;
 
 static const fit_run runs[] = {
-	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", "", 0, NULL, 0 },
+	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
 	{ "ddp_bf16", "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, "
-		      "first_bucket_mb: 0.002}", "", 0, NULL, 0 },
+		      "first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
 	{ "ddp_fp16", "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, "
-		      "first_bucket_mb: 0.002}", "", 0, NULL, 0 },
+		      "first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
 	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "",
-	  0, NULL, 0 },
+	  0, NULL, 0, NULL, 0 },
 	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "",
-	  0, NULL, 0 },
+	  0, NULL, 0, NULL, 0 },
 	{ "zero_3", "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
 		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
-	  "", 0, NULL, 0 },
+	  "", 0, NULL, 0, NULL, 0 },
 	{ "pp_gpipe", "{name: pp, pp: 2, schedule: gpipe}", "  accumulate_grad_batches: 4\n", 0,
-	  NULL, 0 },
+	  NULL, 0, NULL, 0 },
 	/* 1f1b: in the steady state stage 0 sends an activation while stage 1
 	 * sends a gradient, and NCCL's sends wait for their receiver (a
 	 * rendezvous, which the emulated NCCL models); pp issues every rank's
@@ -74,7 +76,7 @@ static const fit_run runs[] = {
 	 * emulated NCCL's deadline (EMU_NCCL_TIMEOUT_MS, 60 s here), naming
 	 * the stuck send. */
 	{ "pp_1f1b", "{name: pp, pp: 2, schedule: 1f1b}", "  accumulate_grad_batches: 4\n", 0,
-	  NULL, 0 },
+	  NULL, 0, NULL, 0 },
 	/* interleaved_1f1b, 2 ranks x 2 chunks: activations and gradients share
 	 * the pair of ranks both ways. 4 stages need 4 blocks. SGD: with AdamW
 	 * a 4-block pp run on cuda differed from the CPU by ~3e-5 at step 3,
@@ -84,21 +86,25 @@ static const fit_run runs[] = {
 	 * and a message delivered to the wrong micro-batch or chunk moves the
 	 * losses from step 1 on. */
 	{ "pp_interleaved", "{name: pp, pp: 2, schedule: interleaved_1f1b, virtual_stages: 2}",
-	  "  accumulate_grad_batches: 4\n", 4, "{name: sgd, lr: 0.3}", 0 },
+	  "  accumulate_grad_batches: 4\n", 4, "{name: sgd, lr: 0.3}", 0, NULL, 0 },
 	/* hybrid dp 2 x pp 2 on 4 GPUs: the pipelines' and the dp groups'
 	 * communicators split from the world (run under the emulator with
 	 * EMU_DEVICES=4 as test_nccl_fit_emu_hybrid; skipped on fewer GPUs) */
 	{ "hybrid_dp2_pp2", "{name: hybrid, dp: 2, pp: 2, schedule: 1f1b, dp_strategy: ddp}",
-	  "  accumulate_grad_batches: 4\n", 0, NULL, 4 },
+	  "  accumulate_grad_batches: 4\n", 0, NULL, 4, NULL, 0 },
 	/* tensor parallel over nccl: the model's f/g collectives and the
 	 * sequence-parallel all-gathers and reduce-scatters on the tp group,
 	 * the vocabulary-parallel loss's statistics, the strategy's packed
 	 * partial gradients */
 	{ "tp2_sp", "{name: tp, size: 2, sequence_parallel: true, vocab_parallel: true}", "", 0,
-	  NULL, 0 },
+	  NULL, 0, NULL, 0 },
 	/* dp 2 x tp 2 on 4 GPUs: the tp and dp groups split from the world
 	 * (test_nccl_fit_emu_hybrid, 4 emulated devices) */
-	{ "dp2_tp2", "{name: tp, size: 2, sequence_parallel: true}", "", 0, NULL, 4 },
+	{ "dp2_tp2", "{name: tp, size: 2, sequence_parallel: true}", "", 0, NULL, 4, NULL, 0 },
+	/* tp 3: every split three ways (heads, width, vocabulary, and the
+	 * sequence: context 9), on 3 of the 4 GPUs */
+	{ "tp3_sp", "{name: tp, size: 3, sequence_parallel: true, vocab_parallel: true}", "", 0,
+	  NULL, 3, "n_head: 3, n_embd: 24, vocab_size: 255", 9 },
 };
 
 static char dir[] = "/tmp/weft_test_nccl_fit_XXXXXX";
@@ -128,12 +134,15 @@ static int write_config(const char *name, const char *corpus, const fit_run *r)
 		"  enable_checkpointing: false\n"
 		"  enable_progress_bar: false\n"
 		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: %d, n_head: 2, n_embd: 16, vocab_size: 256,\n"
-		"        block_size: 8, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
+		"model: {class: gpt, n_layer: %d, %s,\n"
+		"        block_size: %d, bias: true, dropout: 0.0}\n"
+		"data: {class: text, paths: [%s], block_size: %d, batch_size: 2,\n"
 		"       val_fraction: 0.1, shuffle: false}\n"
 		"optimizer: %s\n",
-		r->devices ? r->devices : 2, r->strategy, r->trainer_extra, STEPS, dir, r->n_layer ? r->n_layer : 2, corpus,
+		r->devices ? r->devices : 2, r->strategy, r->trainer_extra, STEPS, dir,
+		r->n_layer ? r->n_layer : 2,
+		r->shape ? r->shape : "n_head: 2, n_embd: 16, vocab_size: 256",
+		r->block ? r->block : 8, corpus, r->block ? r->block : 8,
 		r->optimizer ? r->optimizer : "{name: adamw, lr: 3.0e-3, weight_decay: 0.1}");
 	return fclose(f);
 }
