@@ -292,6 +292,18 @@ static weft_status attention_gqa_backward(weft_ctx *ctx, weft_tape_node *n)
 					      scratch);
 }
 
+/* The fused path (the table's flash_attention_*): backward recomputes the
+ * probabilities from the saved log-sum-exp and the op's own output. */
+static weft_status attention_flash_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_tensor *qkv = n->in[0];
+
+	return ctx->k->flash_attention_backward(ctx->kctx, DT(qkv), qkv->shape[0], qkv->shape[1],
+						n->i[0], n->i[1], n->i[2], qkv->data,
+						n->out->data, n->saved[0], n->out->grad->data,
+						bw_grad(n, 0));
+}
+
 weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
 				  int64_t n_kv_head, weft_tensor **out)
 {
@@ -329,6 +341,23 @@ weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_hea
 	shape[0] = B;
 	shape[1] = T;
 	shape[2] = n_head * hs;
+	/* A table with fused attention (CUDA's) saves the (B, nh, T) F32
+	 * log-sum-exp instead of the (B, nh, T, T) probabilities; the CPU
+	 * table has none and keeps the materialized path. */
+	if (HAS_KERNEL(ctx->k, flash_attention_forward) &&
+	    HAS_KERNEL(ctx->k, flash_attention_backward) && hs <= WEFT_FLASH_MAX_HEAD_DIM) {
+		if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
+		    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||
+		    (st = op_scratch(ctx, op, (size_t)(B * n_head * T) * sizeof(float), &att)))
+			return st;
+		if (B && T)
+			st = ctx->k->flash_attention_forward(ctx->kctx, DT(qkv), B, T, n_head,
+							     n_kv_head, hs, qkv->data, y->data,
+							     att);
+		if (st || (st = op_record(ctx, op, attention_flash_backward, y, 1, &qkv, &node)))
+			return st;
+		goto out_saved;
+	}
 	bytes = ctx->k->attention_gqa_scratch(DT(qkv), B, T, n_head, n_kv_head, hs);
 	if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||
@@ -341,6 +370,7 @@ weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_hea
 						   qkv->data, y->data, att, scratch);
 	if (st || (st = op_record(ctx, op, attention_gqa_backward, y, 1, &qkv, &node)))
 		return st;
+out_saved:
 	if (node) {
 		node->i[0] = n_head;
 		node->i[1] = n_kv_head;

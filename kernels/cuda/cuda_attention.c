@@ -3,9 +3,8 @@
  * per batch row, cuBLAS strided-batched GEMMs over the heads (scores kept
  * in F32 whatever the dtype), and a causal softmax kernel between them.
  * The probabilities are written to `att` (the table's contract: backward
- * reads them), so this is the plain, memory-bound formulation; a fused
- * (flash-style) kernel would need the contract to save only row
- * statistics. */
+ * reads them), so this is the plain, memory-bound formulation; the fused
+ * kernels that save only row statistics are cuda_flash.cu's. */
 #include <math.h>
 
 #include "cuda_impl.h"

@@ -262,6 +262,15 @@ weft_status cuda_swiglu_backward(void *kctx, weft_dtype dt, int64_t rows, int64_
 				 const void *gate, const void *up, int64_t ld, const void *dy,
 				 void *dgate, void *dup);
 
+/* cuda_flash.cu: fused causal attention (since ABI 1.4) */
+weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					 int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+					 void *out, float *lse);
+weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					  int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+					  const void *out, const float *lse, const void *dout,
+					  void *dqkv);
+
 /* cuda_optim.cu: see kernels_cuda.h */
 weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,
 			    float *param, weft_dtype grad_dt, const void *grad, float *exp_avg,

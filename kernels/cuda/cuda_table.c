@@ -471,6 +471,8 @@ static const weft_kernel_table cuda_table = {
 	.attention_gqa_forward = cuda_attention_gqa_forward,
 	.attention_gqa_backward = cuda_attention_gqa_backward,
 	.attention_gqa_scratch = cuda_attention_gqa_scratch,
+	.flash_attention_forward = cuda_flash_attention_forward,
+	.flash_attention_backward = cuda_flash_attention_backward,
 };
 
 static const weft_cuda_extras cuda_extras = {

@@ -748,7 +748,36 @@ typedef struct weft_kernel_table {
 	/* Bytes of scratch attention_gqa_forward/backward need. */
 	size_t (*attention_gqa_scratch)(weft_dtype dt, int64_t B, int64_t T, int64_t nh,
 					int64_t nkv, int64_t hs);
+
+	/* ---- since ABI 1.4: fused (flash) causal attention, which saves
+	 * the softmax's log-sum-exp instead of the probabilities; check
+	 * WEFT_HAS_MEMBER(k, weft_kernel_table, flash_attention_backward)
+	 * first. Optional, both or neither: NULL (the CPU table) means the
+	 * caller uses attention_gqa_*, the reference these are tested
+	 * against. Stream-ordered on kctx; compute and statistics in F32
+	 * whatever the storage dtype. ---- */
+
+	/* As attention_gqa_forward on the same packed qkv (B, T, (nh + 2 nkv)
+	 * hs) and out (B, T, nh hs), for 1 <= hs <= WEFT_FLASH_MAX_HEAD_DIM,
+	 * without the probabilities: saves lse (F32, (B, nh, T)), per query
+	 * row t the natural log of the sum over keys j <= t of exp(q_t k_j /
+	 * sqrt(hs)). Errors: WEFT_ERR_UNSUPPORTED for a larger hs, or B or
+	 * nh above 65535. */
+	weft_status (*flash_attention_forward)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+					       int64_t nh, int64_t nkv, int64_t hs,
+					       const void *qkv, void *out, float *lse);
+	/* Accumulates dqkv (B, T, (nh + 2 nkv) hs) from dout (B, T, nh hs),
+	 * as attention_gqa_backward, recomputing the probabilities from the
+	 * forward's out and lse. Deterministic: the same inputs give the same
+	 * bits. Needs no scratch from the caller. */
+	weft_status (*flash_attention_backward)(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+						int64_t nh, int64_t nkv, int64_t hs,
+						const void *qkv, const void *out, const float *lse,
+						const void *dout, void *dqkv);
 } weft_kernel_table;
+
+/* The largest head dimension flash_attention_* take (since ABI 1.4). */
+#define WEFT_FLASH_MAX_HEAD_DIM 128
 
 /* The elements a GEMM operand spans: `batch` matrices `stride` apart (0:
  * one matrix reused), each `rows` rows of `ld` elements whose first `cols`
