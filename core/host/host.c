@@ -153,6 +153,7 @@ static const weft_host host = {
 	.ctx_kernels = host_ctx_kernels,
 	.parallel_for = weft_cpu_parallel_for,
 	.cuda_extras = weft_cuda_extras_find,
+	.tp_param_runs = weft_tp_host_param_runs,
 };
 
 const weft_host *weft_host_services(void)

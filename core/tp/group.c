@@ -154,6 +154,60 @@ weft_status weft_tp_group_set_split(weft_tp_group *g, size_t index, weft_tp_spli
 	return WEFT_OK;
 }
 
+weft_status weft_tp_group_set_parts(weft_tp_group *g, size_t index, int32_t nparts,
+				    const int64_t *rows, const int32_t *split, int32_t ndim,
+				    const int64_t *full_shape)
+{
+	struct tp_param *p;
+	int64_t sum = 0;
+	weft_status st;
+
+	if (nparts < 1 || nparts > WEFT_TP_MAX_PARTS)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "tp: parameter %zu: %d packed parts "
+				      "(1 to %d)", index, (int)nparts, WEFT_TP_MAX_PARTS);
+	for (int32_t k = 0; k < nparts; k++) {
+		if (rows[k] < 0 || (split[k] && rows[k] % g->size))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "tp: parameter %zu: part %d "
+					      "of %lld rows cannot be split %d ways", index, (int)k,
+					      (long long)rows[k], (int)g->size);
+		sum += rows[k];
+	}
+	if (sum != full_shape[0])
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "tp: parameter %zu: parts of %lld rows "
+				      "in all, the tensor has %lld", index, (long long)sum,
+				      (long long)full_shape[0]);
+	if ((st = weft_tp_group_set_split(g, index, WEFT_TP_ROWS_PARTS, ndim, full_shape)))
+		return st;
+	p = &g->p[index];
+	p->nparts = nparts;
+	for (int32_t k = 0; k < nparts; k++) {
+		p->part_rows[k] = rows[k];
+		p->part_split[k] = split[k] != 0;
+	}
+	return WEFT_OK;
+}
+
+int32_t weft_tp_group_runs(const weft_tp_group *g, size_t index, int32_t rank,
+			   weft_tp_run *out)
+{
+	const struct tp_param *p = index < g->nparams ? &g->p[index] : NULL;
+	int64_t inner, whole = 0, local = 0;
+
+	if (!p || p->split != WEFT_TP_ROWS_PARTS)
+		return 0;
+	inner = p->ndim > 1 ? p->shape[1] : 1;
+	for (int32_t k = 0; k < p->nparts; k++) {
+		int64_t rows = p->part_split[k] ? p->part_rows[k] / g->size : p->part_rows[k];
+		int64_t first = p->part_split[k] ? rank * rows : 0;
+
+		out[k] = (weft_tp_run){ .local = local, .whole = (whole + first) * inner,
+					.count = rows * inner, .shared = !p->part_split[k] };
+		local += rows * inner;
+		whole += p->part_rows[k];
+	}
+	return p->nparts;
+}
+
 weft_status weft_tp_group_set_partial(weft_tp_group *g, size_t index)
 {
 	if (index >= g->nparams)
@@ -267,6 +321,8 @@ static void each_run(weft_tp_split split, const int64_t *full_shape, int32_t ndi
 		}
 		return;
 	}
+	case WEFT_TP_ROWS_PARTS:
+		return; /* weft_tp_group_take_shard / put_shard: the parts are the group's */
 	case WEFT_TP_COLS: {
 		int64_t per = inner / size;
 
@@ -298,6 +354,43 @@ void weft_tp_put_shard(weft_tp_split split, const int64_t *full_shape, int32_t s
 		       int32_t rank, const float *shard, float *full)
 {
 	each_run(split, full_shape, ndim_of(full_shape), size, rank, (float *)shard, full, 0);
+}
+
+/* Copies rank's runs of a WEFT_TP_ROWS_PARTS parameter (to_shard: full
+ * -> shard), else each_run of its split. */
+static void group_runs(const weft_tp_group *g, size_t index, int32_t rank, float *shard,
+		       float *full, int to_shard)
+{
+	const struct tp_param *p = &g->p[index];
+	weft_tp_run run[WEFT_TP_MAX_PARTS];
+	int32_t n = weft_tp_group_runs(g, index, rank, run);
+
+	if (p->split != WEFT_TP_ROWS_PARTS) {
+		each_run(p->split, p->shape, p->ndim, g->size, rank, shard, full, to_shard);
+		return;
+	}
+	for (int32_t k = 0; k < n; k++) {
+		size_t bytes = (size_t)run[k].count * sizeof(float);
+
+		if (to_shard)
+			memcpy(shard + run[k].local, full + run[k].whole, bytes);
+		else
+			memcpy(full + run[k].whole, shard + run[k].local, bytes);
+	}
+}
+
+void weft_tp_group_take_shard(const weft_tp_group *g, size_t index, int32_t rank,
+			      const float *full, float *shard)
+{
+	if (index < g->nparams)
+		group_runs(g, index, rank, shard, (float *)full, 1);
+}
+
+void weft_tp_group_put_shard(const weft_tp_group *g, size_t index, int32_t rank,
+			     const float *shard, float *full)
+{
+	if (index < g->nparams)
+		group_runs(g, index, rank, (float *)shard, full, 0);
 }
 
 int64_t weft_tp_full_numel(const weft_tp_group *g, size_t index)
@@ -359,7 +452,7 @@ weft_status weft_tp_gather_param(weft_tp_group *g, const weft_params *ps, size_t
 			st = weft_error_wrap(st, "tp: gathering '%s'", p->name);
 	}
 	for (int32_t r = 0; !st && r < g->size; r++)
-		weft_tp_put_shard(tp->split, tp->shape, g->size, r, all + r * n, full);
+		weft_tp_group_put_shard(g, index, r, all + r * n, full);
 out_free:
 	free(local);
 	free(all);

@@ -162,6 +162,22 @@ int weft_tp_host_param_split(const weft_params *ps, size_t index, int *grad_part
 	return g ? (int)weft_tp_group_split(g, index, NULL, NULL) : WEFT_TP_REPLICATE;
 }
 
+int weft_tp_host_param_runs(const weft_params *ps, size_t index, int64_t *local, int64_t *whole,
+			    int64_t *count, int *shared)
+{
+	const weft_tp_group *g = weft_tp_group_find(ps);
+	weft_tp_run run[WEFT_TP_MAX_PARTS];
+	int32_t n = g ? weft_tp_group_runs(g, index, g->rank, run) : 0;
+
+	for (int32_t k = 0; k < n; k++) {
+		local[k] = run[k].local;
+		whole[k] = run[k].whole;
+		count[k] = run[k].count;
+		shared[k] = run[k].shared;
+	}
+	return (int)n;
+}
+
 void weft_tp_host_stats(const weft_params *ps, int reset, int64_t *calls, int64_t *elements,
 			int64_t *bytes)
 {

@@ -63,10 +63,27 @@ typedef enum weft_tp_split {
 	WEFT_TP_ROWS = 1,      /* dim 0 split in size equal blocks, rank r holds block r
 				* (column-parallel Linear weight [out, in], its bias) */
 	WEFT_TP_COLS = 2,      /* dim 1 split (row-parallel Linear weight [out, in]) */
-	WEFT_TP_ROWS3 = 3      /* dim 0 is three packed parts (q | k | v); each part is
+	WEFT_TP_ROWS3 = 3,     /* dim 0 is three packed parts (q | k | v); each part is
 				* split as WEFT_TP_ROWS and rank r holds its block of
 				* each, packed again (nanoGPT's c_attn) */
+	WEFT_TP_ROWS_PARTS = 4 /* dim 0 is up to WEFT_TP_MAX_PARTS packed parts of any
+				* rows (weft_tp_group_set_parts): a split part as
+				* WEFT_TP_ROWS, a shared part whole on every rank with
+				* a partial gradient (each rank adds what its shard of
+				* the computation saw: sum it over the group). The
+				* grouped-query q | k | v and SwiGLU's gate | up. */
 } weft_tp_split;
+
+#define WEFT_TP_MAX_PARTS 3
+
+/* One contiguous run of a rank's shard of a WEFT_TP_ROWS_PARTS parameter:
+ * `count` elements at element `local` of the shard are elements
+ * [whole, whole + count) of the whole parameter; shared: a part every rank
+ * holds whole (partial gradient), else this rank's block of a split one. */
+typedef struct weft_tp_run {
+	int64_t local, whole, count;
+	int32_t shared;
+} weft_tp_run;
 
 /* Backward modes of weft_tp_seq_gather. */
 typedef enum weft_tp_bw {
@@ -119,6 +136,22 @@ uint32_t weft_tp_group_flags(const weft_tp_group *g);
  * index past the end. */
 weft_status weft_tp_group_set_split(weft_tp_group *g, size_t index, weft_tp_split split,
 				    int32_t ndim, const int64_t *full_shape);
+
+/* Records parameter `index` as WEFT_TP_ROWS_PARTS: dim 0 of the full
+ * shape (ndim <= 2) is `nparts` packed parts of rows[k] rows each, part k
+ * split over the group when split[k] (rows[k] divisible by the size),
+ * shared (whole on every rank) otherwise. Errors: WEFT_ERR_INVALID_ARG for
+ * an index past the end, more than WEFT_TP_MAX_PARTS parts, rows that do
+ * not sum to full_shape[0] or a split part the size does not divide. */
+weft_status weft_tp_group_set_parts(weft_tp_group *g, size_t index, int32_t nparts,
+				    const int64_t *rows, const int32_t *split, int32_t ndim,
+				    const int64_t *full_shape);
+
+/* The runs of rank `rank`'s shard of parameter `index` in out (at most
+ * WEFT_TP_MAX_PARTS); returns their number, 0 for a parameter that is not
+ * WEFT_TP_ROWS_PARTS. */
+int32_t weft_tp_group_runs(const weft_tp_group *g, size_t index, int32_t rank,
+			   weft_tp_run *out);
 
 /* Marks parameter `index` (replicated) as one whose gradient each rank
  * holds only partially - a layernorm or bias inside a sequence-parallel
@@ -199,8 +232,19 @@ weft_status weft_tp_vocab_accuracy(weft_ctx *ctx, weft_tp_group *g, weft_tensor 
 
 /* ---- shards and full tensors (host memory, F32) ---- */
 
+/* Copies rank `rank`'s shard of parameter `index`'s full value `full`
+ * into `shard` / places it back into `full`: weft_tp_take_shard /
+ * weft_tp_put_shard of the split recorded for it, WEFT_TP_ROWS_PARTS
+ * included. */
+void weft_tp_group_take_shard(const weft_tp_group *g, size_t index, int32_t rank,
+			      const float *full, float *shard);
+void weft_tp_group_put_shard(const weft_tp_group *g, size_t index, int32_t rank,
+			     const float *shard, float *full);
+
 /* Copies this rank's shard of a full parameter (`full`, the full shape
- * recorded for it) into `shard` (numel of the local parameter). */
+ * recorded for it) into `shard` (numel of the local parameter). Not for
+ * WEFT_TP_ROWS_PARTS, whose parts only the group knows: use
+ * weft_tp_group_take_shard (this copies nothing for it). */
 void weft_tp_take_shard(weft_tp_split split, const int64_t *full_shape, int32_t size,
 			int32_t rank, const float *full, float *shard);
 
@@ -258,6 +302,8 @@ weft_status weft_tp_host_info(const weft_params *ps, int32_t *size, int32_t *ran
 weft_status weft_tp_host_bind(weft_params *ps, const weft_comm_ops *ops, weft_comm *comm);
 int weft_tp_host_param_split(const weft_params *ps, size_t index, int *grad_partial,
 			     int64_t *full_numel);
+int weft_tp_host_param_runs(const weft_params *ps, size_t index, int64_t *local, int64_t *whole,
+			    int64_t *count, int *shared);
 void weft_tp_host_stats(const weft_params *ps, int reset, int64_t *calls, int64_t *elements,
 			int64_t *bytes);
 weft_status weft_tp_host_gather_param(const weft_params *ps, size_t index, int grads,

@@ -10,6 +10,9 @@ struct tp_param {
 	int32_t grad_partial;    /* its gradient is a partial sum over the group */
 	int32_t ndim;
 	int64_t shape[2];
+	int32_t nparts;          /* WEFT_TP_ROWS_PARTS: its packed parts */
+	int64_t part_rows[WEFT_TP_MAX_PARTS];
+	int32_t part_split[WEFT_TP_MAX_PARTS];
 };
 
 struct weft_tp_group {

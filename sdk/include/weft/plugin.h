@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1
-#define WEFT_ABI_MINOR 4
+#define WEFT_ABI_MINOR 5
 #define WEFT_ABI_MAKE(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define WEFT_ABI_VERSION WEFT_ABI_MAKE(WEFT_ABI_MAJOR, WEFT_ABI_MINOR)
 #define WEFT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
@@ -237,7 +237,8 @@ typedef struct weft_host {
 	weft_status (*tp_bind)(struct weft_params *ps, const struct weft_comm_ops *ops,
 			       struct weft_comm *comm);
 	/* How parameter `index` of ps is split: 0 whole on every rank, 1 rows,
-	 * 2 columns, 3 rows of packed q|k|v. *grad_partial: 1 when each rank
+	 * 2 columns, 3 rows of packed q|k|v, 4 (since ABI 1.5) rows of packed
+	 * parts of any sizes, some shared (tp_param_runs). *grad_partial: 1 when each rank
 	 * holds a partial gradient of a whole parameter (sequence parallel
 	 * layernorms and biases: sum it over the tp group). *full_numel: its
 	 * elements when whole. */
@@ -335,6 +336,20 @@ typedef struct weft_host {
 	 * library is not loaded in this process, or it has no extras (built
 	 * for an older weft: rebuild it). */
 	weft_status (*cuda_extras)(const struct weft_cuda_extras **out, const char **file);
+
+	/* ---- since ABI 1.5: packed parts under tensor parallelism; check
+	 * WEFT_HAS_MEMBER(host, weft_host, tp_param_runs) first. ----
+	 * The shard of a parameter of split kind 4 (tp_param_split) on this
+	 * rank as runs (at most 3): run k is count[k] elements at element
+	 * local[k] of the shard, elements [whole[k], whole[k] + count[k]) of
+	 * the whole parameter; shared[k] 1 for a part every tp rank holds
+	 * whole with a partial gradient (sum it over the tp group, count it
+	 * once in a norm: grouped-query attention's k and v when there are
+	 * fewer key/value heads than tp ranks), 0 for this rank's block of a
+	 * split part. Returns the number of runs; 0 for other kinds. Does not
+	 * block. */
+	int (*tp_param_runs)(const struct weft_params *ps, size_t index, int64_t local[3],
+			     int64_t whole[3], int64_t count[3], int shared[3]);
 } weft_host;
 
 /* The entry symbol's name and type. */
