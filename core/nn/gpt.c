@@ -47,8 +47,7 @@ static const char *norm_type(const weft_model *m)
 	return m->arch.norm == NN_NORM_RMSNORM ? "RMSNorm" : "LayerNorm";
 }
 
-static weft_status arch_check(const weft_gpt_config *c, const nn_arch *a,
-			      const weft_model_options *opt)
+static weft_status arch_check(const weft_gpt_config *c, const nn_arch *a)
 {
 	int64_t kv = a->n_kv_head ? a->n_kv_head : c->n_head;
 
@@ -67,26 +66,6 @@ static weft_status arch_check(const weft_gpt_config *c, const nn_arch *a,
 				      "of channels, but the head size n_embd / n_head = %lld is "
 				      "odd; choose n_embd and n_head with an even quotient",
 				      (long long)(c->n_embd / c->n_head));
-	if (nn_arch_is_gpt(a) || !opt)
-		return WEFT_OK;
-	if (nn_tp_size(opt) > 1)
-		return weft_error_set(WEFT_ERR_UNSUPPORTED, "gpt: tensor parallelism (tp size "
-				      "%d) splits only the GPT-2 transformer yet; this model's "
-				      "%s%s%s%s%s is not split by it: train it with ddp or "
-				      "zero_*, or use model.class gpt without a preset",
-				      nn_tp_size(opt),
-				      a->norm == NN_NORM_RMSNORM ? "rmsnorm, " : "",
-				      a->position == NN_POS_ROPE ? "rope, " : "",
-				      a->mlp == NN_MLP_SWIGLU ? "swiglu, " : "",
-				      a->n_kv_head && a->n_kv_head != c->n_head ? "n_kv_head, " : "",
-				      a->untied ? "untied head" : "custom shape");
-	if (opt->stage)
-		return weft_error_set(WEFT_ERR_UNSUPPORTED, "gpt: pipeline stages are built only "
-				      "for the GPT-2 transformer yet; this model (%s, %s, %s) cannot "
-				      "be split into stages: train it with ddp or zero_*",
-				      a->norm == NN_NORM_RMSNORM ? "rmsnorm" : "layernorm",
-				      a->position == NN_POS_ROPE ? "rope" : "learned positions",
-				      a->mlp == NN_MLP_SWIGLU ? "swiglu" : "gelu_tanh");
 	return WEFT_OK;
 }
 
@@ -115,7 +94,6 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
 {
 	int64_t C = m->gpt.n_embd, ta = b->tp_attn, tm = b->tp_mlp;
-	int64_t hs = C / m->gpt.n_head, qkv = (m->gpt.n_head + 2 * kv_heads(m)) * hs;
 	int64_t I = inner(m), fc = m->arch.mlp == NN_MLP_SWIGLU ? 2 * I : I;
 	int32_t hi = (int32_t)(h - m->mods), bi, ai, mi;
 	char p[64], n[96];
@@ -131,7 +109,8 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	ai = (int32_t)(b->attn - m->mods);
 	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, qkv / ta, C, &b->c_attn)))
+	if ((st = affine(m, &m->mods[ai], "Linear", n, nn_gpt_tp_qkv_rows(m, (int32_t)ta), C,
+			 &b->c_attn)))
 		return st;
 	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
 	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / ta, &b->attn_proj)))
@@ -280,8 +259,8 @@ weft_status nn_model_create_transformer(const weft_gpt_config *cfg, const nn_arc
 	*out = NULL;
 	if (!arch)
 		arch = &gpt2;
-	if ((st = nn_gpt_check(cfg)) || (st = arch_check(cfg, arch, opt)) ||
-	    (st = nn_gpt_tp_check(cfg, opt)))
+	if ((st = nn_gpt_check(cfg)) || (st = arch_check(cfg, arch)) ||
+	    (st = nn_gpt_tp_check(cfg, arch, opt)))
 		return st;
 	end = cfg->n_layer;
 	if (opt && opt->stage) {
@@ -413,8 +392,8 @@ static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tens
 
 /* The block's norm: LayerNorm (GPT-2's eps 1e-5 exactly as before) or
  * RMSNorm, in its module's begin/end. */
-static weft_status norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			weft_tensor **out)
+weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			  weft_tensor **out)
 {
 	weft_status st;
 
@@ -429,11 +408,10 @@ static weft_status norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_ten
 	return st ? st : nn_leave(s);
 }
 
-/* Attention over the packed projection y: GPT-2's multi-head attention, or
- * rotary positions on q and k and grouped-query attention. */
-static weft_status attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
+		      weft_tensor **out)
 {
-	int64_t nh = m->gpt.n_head, kv = kv_heads(m), hs = m->gpt.n_embd / nh;
+	int64_t hs = m->gpt.n_embd / m->gpt.n_head;
 	weft_status st;
 
 	if (m->arch.position == NN_POS_LEARNED && kv == nh)
@@ -444,7 +422,7 @@ static weft_status attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_ten
 	return nn_gqa_attention(m, ctx, y, nh, kv, out);
 }
 
-static weft_status activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
 {
 	if (m->arch.mlp == NN_MLP_SWIGLU)
 		return weft_op_swiglu(ctx, y, NULL, out);
@@ -459,14 +437,14 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = norm(m, s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = attend(m, ctx, y, &y)) ||
+	    (st = nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = activation(m, ctx, y, &y)) ||
+	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_activation(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -494,7 +472,7 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
 
-		if ((st = norm(m, &s, &m->ln_f, h, &h)) ||
+		if ((st = nn_block_norm(m, &s, &m->ln_f, h, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
 		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;

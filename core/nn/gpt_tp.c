@@ -1,7 +1,23 @@
-/* GPT under Megatron tensor parallelism (weft_model_options.tp_size > 1):
- * the checks, the split bookkeeping and shard initialisation, and the
- * block forward with the f / g (or sequence-parallel) communication ops.
- * Shapes are declared by gpt.c's declare_block (divided by tp_size). */
+/* The transformer under Megatron tensor parallelism
+ * (weft_model_options.tp_size > 1), GPT-2's and the Llama-style choices
+ * alike: the checks, the split bookkeeping and shard initialisation, and
+ * the block forward with the f / g (or sequence-parallel) communication
+ * ops. Shapes are declared by gpt.c's declare_block (the split ones from
+ * nn_gpt_tp_qkv_rows and tp_size).
+ *
+ * Attention is split by heads: c_attn's q rows (and k, v rows when the
+ * key/value heads are at least as many as the ranks) column-parallel,
+ * c_proj row-parallel. With fewer key/value heads than ranks every rank
+ * holds the whole k and v projection, uses the one key/value head its
+ * query heads share, and its gradient of them is partial (the strategy
+ * sums it over the group: core/tp's shared parts). SwiGLU's packed gate |
+ * up is split part by part, so each rank's gate and up halves match; the
+ * down projection is row-parallel. RMSNorm weights are replicated (partial
+ * gradients under sequence parallelism, as LayerNorm's); rotary positions
+ * are applied per local head on whole sequences (the attention's input is
+ * gathered first under sequence parallelism), so a token's position is
+ * its place in the whole sequence. An untied lm_head is split by
+ * vocabulary like wte under vocabulary parallelism. */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +31,12 @@ int32_t nn_tp_size(const weft_model_options *opt)
 	return opt && opt->tp_size > 1 ? opt->tp_size : 1;
 }
 
-weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *opt)
+weft_status nn_gpt_tp_check(const weft_gpt_config *c, const nn_arch *a,
+			    const weft_model_options *opt)
 {
 	int32_t T = nn_tp_size(opt);
+	int64_t kv = a->n_kv_head ? a->n_kv_head : c->n_head;
+	int64_t inner = a->intermediate ? a->intermediate : 4 * c->n_embd;
 
 	if (T == 1)
 		return WEFT_OK;
@@ -37,6 +56,23 @@ weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *
 				      "under strategy hybrid; attention is split by heads); pick a "
 				      "size that divides %lld",
 				      (long long)c->n_head, (int)T, (long long)c->n_head);
+	if (kv >= T ? kv % T : T % kv)
+		return weft_error_set(WEFT_ERR_CONFIG, "gpt: model.n_kv_head %lld is neither a "
+				      "multiple nor a divisor of the tensor-parallel size %d "
+				      "(trainer.strategy.size, or tp under strategy hybrid): key/value "
+				      "heads are split over the ranks when n_kv_head is a multiple of "
+				      "it and replicated when it divides it; pick a size that divides "
+				      "%lld or is a multiple of it", (long long)kv, (int)T,
+				      (long long)kv);
+	if (inner % T)
+		return weft_error_set(WEFT_ERR_CONFIG, "gpt: model.intermediate_size %lld is not "
+				      "divisible by the tensor-parallel size %d (trainer.strategy.size, "
+				      "or tp under strategy hybrid; the MLP's %s split along "
+				      "it); pick a size that divides %lld, or an intermediate_size that "
+				      "is a multiple of %d", (long long)inner, (int)T,
+				      a->mlp == NN_MLP_SWIGLU ? "gate, up and down projections are" :
+								"c_fc and c_proj are",
+				      (long long)inner, (int)T);
 	/* a stage's boundary tensors are whole sequences (the pipeline sends
 	 * [rows, T, n_embd]): sequence parallelism would split them */
 	if (opt->stage && (opt->tp_flags & WEFT_TP_SEQUENCE_PARALLEL))
@@ -69,6 +105,31 @@ int64_t nn_gpt_tp_wte_rows(const weft_model *m)
 								      m->gpt.vocab_size;
 }
 
+static int64_t kv_heads(const weft_model *m)
+{
+	return m->arch.n_kv_head ? m->arch.n_kv_head : m->gpt.n_head;
+}
+
+static int64_t inner(const weft_model *m)
+{
+	return m->arch.intermediate ? m->arch.intermediate : 4 * m->gpt.n_embd;
+}
+
+/* Whether the key/value heads are replicated: fewer than the ranks. */
+static int kv_shared(const weft_model *m, int32_t split)
+{
+	return split > 1 && kv_heads(m) < split;
+}
+
+int64_t nn_gpt_tp_qkv_rows(const weft_model *m, int32_t split)
+{
+	int64_t nh = m->gpt.n_head, kv = kv_heads(m), hs = m->gpt.n_embd / nh;
+
+	if (kv_shared(m, split))
+		return (nh / split + 2 * kv) * hs;
+	return (nh + 2 * kv) * hs / split;
+}
+
 static size_t index_of(const weft_tensor *p)
 {
 	return (size_t)p->param_index;
@@ -80,6 +141,69 @@ static weft_status mark(weft_model *m, const weft_tensor *p, weft_tp_split split
 	int64_t shape[2] = { d0, d1 };
 
 	return p ? weft_tp_group_set_split(m->tp, index_of(p), split, ndim, shape) : WEFT_OK;
+}
+
+/* c_attn's weight (ndim 2) or bias (1) over `split` ranks: GPT-2's q | k |
+ * v of equal parts (WEFT_TP_ROWS3), else the parts of grouped-query
+ * attention, k and v split with q or shared by every rank. */
+static weft_status mark_qkv(weft_model *m, const weft_tensor *p, int32_t split, int32_t ndim)
+{
+	int64_t C = m->gpt.n_embd, hs = C / m->gpt.n_head, kv = kv_heads(m) * hs;
+	int64_t rows[3] = { C, kv, kv }, full[2] = { C + 2 * kv, ndim > 1 ? C : 0 };
+	int32_t parts[3] = { 1, !kv_shared(m, split), !kv_shared(m, split) };
+
+	if (!p)
+		return WEFT_OK;
+	if (kv == C)
+		return mark(m, p, WEFT_TP_ROWS3, ndim, 3 * C, full[1]);
+	return weft_tp_group_set_parts(m->tp, index_of(p), 3, rows, parts, ndim, full);
+}
+
+/* c_fc's weight or bias: GELU's rows split, SwiGLU's gate | up split part
+ * by part (rank r holds block r of each, so its halves match). */
+static weft_status mark_fc(weft_model *m, const weft_tensor *p, int32_t ndim)
+{
+	int64_t C = m->gpt.n_embd, I = inner(m), rows[2] = { I, I };
+	int64_t full[2] = { 2 * I, ndim > 1 ? C : 0 };
+	int32_t parts[2] = { 1, 1 };
+
+	if (!p)
+		return WEFT_OK;
+	if (m->arch.mlp != NN_MLP_SWIGLU)
+		return mark(m, p, WEFT_TP_ROWS, ndim, I, full[1]);
+	return weft_tp_group_set_parts(m->tp, index_of(p), 2, rows, parts, ndim, full);
+}
+
+/* With 1 < n_kv_head < tp each rank holds every key/value head but needs
+ * one: a 0/1 matrix (out, in) picking its q | k_j | v_j out of c_attn's
+ * q | k | v, applied as a Linear (exact: one product by 1 per output, the
+ * backward scatters the gradient back, zeros elsewhere). Kept on the host,
+ * copied into the step's context like the positions. */
+static weft_status kv_select_setup(weft_model *m)
+{
+	int64_t nh = m->gpt.n_head, kv = kv_heads(m), hs = m->gpt.n_embd / nh;
+	int32_t T = nn_tp_size(&m->opt);
+	int64_t q = nh / T * hs, in, out, j;
+
+	if (!kv_shared(m, T) || kv == 1)
+		return WEFT_OK;
+	in = q + 2 * kv * hs;
+	out = q + 2 * hs;
+	j = (int64_t)m->opt.tp_rank * kv / T; /* the head of this rank's query heads */
+	m->kv_select = calloc((size_t)(in * out), sizeof(float));
+	if (!m->kv_select)
+		return weft_error_set(WEFT_ERR_NOMEM, "gpt: out of memory for the key/value head "
+				      "selection (%lld x %lld)", (long long)out, (long long)in);
+	m->kv_select_shape[0] = out;
+	m->kv_select_shape[1] = in;
+	for (int64_t o = 0; o < out; o++) {
+		int64_t src = o < q ? o :
+			      o < q + hs ? q + j * hs + (o - q) :
+					   q + kv * hs + j * hs + (o - q - hs);
+
+		m->kv_select[o * in + src] = 1.0f;
+	}
+	return WEFT_OK;
 }
 
 /* ---- the plan ---- */
@@ -189,7 +313,7 @@ weft_status nn_gpt_tp_plan(weft_model *m)
 
 weft_status nn_gpt_tp_setup(weft_model *m)
 {
-	int64_t C = m->gpt.n_embd;
+	int64_t C = m->gpt.n_embd, I = inner(m);
 	int sp = m->opt.tp_flags & WEFT_TP_SEQUENCE_PARALLEL;
 	weft_status st;
 
@@ -201,14 +325,13 @@ weft_status nn_gpt_tp_setup(weft_model *m)
 		const gpt_block *b = &m->blocks[i];
 
 		if (b->tp_attn > 1 &&
-		    ((st = mark(m, b->c_attn.w, WEFT_TP_ROWS3, 2, 3 * C, C)) ||
-		     (st = mark(m, b->c_attn.b, WEFT_TP_ROWS3, 1, 3 * C, 0)) ||
+		    ((st = mark_qkv(m, b->c_attn.w, b->tp_attn, 2)) ||
+		     (st = mark_qkv(m, b->c_attn.b, b->tp_attn, 1)) ||
 		     (st = mark(m, b->attn_proj.w, WEFT_TP_COLS, 2, C, C))))
 			break;
 		if (b->tp_mlp > 1 &&
-		    ((st = mark(m, b->c_fc.w, WEFT_TP_ROWS, 2, 4 * C, C)) ||
-		     (st = mark(m, b->c_fc.b, WEFT_TP_ROWS, 1, 4 * C, 0)) ||
-		     (st = mark(m, b->mlp_proj.w, WEFT_TP_COLS, 2, C, 4 * C))))
+		    ((st = mark_fc(m, b->c_fc.w, 2)) || (st = mark_fc(m, b->c_fc.b, 1)) ||
+		     (st = mark(m, b->mlp_proj.w, WEFT_TP_COLS, 2, C, I))))
 			break;
 		if (sp) {
 			/* row-parallel biases are added on this rank's positions */
@@ -221,9 +344,14 @@ weft_status nn_gpt_tp_setup(weft_model *m)
 					st = weft_tp_group_set_partial(m->tp, index_of(seq[k]));
 		}
 	}
-	/* vocabulary parallelism: this rank's block of wte rows (and logits) */
+	/* vocabulary parallelism: this rank's block of wte rows (and logits),
+	 * and of an untied head's */
 	if (!st && (m->opt.tp_flags & WEFT_TP_VOCAB_PARALLEL) && m->wte)
 		st = mark(m, m->wte, WEFT_TP_ROWS, 2, m->gpt.vocab_size, C);
+	if (!st && (m->opt.tp_flags & WEFT_TP_VOCAB_PARALLEL) && m->head_w)
+		st = mark(m, m->head_w, WEFT_TP_ROWS, 2, m->gpt.vocab_size, C);
+	if (!st)
+		st = kv_select_setup(m);
 	/* ln_f runs on this rank's positions too */
 	if (!st && sp && m->ln_f.w)
 		st = weft_tp_group_set_partial(m->tp, index_of(m->ln_f.w));
@@ -254,7 +382,7 @@ weft_status nn_gpt_tp_init_normal(weft_model *m, weft_tensor *p, float std)
 		st = weft_error_set(WEFT_ERR_NOMEM, "gpt: out of memory initialising '%s'",
 				    p->name);
 	if (!st) {
-		weft_tp_take_shard(split, full, m->opt.tp_size, m->opt.tp_rank, tmp->data, shard);
+		weft_tp_group_take_shard(m->tp, index_of(p), m->opt.tp_rank, tmp->data, shard);
 		st = weft_tensor_copy_from_host(p, shard, weft_tensor_nbytes(p));
 	}
 	free(shard);
@@ -314,22 +442,42 @@ static weft_status whole_out(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_
 	return WEFT_OK;
 }
 
+/* This rank's q | k | v down to the key/value head its query heads use
+ * (kv_select_setup); y itself when there is nothing to pick. */
+static weft_status kv_select(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	weft_tensor *sel;
+	weft_status st;
+
+	if (!m->kv_select) {
+		*out = y;
+		return WEFT_OK;
+	}
+	if ((st = weft_ctx_tensor(ctx, "kv head selection", WEFT_F32, 2, m->kv_select_shape,
+				  &sel)) ||
+	    (st = weft_tensor_copy_from_host(sel, m->kv_select, weft_tensor_nbytes(sel))))
+		return st;
+	return weft_op_linear(ctx, y, sel, NULL, out);
+}
+
 static weft_status attn_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *h,
 				weft_tensor **out)
 {
 	weft_ctx *ctx = s->ctx;
+	int64_t nh = m->gpt.n_head, kv = kv_heads(m), T = b->tp_attn;
 	weft_tensor *y;
 	weft_status st;
 
-	if (b->tp_attn == 1) {
+	if (T == 1) {
 		if ((st = whole_in(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-		    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head, &y)) ||
+		    (st = nn_attend(m, ctx, y, nh, kv, &y)) ||
 		    (st = nn_linear(s, &b->attn_proj, y, &y)))
 			return st;
 		return whole_out(m, ctx, y, out);
 	}
 	if ((st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = nn_gpt_attention(m, ctx, y, m->gpt.n_head / b->tp_attn, &y)))
+	    (st = kv_select(m, ctx, y, &y)) ||
+	    (st = nn_attend(m, ctx, y, nh / T, kv_shared(m, (int32_t)T) ? 1 : kv / T, &y)))
 		return st;
 	return row_linear(m, s, &b->attn_proj, y, out);
 }
@@ -343,12 +491,12 @@ static weft_status mlp_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_te
 
 	if (b->tp_mlp == 1) {
 		if ((st = whole_in(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_fc, h, &y)) ||
-		    (st = weft_op_gelu(ctx, y, &y)) || (st = nn_linear(s, &b->mlp_proj, y, &y)))
+		    (st = nn_activation(m, ctx, y, &y)) || (st = nn_linear(s, &b->mlp_proj, y, &y)))
 			return st;
 		return whole_out(m, ctx, y, out);
 	}
 	if ((st = col_input(m, ctx, h, &h)) || (st = nn_linear(s, &b->c_fc, h, &y)) ||
-	    (st = weft_op_gelu(ctx, y, &y)))
+	    (st = nn_activation(m, ctx, y, &y)))
 		return st;
 	return row_linear(m, s, &b->mlp_proj, y, out);
 }
@@ -361,12 +509,12 @@ weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, we
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = nn_layernorm(s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = attn_forward(m, s, b, h, &y)) ||
 	    (st = weft_op_dropout(ctx, y, p, &y)) || (st = nn_leave(s)) ||
 	    (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = nn_layernorm(s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
 	    (st = mlp_forward(m, s, b, h, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -445,9 +593,6 @@ weft_status nn_gpt_tp_take_shards(weft_model *m, const weft_model *w, const char
 
 	for (size_t i = 0; i < n && !st; i++) {
 		weft_tensor *p = weft_params_at(m->params, i), *q = weft_params_at(w->params, i);
-		int64_t full_shape[2];
-		weft_tp_split split = weft_tp_group_split(m->tp, i, NULL, full_shape);
-
 		free(full);
 		free(shard);
 		full = malloc(weft_tensor_nbytes(q) + 1);
@@ -460,7 +605,7 @@ weft_status nn_gpt_tp_take_shards(weft_model *m, const weft_model *w, const char
 		st = weft_tensor_copy_to_host(q, full, weft_tensor_nbytes(q));
 		if (st)
 			break;
-		weft_tp_take_shard(split, full_shape, m->opt.tp_size, m->opt.tp_rank, full, shard);
+		weft_tp_group_take_shard(m->tp, i, m->opt.tp_rank, full, shard);
 		st = weft_tensor_copy_from_host(p, shard, weft_tensor_nbytes(p));
 	}
 	free(full);

@@ -111,6 +111,7 @@ void weft_model_free(weft_model *m)
 	free(m->mods);
 	free(m->blocks);
 	free(m->positions);
+	free(m->kv_select);
 	weft_tp_group_free(m->tp);
 	weft_params_free(m->params);
 	free(m);

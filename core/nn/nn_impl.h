@@ -105,6 +105,9 @@ struct weft_model {
 
 	/* GPT under tensor parallelism (gpt_tp.c); NULL for whole layers */
 	struct weft_tp_group *tp;
+	float *kv_select;        /* 1 < n_kv_head < tp: (out, in) 0/1 matrix picking this
+				  * rank's key/value head (host); else NULL */
+	int64_t kv_select_shape[2];
 
 	/* a model plugin (plugin_model.c) */
 	const weft_module_ops *plugin_ops;
@@ -179,8 +182,15 @@ weft_status nn_mlp_check(const weft_mlp_config *c);
 
 /* opt->tp_size when > 1, else 1. */
 int32_t nn_tp_size(const weft_model_options *opt);
-/* The tp checks (n_head / n_embd divisible, rank in range, no stages). */
-weft_status nn_gpt_tp_check(const weft_gpt_config *c, const weft_model_options *opt);
+/* The tp checks (n_head / n_embd / intermediate size divisible, n_kv_head
+ * a multiple or a divisor of tp, rank in range, no sequence-parallel
+ * stages), each naming the sizes. */
+weft_status nn_gpt_tp_check(const weft_gpt_config *c, const nn_arch *a,
+			    const weft_model_options *opt);
+/* c_attn's rows on each of `split` ranks (split 1: whole): q, k and v
+ * divided, or with fewer key/value heads than ranks this rank's q and
+ * every k and v. */
+int64_t nn_gpt_tp_qkv_rows(const weft_model *m, int32_t split);
 /* Before declaring: each block's tp_attn / tp_mlp from opt.tp_plan. */
 weft_status nn_gpt_tp_plan(weft_model *m);
 /* After finalize: creates m->tp and records every split parameter. */
@@ -196,6 +206,15 @@ weft_status nn_gpt_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int
  * checkpointing as nn_gpt_attention is. */
 weft_status nn_gqa_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
 			     int64_t n_kv_head, weft_tensor **out);
+/* A block's norm (LayerNorm or RMSNorm, in its module's begin/end); its
+ * attention over a packed q | k | v of nh query and kv key/value heads
+ * (GPT-2's, or rotary positions and grouped-query attention); its MLP's
+ * activation (GELU-tanh, or SwiGLU over a packed gate | up). gpt.c. */
+weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			  weft_tensor **out);
+weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
+		      weft_tensor **out);
+weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out);
 /* A block with column/row-parallel attention and MLP. */
 weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				    weft_tensor **out);

@@ -9,8 +9,8 @@
 /* A new transformer of the GPT-class model `like`'s config and choices,
  * built with `opt` (a stage, tp shards, no gradients ...); free with
  * weft_model_free. Errors: those of weft_model_create_gpt, and
- * WEFT_ERR_UNSUPPORTED naming what is missing when opt asks for stages or
- * tp shards of a transformer other than GPT-2's. */
+ * WEFT_ERR_UNSUPPORTED naming what is missing when opt asks for tp shards
+ * of a transformer other than GPT-2's (stages of every one are built). */
 weft_status nn_model_create_like(const weft_model *like, const weft_model_options *opt,
 				 weft_model **out);
 

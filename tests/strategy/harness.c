@@ -98,22 +98,39 @@ static weft_status toy_create(h_model *hm)
 
 /* A transformer of a named preset at the harness's GPT shape, through the
  * model section a config file would hold. */
-static weft_status preset_create(const char *preset, const weft_gpt_config *g,
+static weft_status preset_create(const h_config *c, const weft_gpt_config *g,
 				 const weft_model_options *mo, weft_model **out)
 {
 	weft_config *cfg = NULL;
-	char text[512];
+	char text[640];
 	int n = snprintf(text, sizeof(text), "{preset: %s, n_layer: %lld, n_head: %lld, "
-			 "n_embd: %lld, vocab_size: %lld, block_size: %lld, dropout: %g}",
-			 preset, (long long)g->n_layer, (long long)g->n_head,
+			 "n_embd: %lld, vocab_size: %lld, block_size: %lld, dropout: %g",
+			 c->gpt_preset, (long long)g->n_layer, (long long)g->n_head,
 			 (long long)g->n_embd, (long long)g->vocab_size,
 			 (long long)g->block_size, g->dropout);
-	weft_status st = weft_config_load_string("harness model", text, (size_t)n, &cfg);
+	weft_status st;
 
+	if (c->gpt_kv_head)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, ", n_kv_head: %lld",
+			      (long long)c->gpt_kv_head);
+	if (c->gpt_inter)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, ", intermediate_size: %lld",
+			      (long long)c->gpt_inter);
+	n += snprintf(text + n, sizeof(text) - (size_t)n, "}");
+	st = weft_config_load_string("harness model", text, (size_t)n, &cfg);
 	if (!st)
 		st = weft_model_from_config(weft_config_root(cfg), mo, out);
 	weft_config_free(cfg);
 	return st;
+}
+
+weft_status h_model_create(const h_config *c, const weft_model_options *mo, weft_model **out)
+{
+	weft_gpt_config gc = gpt_config(c);
+
+	if (c->gpt_preset)
+		return preset_create(c, &gc, mo, out);
+	return weft_model_create_gpt(&gc, mo, out);
 }
 
 static weft_status model_create(const h_config *c, int rank, h_model *hm)
@@ -128,6 +145,7 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 	if (c->gpt_tp > 1) {
 		mo.tp_size = c->gpt_tp;
 		mo.tp_rank = rank % c->gpt_tp;
+		mo.tp_flags = c->gpt_tp_flags;
 	}
 	hm->skip_extra = c->toy_unused &&
 			 (c->toy_unused_rank < 0 || c->toy_unused_rank == rank);
@@ -143,12 +161,7 @@ static weft_status model_create(const h_config *c, int rank, h_model *hm)
 		break;
 	}
 	case H_MODEL_GPT: {
-		weft_gpt_config gc = gpt_config(c);
-
-		if (c->gpt_preset)
-			st = preset_create(c->gpt_preset, &gc, &mo, &hm->m);
-		else
-			st = weft_model_create_gpt(&gc, &mo, &hm->m);
+		st = h_model_create(c, &mo, &hm->m);
 		if (!st)
 			st = weft_model_set_activation_checkpointing(hm->m,
 								     (weft_act_ckpt)c->act_ckpt);

@@ -95,6 +95,12 @@ typedef struct h_config {
 				    * {preset: this, n_layer, n_head, n_embd, vocab_size,
 				    * block_size, dropout of gpt_*} (e.g. "llama3-tiny":
 				    * RMSNorm, RoPE, SwiGLU, GQA, untied); NULL: GPT-2 */
+	/* ---- appended (llama under tp / pp) ---- */
+	int64_t gpt_kv_head;       /* with gpt_preset: model.n_kv_head; 0: the preset's */
+	int64_t gpt_inter;         /* with gpt_preset: model.intermediate_size; 0: the
+				    * preset's */
+	uint32_t gpt_tp_flags;     /* with gpt_tp: weft_model_options.tp_flags (sequence
+				    * and vocabulary parallelism, tp/tp.h) */
 } h_config;
 
 typedef struct h_result {
@@ -117,6 +123,11 @@ typedef struct h_result {
  * else alone). On failure the last error says what went wrong; *out is
  * filled with what finished. Frees everything it made. */
 weft_status h_run(const h_config *c, h_result *out);
+
+/* The GPT-class model c describes (its preset and shape), built with `mo`
+ * (a tp shard, say) without running anything: what h_run trains. Free
+ * with weft_model_free. */
+weft_status h_model_create(const h_config *c, const weft_model_options *mo, weft_model **out);
 
 /* Frees out->weights. */
 void h_result_free(h_result *r);

@@ -468,6 +468,8 @@ weft_status pp_train_step(void *p, const weft_step_input *in, weft_step_report *
 	from = weft_step_clock_mark();
 	st = pp_sync_wte(s);
 	if (!st)
+		st = pp_tp_sum_shared(s, &dp_bytes, &dp_calls);
+	if (!st)
 		st = pp_dp_grads(s, &dp_bytes, &dp_calls);
 	if (st)
 		return st;

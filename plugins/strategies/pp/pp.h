@@ -115,6 +115,7 @@ typedef struct pp_strategy {
 	int S;                  /* stages: p * v */
 	int64_t n_layer;
 	int64_t n_embd;
+	int untied;             /* the model has lm_head.weight: no tied wte to exchange */
 	int64_t *bounds;        /* [S + 1]: stage s holds blocks [bounds[s], bounds[s+1]) */
 	pp_chunk chunk[PP_MAX_CHUNKS];
 	int skipped;            /* 16-mixed: pp_optim_step skipped this step (overflow) */
@@ -265,6 +266,10 @@ weft_status pp_tp_ranges(pp_strategy *s);
 weft_status pp_tp_sq_setup(pp_strategy *s);
 weft_status pp_tp_sum_squares(pp_strategy *s, double part[2]);
 void pp_tp_free(pp_strategy *s);
+/* pp_tp.c: sums the shared parts' partial gradients (split kind 4, runs
+ * every tp rank holds whole) over the tp group after the flush; counts
+ * what it moved into *bytes / *calls. A no-op without tp. */
+weft_status pp_tp_sum_shared(pp_strategy *s, int64_t *bytes, int64_t *calls);
 
 /* pp_plan.c: weft plan's question for pp and hybrid (weft/strategy.h,
  * memory_plan), from the options and mesh create read. */

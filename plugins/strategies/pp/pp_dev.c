@@ -16,8 +16,9 @@
  * whose forward and backward collectives run in the model's tp ops on each
  * micro-batch's context; the strategy's own part is the clipping norm, summed with
  * sum_squares_ranges over whole and split parameters apart (hybrid builds
- * its tp shards without sequence parallelism, so no gradient is partial
- * and none is summed over the tp group).
+ * its tp shards without sequence parallelism, so the only partial
+ * gradients are a grouped-query model's shared key/value parts, which
+ * pp_tp_sum_shared sums over the tp group before anything reads them).
  *
  * Contexts: every micro-batch runs on a context of its own, each with its
  * own stream; pp_dev_sync waits for all of them (after the schedule,

@@ -1,14 +1,16 @@
 /* The memory plans of pp and hybrid (weft/strategy.h, memory_plan). The
  * blocks are split into stages by pp_partition, the partitioner setup
  * uses, from the same costs (each block's parameters; the embedding on
- * the first stage, ln_f and the tied head's copy of wte on the last).
+ * the first stage, ln_f and the tied head's copy of wte - or an untied
+ * model's lm_head.weight - on the last).
  * Pipeline rank r holds stages r, r + pp, ...; every dp replica and tp
  * shard of it holds as much (hybrid's model is already rank 0's tp
  * shard). Per rank: its stages' parameters and gradients (the last stage
  * with its own copy of the tied wte), the optimizer state of what it owns
  * (the copy excluded; 1/dp of it under dp_strategy zero_1), and per step
  * one all-reduce of its gradients over the dp replicas plus the tied
- * embedding's gradient sum between the first and the last stage.
+ * embedding's gradient sum between the first and the last stage (none
+ * for an untied head).
  * Activations sent between stages depend on the batch and are not
  * counted. */
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "pp.h"
 
 static const char *const WTE = "transformer.wte.weight";
+static const char *const LM_HEAD = "lm_head.weight";
 
 /* The block index of "transformer.h.<i>." names; -1 for other names. */
 static int64_t block_index(const char *name)
@@ -35,7 +38,7 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 {
 	const pp_strategy *s = p;
 	const char *who = s->o.hybrid ? "hybrid" : "pp";
-	int64_t n_layer = 0, embed = 0, head = 0, wte = 0, numel = 0;
+	int64_t n_layer = 0, embed = 0, head = 0, wte = 0, lm_head = 0, numel = 0;
 	int64_t *cost = NULL, *bounds = NULL, worst_held = -1, worst_owned = 0;
 	int used = 0, S = s->S, pp = s->o.pp, dp = s->o.dp;
 	weft_status st;
@@ -47,6 +50,8 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 			n_layer = b + 1;
 		if (!strcmp(q->params[i].name, WTE))
 			wte = q->params[i].numel;
+		if (!strcmp(q->params[i].name, LM_HEAD))
+			lm_head = q->params[i].numel;
 		numel += q->params[i].full_numel;
 	}
 	if (!wte || n_layer < 1)
@@ -60,13 +65,15 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 		st = g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': stage bounds", who);
 		goto out;
 	}
-	head = wte;
+	/* the head's matrix: the tied wte's copy, or the untied lm_head */
+	head = lm_head ? 0 : wte;
 	for (size_t i = 0; i < q->n_params; i++) {
 		int64_t b = block_index(q->params[i].name);
 
 		if (b >= 0)
 			cost[b] += q->params[i].numel;
-		else if (!strncmp(q->params[i].name, "transformer.ln_f", 16))
+		else if (!strncmp(q->params[i].name, "transformer.ln_f", 16) ||
+			 !strcmp(q->params[i].name, LM_HEAD))
 			head += q->params[i].numel;
 		else
 			embed += q->params[i].numel;
@@ -88,10 +95,10 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 			if (stage == 0)
 				owned += embed;
 			if (stage == S - 1)
-				owned += head - wte;
+				owned += lm_head ? head : head - wte;
 		}
 		/* the last stage's own copy of the tied wte (its head) */
-		held = owned + (S > 1 && r == (S - 1) % pp ? wte : 0);
+		held = owned + (S > 1 && !lm_head && r == (S - 1) % pp ? wte : 0);
 		if (held > worst_held) {
 			worst_held = held;
 			worst_owned = owned;
@@ -114,7 +121,7 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 		out->collective_elements += worst_held;
 		out->moved_elements += 2 * worst_held * (dp - 1) / dp;
 	}
-	if (S > 1 && pp > 1) {
+	if (S > 1 && pp > 1 && !lm_head) {
 		/* the first and the last stage swap their wte gradients */
 		out->collective_elements += 2 * wte;
 		out->moved_elements += wte;

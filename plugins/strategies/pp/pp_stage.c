@@ -1,6 +1,8 @@
 /* The chunks (stages) a rank holds: building them from the trainer's
  * model, their optimizer state, the tied embedding shared by the first and
- * the last stage, and moving values between them and env->params. */
+ * the last stage (a model with its own lm_head.weight has none: the first
+ * stage owns wte, the last lm_head), and moving values between them and
+ * env->params. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include "pp.h"
 
 static const char *const WTE = "transformer.wte.weight";
+static const char *const LM_HEAD = "lm_head.weight";
 
 /* The block index of "transformer.h.<i>." names; -1 for other names. */
 static int64_t block_of(const char *name)
@@ -62,18 +65,19 @@ static weft_status model_shape(pp_strategy *s, int64_t **cost, int64_t *embed, i
 					 "GPT (no transformer.wte.weight or transformer.h.* "
 					 "parameters); pipeline stages are built from a GPT's blocks");
 	s->n_embd = wte->shape[1];
+	s->untied = global_find(s, LM_HEAD) != NULL;
 	*cost = g_host->mem_calloc(WEFT_MEM_OTHER, (size_t)s->n_layer * sizeof(int64_t));
 	if (!*cost)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'pp': block costs");
 	*embed = 0;
-	*head = g_host->tensor_numel(wte); /* the tied head's matrix */
+	*head = s->untied ? 0 : g_host->tensor_numel(wte); /* the tied head's matrix */
 	for (size_t i = 0; i < n; i++) {
 		weft_tensor *t = g_host->params_at(s->env->params, i);
 		int64_t b = block_of(t->name);
 
 		if (b >= 0)
 			(*cost)[b] += g_host->tensor_numel(t);
-		else if (!strncmp(t->name, "transformer.ln_f", 16))
+		else if (!strncmp(t->name, "transformer.ln_f", 16) || !strcmp(t->name, LM_HEAD))
 			*head += g_host->tensor_numel(t);
 		else
 			*embed += g_host->tensor_numel(t);
@@ -235,7 +239,7 @@ weft_status pp_chunks_build(pp_strategy *s)
 			pp_dp_shard(s, &c->piece[i]);
 		for (size_t i = 0; i < g_host->params_count(c->params); i++) {
 			w = g_host->params_at(c->params, i);
-			if (s->S > 1 && !strcmp(w->name, WTE)) {
+			if (s->S > 1 && !s->untied && !strcmp(w->name, WTE)) {
 				c->wte = w->data;
 				c->wte_grad = w->grad->data;
 				c->wte_numel = g_host->tensor_numel(w);
@@ -311,7 +315,9 @@ weft_status pp_copy_params(pp_strategy *s, int to_stage)
 
 /* The first stage's embedding and the last stage's head are one tied
  * matrix held twice: both add the other's gradient (a + b == b + a in
- * IEEE arithmetic), so the two copies stay bit-identical. The exchange is
+ * IEEE arithmetic), so the two copies stay bit-identical. An untied head
+ * (lm_head.weight) shares nothing: no chunk records a wte and nothing is
+ * exchanged. The exchange is
  * ordered so that it cannot deadlock on a backend whose sends wait for
  * the matching receive (NCCL's rendezvous): pipeline rank 0 sends first,
  * then receives; the last rank receives first, then sends. */
@@ -323,7 +329,7 @@ weft_status pp_sync_wte(pp_strategy *s)
 	weft_comm_work *ws = NULL, *wr = NULL;
 	weft_status st, st2;
 
-	if (s->S == 1)
+	if (s->S == 1 || s->untied)
 		return WEFT_OK;
 	if (s->g.rank == 0 && s->chunk[0].wte) {
 		c = &s->chunk[0];
@@ -471,7 +477,7 @@ static void stage_range(const pp_strategy *s, int stage, int64_t *lo, int64_t *h
 
 		if (b >= 0)
 			mine = b >= s->bounds[stage] && b < s->bounds[stage + 1];
-		else if (!strncmp(t->name, "transformer.ln_f", 16))
+		else if (!strncmp(t->name, "transformer.ln_f", 16) || !strcmp(t->name, LM_HEAD))
 			mine = stage == s->S - 1;
 		else
 			mine = stage == 0;

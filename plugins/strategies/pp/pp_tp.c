@@ -14,7 +14,17 @@
 
 #include "pp.h"
 
-enum { SPLIT_WHOLE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2, SPLIT_ROWS3 = 3 };
+enum { SPLIT_WHOLE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2, SPLIT_ROWS3 = 3, SPLIT_PARTS = 4 };
+
+/* The runs of a packed-parts parameter (split kind 4, host->tp_param_runs
+ * since ABI 1.5); 0 for the other kinds. */
+static int parts_runs(const weft_params *ps, size_t i, int64_t *local, int64_t *whole,
+		      int64_t *count, int *shared)
+{
+	if (!WEFT_HAS_MEMBER(g_host, weft_host, tp_param_runs) || !g_host->tp_param_runs)
+		return 0;
+	return g_host->tp_param_runs(ps, i, local, whole, count, shared);
+}
 
 /* Appends [b, e) to out (merged with the last range when adjacent); with
  * out NULL only counts. */
@@ -74,6 +84,20 @@ static void map_range(const pp_strategy *s, const float *gbase, int64_t lo, int6
 			case SPLIT_COLS:
 				emit_blocks(out, n, g, a, b, local / t->shape[0], t->shape[0], T, r);
 				break;
+			case SPLIT_PARTS: {
+				int64_t lo_[3], wh[3], cnt[3];
+				int sh[3], runs = parts_runs(ps, i, lo_, wh, cnt, sh);
+
+				for (int k = 0; k < runs; k++) {
+					int64_t x = a > lo_[k] ? a : lo_[k];
+					int64_t y = b < lo_[k] + cnt[k] ? b : lo_[k] + cnt[k];
+
+					if (x < y)
+						emit(out, n, g + wh[k] + x - lo_[k],
+						     g + wh[k] + y - lo_[k]);
+				}
+				break;
+			}
 			default:
 				emit(out, n, g + a, g + b);
 				break;
@@ -134,25 +158,38 @@ static weft_status sq_walk(const pp_strategy *s, const pp_chunk *c, int split_ki
 		int64_t full;
 		int partial = 0, split = g_host->tp_param_split(c->params, i, &partial, &full);
 
+		int64_t lo[3], wh[3], cnt[3];
+		int sh[3], runs;
+
 		if (!strcmp(t->name, TP_WTE) && !(c->parts & WEFT_STAGE_EMBED))
-			continue;
-		if ((split != 0) != split_kind)
 			continue;
 		if (!t->grad)
 			return g_host->error_set(WEFT_ERR_INTERNAL, "strategy hybrid: stage %d's "
 						 "'%s' has no gradient", c->stage, t->name);
-		if (r) {
-			weft_elem_range e = { .offset = (const float *)t->grad->data - c->grad,
-					      .count = g_host->tensor_numel(t) };
+		runs = split == SPLIT_PARTS ? parts_runs(c->params, i, lo, wh, cnt, sh) : 0;
+		if (!runs) {
+			/* one run: the whole shard, split unless kind 0 */
+			lo[0] = 0;
+			cnt[0] = g_host->tensor_numel(t);
+			sh[0] = split == SPLIT_WHOLE;
+			runs = 1;
+		}
+		for (int k = 0; k < runs; k++) {
+			weft_elem_range e = { .offset = (const float *)t->grad->data - c->grad + lo[k],
+					      .count = cnt[k] };
 
-			if (!s->on_cpu && *n > first &&
+			/* a shared part, summed over tp before the norm, counts once */
+			if ((sh[k] == 0) != (split_kind != 0))
+				continue;
+			if (r && !s->on_cpu && *n > first &&
 			    r[*n - 1].offset + r[*n - 1].count == e.offset) {
 				r[*n - 1].count += e.count;
 				continue;
 			}
-			r[*n] = e;
+			if (r)
+				r[*n] = e;
+			(*n)++;
 		}
-		(*n)++;
 	}
 	return WEFT_OK;
 }
@@ -221,6 +258,50 @@ weft_status pp_tp_sum_squares(pp_strategy *s, double part[2])
 						    &part[kind])))
 				return st;
 		}
+	return WEFT_OK;
+}
+
+/* The shared parts' gradients (a grouped-query model's key/value
+ * projection when there are fewer key/value heads than tp ranks: every
+ * rank holds it whole and adds only what its query heads saw) summed over
+ * the tp group in place, part by part in parameter order, the same on
+ * every tp rank. */
+weft_status pp_tp_sum_shared(pp_strategy *s, int64_t *bytes, int64_t *calls)
+{
+	if (!s->tp_comm)
+		return WEFT_OK;
+	for (int c = 0; c < s->o.v; c++) {
+		pp_chunk *ch = &s->chunk[c];
+		size_t np = g_host->params_count(ch->params);
+
+		for (size_t i = 0; i < np; i++) {
+			weft_tensor *t = g_host->params_at(ch->params, i);
+			int64_t lo[3], wh[3], cnt[3], full;
+			int sh[3], partial = 0, runs = 0;
+
+			if (g_host->tp_param_split(ch->params, i, &partial, &full) == SPLIT_PARTS)
+				runs = parts_runs(ch->params, i, lo, wh, cnt, sh);
+			for (int k = 0; k < runs; k++) {
+				weft_comm_buf b;
+				weft_status st;
+
+				if (!sh[k])
+					continue;
+				b = (weft_comm_buf){ .data = (float *)t->grad->data + lo[k],
+						     .count = cnt[k], .dtype = WEFT_COMM_F32,
+						     .device = (weft_comm_device)s->g.device_type,
+						     .device_index = s->g.device_index };
+				st = s->env->comm_ops->all_reduce(s->tp_comm, &b, &b, WEFT_COMM_SUM,
+								  NULL);
+				if (st)
+					return g_host->error_wrap(st, "strategy hybrid: summing the "
+								  "shared gradient of '%s' over the "
+								  "tp group", t->name);
+				*bytes += 4 * cnt[k];
+				(*calls)++;
+			}
+		}
+	}
 	return WEFT_OK;
 }
 

@@ -13,7 +13,9 @@
  * tensor-parallel collectives themselves over the tp communicator this
  * strategy binds. After backward the strategy
  *   - sums over the tp group the gradients each rank holds only partially
- *     (layernorms and row-parallel biases under sequence parallelism),
+ *     (layernorms and row-parallel biases under sequence parallelism, and
+ *     the key/value projection every rank holds whole when a grouped-query
+ *     model has fewer key/value heads than tp ranks: shared parts),
  *   - averages every gradient over the dp group (DDP's mean),
  *   - clips by the global norm (split parameters' squares summed over the
  *     tp group, whole ones counted once),
@@ -50,7 +52,8 @@ typedef struct tp_strategy {
 	tp_mirror mirror;           /* the slots' host copy for checkpoints (off the CPU) */
 	weft_optim_range *opt;      /* off the CPU: the step's ranges over [0, numel) */
 	size_t n_opt;
-	size_t *partial;            /* indices of parameters with partial gradients */
+	int64_t *partial;           /* [offset, count) pairs of the flat gradient that are
+				     * partial: sequence-parallel parameters, shared parts */
 	size_t n_partial;
 	float *partial_buf;         /* their gradients packed, WEFT_MEM_COMM */
 	int64_t partial_numel;
@@ -59,7 +62,6 @@ typedef struct tp_strategy {
 				     * gradient (the clipping norm); zero_1: the pieces
 				     * of the slice and (dp rank 0) the tail */
 	size_t n_sq[2];
-	int *split;                 /* per parameter: split over tp (not whole) */
 	int64_t *ranges;            /* this rank's flat buffer in the whole model's
 				     * flat coordinates: sorted [begin, end) pairs */
 	uint32_t n_ranges;
@@ -312,8 +314,9 @@ static int64_t grad_at(const tp_strategy *s, size_t i)
 	return (const float *)t->grad->data - s->grads;
 }
 
-/* The sequence-parallel parameters' gradients: packed into partial_buf
- * and back by one copy_ranges each way. */
+/* The partial gradients (sequence-parallel parameters, shared parts of
+ * packed ones): packed into partial_buf and back by one copy_ranges each
+ * way. */
 static weft_status setup_partial(tp_strategy *s)
 {
 	int64_t off = 0;
@@ -330,14 +333,40 @@ static weft_status setup_partial(tp_strategy *s)
 		return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for %zu "
 					 "copy ranges", s->n_partial);
 	for (size_t k = 0; k < s->n_partial; k++) {
-		int64_t n = g_host->tensor_numel(g_host->params_at(s->env->params, s->partial[k]));
-		int64_t g = grad_at(s, s->partial[k]);
+		int64_t g = s->partial[2 * k], n = s->partial[2 * k + 1];
 
 		s->pack[k] = (weft_copy_range){ .dst = off, .src = g, .count = n };
 		s->unpack[k] = (weft_copy_range){ .dst = g, .src = off, .count = n };
 		off += n;
 	}
 	return WEFT_OK;
+}
+
+/* Parameter i's gradient as runs of the flat buffer (offset, count, split
+ * over tp or not, shared: a whole part with a partial gradient): one run,
+ * or one per part of a packed parameter (split kind 4, ABI 1.5). Returns
+ * their number (at most 3). */
+static int param_runs(const tp_strategy *s, size_t i, int64_t *off, int64_t *cnt, int *split,
+		      int *shared)
+{
+	weft_params *ps = s->env->params;
+	int64_t full, local[3], whole[3];
+	int partial = 0, kind = g_host->tp_param_split(ps, i, &partial, &full), n;
+
+	if (kind == 4 && WEFT_HAS_MEMBER(g_host, weft_host, tp_param_runs) &&
+	    g_host->tp_param_runs) {
+		n = g_host->tp_param_runs(ps, i, local, whole, cnt, shared);
+		for (int k = 0; k < n; k++) {
+			off[k] = grad_at(s, i) + local[k];
+			split[k] = !shared[k];
+		}
+		return n;
+	}
+	off[0] = grad_at(s, i);
+	cnt[0] = g_host->tensor_numel(g_host->params_at(ps, i));
+	split[0] = kind != 0;
+	shared[0] = partial && s->sp;
+	return 1;
 }
 
 static weft_status setup_params(tp_strategy *s)
@@ -354,18 +383,20 @@ static weft_status setup_params(tp_strategy *s)
 	s->params = flat->data;
 	s->grads = flat_grad->data;
 	s->numel = g_host->tensor_numel(flat);
-	s->split = g_host->mem_calloc(WEFT_MEM_OTHER, (n ? n : 1) * sizeof(*s->split));
-	s->partial = g_host->mem_calloc(WEFT_MEM_OTHER, (n ? n : 1) * sizeof(*s->partial));
-	if (!s->split || !s->partial)
+	s->partial = g_host->mem_calloc(WEFT_MEM_OTHER, (6 * n + 1) * sizeof(*s->partial));
+	if (!s->partial)
 		return WEFT_ERR_NOMEM;
 	for (size_t i = 0; i < n; i++) {
-		int partial = 0;
-		int64_t full;
+		int64_t off[3], cnt[3];
+		int split[3], shared[3], runs = param_runs(s, i, off, cnt, split, shared);
 
-		s->split[i] = g_host->tp_param_split(env->params, i, &partial, &full) != 0;
-		if (partial && s->sp) {
-			s->partial[s->n_partial++] = i;
-			s->partial_numel += g_host->tensor_numel(g_host->params_at(env->params, i));
+		for (int k = 0; k < runs; k++) {
+			if (!shared[k])
+				continue;
+			s->partial[2 * s->n_partial] = off[k];
+			s->partial[2 * s->n_partial + 1] = cnt[k];
+			s->n_partial++;
+			s->partial_numel += cnt[k];
 		}
 	}
 	if ((st = setup_partial(s)))
@@ -415,12 +446,16 @@ static void add_sq_span(tp_strategy *s, int64_t b, int64_t e)
 	size_t n = g_host->params_count(s->env->params);
 
 	for (size_t i = 0; i < n && b < e; i++) {
-		weft_tensor *t = g_host->params_at(s->env->params, i);
-		int64_t off = (const float *)t->data - s->params, len = g_host->tensor_numel(t);
-		int64_t lo = off > b ? off : b, hi = off + len < e ? off + len : e;
+		int64_t off[3], len[3];
+		int split[3], shared[3], runs = param_runs(s, i, off, len, split, shared);
 
-		if (lo < hi)
-			add_sq(s, s->split[i], lo, hi - lo);
+		for (int k = 0; k < runs; k++) {
+			int64_t lo = off[k] > b ? off[k] : b;
+			int64_t hi = off[k] + len[k] < e ? off[k] + len[k] : e;
+
+			if (lo < hi)
+				add_sq(s, split[k], lo, hi - lo);
+		}
 	}
 }
 
@@ -433,7 +468,7 @@ static weft_status setup_sq(tp_strategy *s)
 	size_t n = g_host->params_count(env->params);
 
 	for (int k = 0; k < 2; k++) {
-		s->sq[k] = g_host->mem_alloc(WEFT_MEM_OTHER, (2 * n + 1) * sizeof(*s->sq[k]));
+		s->sq[k] = g_host->mem_alloc(WEFT_MEM_OTHER, (4 * n + 1) * sizeof(*s->sq[k]));
 		if (!s->sq[k])
 			return g_host->error_set(WEFT_ERR_NOMEM, "strategy tp: out of memory for "
 						 "the gradient norm's ranges");
@@ -445,15 +480,17 @@ static weft_status setup_sq(tp_strategy *s)
 		return WEFT_OK;
 	}
 	for (size_t i = 0; i < n; i++) {
-		weft_tensor *t = g_host->params_at(env->params, i);
+		int64_t off[3], len[3];
+		int split[3], shared[3], runs = param_runs(s, i, off, len, split, shared);
 
-		add_sq(s, s->split[i], grad_at(s, i), g_host->tensor_numel(t));
+		for (int k = 0; k < runs; k++)
+			add_sq(s, split[k], off[k], len[k]);
 	}
 	return WEFT_OK;
 }
 
 /* Split kinds of host->tp_param_split (weft/plugin.h). */
-enum { SPLIT_WHOLE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2, SPLIT_ROWS3 = 3 };
+enum { SPLIT_WHOLE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2, SPLIT_ROWS3 = 3, SPLIT_PARTS = 4 };
 
 /* Appends global range [b, e) to s->ranges, merging it with the last one
  * when they touch. */
@@ -489,7 +526,7 @@ static weft_status setup_ranges(tp_strategy *s)
 		int64_t full;
 		int split = g_host->tp_param_split(ps, i, &partial, &full);
 
-		cap += split == SPLIT_COLS ? t->shape[0] : split == SPLIT_ROWS3 ? 3 : 1;
+		cap += split == SPLIT_COLS ? t->shape[0] : split >= SPLIT_ROWS3 ? 3 : 1;
 	}
 	s->ranges = g_host->mem_alloc(WEFT_MEM_OTHER, (size_t)(2 * (cap ? cap : 1)) * sizeof(int64_t));
 	if (!s->ranges)
@@ -516,6 +553,14 @@ static weft_status setup_ranges(tp_strategy *s)
 				add_range(s, g + row * inner * T + r * inner,
 					  g + row * inner * T + (r + 1) * inner);
 			break;
+		case SPLIT_PARTS: {
+			int64_t loc[3], whole[3], cnt[3];
+			int shared[3], runs = g_host->tp_param_runs(ps, i, loc, whole, cnt, shared);
+
+			for (int k = 0; k < runs; k++)
+				add_range(s, g + whole[k], g + whole[k] + cnt[k]);
+			break;
+		}
 		default:
 			add_range(s, g, g + full);
 			break;
@@ -825,7 +870,6 @@ static void tp_destroy(void *p)
 	g_host->mem_free(s->sq[0]);
 	g_host->mem_free(s->sq[1]);
 	g_host->mem_free(s->partial);
-	g_host->mem_free(s->split);
 	g_host->mem_free(s->ranges);
 	if (s->zero)
 		tp_dpz_free(&s->z);
