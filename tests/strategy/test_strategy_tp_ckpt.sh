@@ -97,7 +97,8 @@ same_curve() {
 }
 
 # same_state A B: optimizer.bin of two saves, each element within 1e-5 of
-# its slot's largest |value| (2 slots: AdamW)
+# its slot's largest |value| (2 slots: AdamW; SGD's one slot is taken as two
+# halves, each against its own largest |value|)
 same_state() {
 	[ "$(wc -c <"$dir/$1.ckpt/optimizer.bin")" = "$(wc -c <"$dir/$2.ckpt/optimizer.bin")" ] ||
 		fail "optimizer.bin of $1 and $2 differ in size"
