@@ -12,8 +12,9 @@
  *   test_strategy_llama tp T SP VP KV SGD   strategy tp of size T on T
  *       ranks, sequence_parallel SP, vocab_parallel VP (wte and lm_head
  *       split by vocabulary rows). KV >= T splits the key/value heads, KV
- *       < T (here 1: MQA) replicates them (shared parts, their gradients
- *       summed over the group).
+ *       < T (1: MQA; 2 at T 4, each rank picking its head) replicates them
+ *       (shared parts, their gradients summed over the group). T 4 runs a
+ *       model of 8 heads, n_embd 64, intermediate size 80.
  *   test_strategy_llama hybrid DP TP PP SCHEDULE KV SGD   strategy hybrid
  *       dp x tp x pp (dp_strategy ddp) on DP * TP * PP ranks.
  *   test_strategy_llama errors   the sizes tensor parallelism cannot split
@@ -94,6 +95,18 @@ static h_config llama_config(int64_t kv, int sgd)
 	};
 }
 
+/* tp 4 does not divide 6 heads: there the model has 8 heads of 8
+ * (n_embd 64) and an intermediate size of 80, and KV 2 is the shared
+ * layout where each rank picks one of two key/value heads. */
+static void tp_shape(h_config *c, int T)
+{
+	if (N_HEAD % T == 0)
+		return;
+	c->gpt_n_head = 8;
+	c->gpt_n_embd = 64;
+	c->gpt_inter = 80;
+}
+
 /* A rank: argv = self rank MODE ... PREFIX */
 static int rank_main(int argc, char **argv)
 {
@@ -115,6 +128,7 @@ static int rank_main(int argc, char **argv)
 		/* tp T SP VP KV SGD PREFIX */
 		c = llama_config(atoll(argv[6]), atoi(argv[7]));
 		c.gpt_tp = atoi(argv[3]);
+		tp_shape(&c, c.gpt_tp);
 		c.gpt_tp_flags = (atoi(argv[4]) ? WEFT_TP_SEQUENCE_PARALLEL : 0u) |
 				 (atoi(argv[5]) ? WEFT_TP_VOCAB_PARALLEL : 0u);
 		c.data_stride = c.gpt_tp; /* one data rank: the tp ranks read the same rows */
@@ -340,6 +354,7 @@ static void run_tp(const char *self, int T, int sp, int vp, int64_t kv, int sgd)
 	char *args[] = { "tp", ts, sps, vps, ks, sg, prefix, NULL };
 	double worst;
 
+	tp_shape(&c, T);
 	WT_OK(h_run(&c, &ref));
 	c.gpt_tp = T;
 	c.gpt_tp_flags = (sp ? WEFT_TP_SEQUENCE_PARALLEL : 0u) | (vp ? WEFT_TP_VOCAB_PARALLEL : 0u);
