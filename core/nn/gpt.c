@@ -392,8 +392,8 @@ static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tens
 
 /* The block's norm: LayerNorm (GPT-2's eps 1e-5 exactly as before) or
  * RMSNorm, in its module's begin/end. */
-weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			  weft_tensor **out)
+static weft_status norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			weft_tensor **out)
 {
 	weft_status st;
 
@@ -408,6 +408,9 @@ weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_t
 	return st ? st : nn_leave(s);
 }
 
+/* Attention over the packed projection y of nh query and kv key/value
+ * heads: GPT-2's multi-head attention, or rotary positions on q and k and
+ * grouped-query attention (a tp shard's local heads, or all of them). */
 weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
 		      weft_tensor **out)
 {
@@ -422,7 +425,12 @@ weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, 
 	return nn_gqa_attention(m, ctx, y, nh, kv, out);
 }
 
-weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+static weft_status attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	return nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), out);
+}
+
+static weft_status activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
 {
 	if (m->arch.mlp == NN_MLP_SWIGLU)
 		return weft_op_swiglu(ctx, y, NULL, out);
@@ -437,14 +445,14 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), &y)) ||
+	    (st = attend(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_activation(m, ctx, y, &y)) ||
+	if ((st = norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = activation(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -472,7 +480,7 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
 
-		if ((st = nn_block_norm(m, &s, &m->ln_f, h, &h)) ||
+		if ((st = norm(m, &s, &m->ln_f, h, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
 		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;
@@ -484,6 +492,19 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 out_unwind:
 	nn_unwind(&s);
 	return st;
+}
+
+/* ---- the block's pieces a tensor-parallel block reuses (gpt_tp.c) ---- */
+
+weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			  weft_tensor **out)
+{
+	return norm(m, s, l, x, out);
+}
+
+weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	return activation(m, ctx, y, out);
 }
 
 /* ---- the whole model of a tensor-parallel one ---- */
