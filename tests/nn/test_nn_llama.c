@@ -1,7 +1,8 @@
 /* The one transformer with Llama's choices (model.preset llama3-tiny:
  * RMSNorm, RoPE with Llama 3's frequency scaling, SwiGLU, grouped-query
  * attention, an untied head): its parameters, that it learns, that
- * activation checkpointing leaves it bit-identical, and every refusal. */
+ * activation checkpointing leaves it bit-identical, every refusal, and
+ * that tp shards and pipeline stages of it build. */
 #include <math.h>
 
 #include "nn_test_util.h"
@@ -202,13 +203,16 @@ static void test_errors(void)
 		 WEFT_ERR_CONFIG, "'model.rope_theta' must be > 1");
 	WT_FAILS(build("model: {preset: llama3-tiny, norm_eps: 0}\n", NULL, &m), WEFT_ERR_CONFIG,
 		 "'model.norm_eps' must be in (0, 1)");
-	/* what the parallel strategies do not split yet */
-	WT_FAILS(build(tiny, &tp, &m), WEFT_ERR_UNSUPPORTED,
-		 "tensor parallelism (tp size 2) splits only the GPT-2 transformer",
-		 "rmsnorm, rope, swiglu, n_kv_head, untied head", "train it with ddp or zero_*");
-	WT_FAILS(build(tiny, &stage, &m), WEFT_ERR_UNSUPPORTED,
-		 "pipeline stages are built only for the GPT-2 transformer",
-		 "(rmsnorm, rope, swiglu)");
+	/* tp and pipeline stages split it (tests/strategy/test_strategy_llama.c
+	 * trains them); a size tp cannot split by is refused naming it */
+	WT_OK(build(tiny, &tp, &m));
+	weft_model_free(m);
+	WT_OK(build(tiny, &stage, &m));
+	weft_model_free(m);
+	tp.tp_size = 4;
+	WT_FAILS(build("model: {preset: llama3-tiny, intermediate_size: 150}\n", &tp, &m),
+		 WEFT_ERR_CONFIG, "intermediate_size 150 is not divisible by the tensor-parallel "
+		 "size 4", "gate, up and down projections");
 }
 
 int main(void)
