@@ -14,7 +14,9 @@
  *       On shape llama (a llama3-tiny preset of 2 blocks, n_embd 64, 4
  *       heads, SwiGLU of 512, one key/value head, 32 positions,
  *       micro-batch 4) only ddp and zero (tp and pp split GPT-2's blocks
- *       only). For each run it
+ *       only). On 4 ranks (shape b) the meshes instead: tp 2 x dp 2,
+ *       hybrid dp 2 x pp 2 and tp 2 x pp 2 (1f1b), and dp 2 x pp 2
+ *       interleaved with full checkpointing. For each run it
  *       reads summary.json: the steady peaks (from the third step on, max
  *       over ranks per category) and the plan's bytes the run wrote beside
  *       them. It asserts, for every run:
@@ -25,8 +27,9 @@
  *         plan` sizes it): ddp 16Psi, ZeRO-1 8Psi + 8Psi/N, ZeRO-2 4Psi +
  *         12Psi/N, ZeRO-3 16Psi/N; tp 16 x the rank's shard; pp 16 x the
  *         largest pipeline rank's stages (the last stage with its copy of
- *         the tied embedding) plus 4Psi for the trainer's model, which
- *         every pp rank keeps (parameters only) to save checkpoints from.
+ *         the tied embedding) plus 4 x the trainer's model (Psi; its tp
+ *         shard under hybrid tp), which every pp rank keeps (parameters
+ *         only) to save checkpoints from.
  *       It prints one row per run: strategy, ranks, shape, plan, measured,
  *       difference.
  *
@@ -78,6 +81,7 @@ typedef struct row {
 	const char *ckpt;      /* trainer.activation_checkpointing */
 	int formula;
 	int n_micro;           /* accumulate_grad_batches */
+	int pp, v;             /* F_PP: pipeline ranks (0: all) and stages per rank (0: 1) */
 } row;
 
 static char weft_bin[1024], work[256], corpus[320], outbuf[65536];
@@ -196,7 +200,8 @@ static int64_t stage_share(const weft_params *ps, int64_t blocks, int S, int p, 
 
 /* The paper's params + grads + optim for the row, with the plan's working
  * set, from `weft plan` of the same config in this process. */
-static double formula_for(const char *cfg_path, const row *r, int n, int S, double *psi)
+static double formula_for(const char *cfg_path, const row *r, int n, int pp, int S,
+			  double *psi)
 {
 	weft_config *cfg = NULL;
 	weft_plan_opts o;
@@ -225,13 +230,13 @@ static double formula_for(const char *cfg_path, const row *r, int n, int S, doub
 	case F_PP: {
 		int64_t most = 0;
 
-		for (int q = 0; q < n; q++) {
+		for (int q = 0; q < pp; q++) {
 			int64_t s = stage_share(weft_model_params(m), weft_model_gpt_config(m)->n_layer,
-						S, n, q);
+						S, pp, q);
 
 			most = s > most ? s : most;
 		}
-		f = 16.0 * (double)most + 4 * *psi;
+		f = 16.0 * (double)most + 4.0 * (double)local;
 		break;
 	}
 	}
@@ -246,7 +251,7 @@ static void one(const shape *s, int n, const row *r, int *k)
 	weft_config *sum = NULL;
 	int64_t meas[5], plan[5], mt = 0, pt = 0, core;
 	double psi, want, rel_total, rel_core;
-	int S = n;
+	int pp = r->pp ? r->pp : n, S = pp * (r->v ? r->v : 1);
 
 	if (r->strategy)
 		snprintf(strategy, sizeof(strategy), "%s", r->strategy);
@@ -254,8 +259,6 @@ static void one(const shape *s, int n, const row *r, int *k)
 		snprintf(strategy, sizeof(strategy), "{name: tp, size: %d%s%s}", n,
 			 r->sp ? ", sequence_parallel: true" : "",
 			 r->sp && 256 % n == 0 ? ", vocab_parallel: true" : "");
-	if (r->strategy && strstr(r->strategy, "virtual_stages: 2"))
-		S = 2 * n;
 	snprintf(cfg, sizeof(cfg), "%s/run%d.yaml", work, *k);
 	write_config(cfg, s, n, r, strategy);
 	WT_REQUIRE(run("rm -rf %s/runs", work) == 0);
@@ -275,7 +278,7 @@ static void one(const shape *s, int n, const row *r, int *k)
 	}
 	rel_total = (double)(pt - mt) / (double)mt;
 	core = meas[0] + meas[1] + meas[2];
-	want = formula_for(cfg, r, n, S, &psi);
+	want = formula_for(cfg, r, n, pp, S, &psi);
 	rel_core = ((double)core - want) / want;
 	fprintf(stderr, "| %-22s | %d | %s | %10lld | %10lld | %+6.2f%% | params+grads+optim "
 		"%9lld vs formula %9.0f (%+.2f%%); activations %lld vs %lld, comm %lld vs %lld\n",
@@ -289,21 +292,32 @@ static void one(const shape *s, int n, const row *r, int *k)
 int main(int argc, char **argv)
 {
 	static const row rows[] = {
-		{ "ddp", "ddp", 0, "none", F_DDP, 1 },
-		{ "zero_1", "zero_1", 0, "none", F_ZERO1, 1 },
-		{ "zero_2", "zero_2", 0, "none", F_ZERO2, 1 },
-		{ "zero_3", "zero_3", 0, "none", F_ZERO3, 1 },
-		{ "ddp ckpt full", "ddp", 0, "full", F_DDP, 1 },
-		{ "zero_1 ckpt full", "zero_1", 0, "full", F_ZERO1, 1 },
-		{ "zero_2 ckpt full", "zero_2", 0, "full", F_ZERO2, 1 },
-		{ "zero_3 ckpt full", "zero_3", 0, "full", F_ZERO3, 1 },
-		{ "tp", NULL, 0, "none", F_TP, 1 },
-		{ "tp sequence parallel", NULL, 1, "none", F_TP, 1 },
-		{ "pp 1f1b", "{name: pp, schedule: 1f1b}", 0, "none", F_PP, 6 },
+		{ "ddp", "ddp", 0, "none", F_DDP, 1, 0, 0 },
+		{ "zero_1", "zero_1", 0, "none", F_ZERO1, 1, 0, 0 },
+		{ "zero_2", "zero_2", 0, "none", F_ZERO2, 1, 0, 0 },
+		{ "zero_3", "zero_3", 0, "none", F_ZERO3, 1, 0, 0 },
+		{ "ddp ckpt full", "ddp", 0, "full", F_DDP, 1, 0, 0 },
+		{ "zero_1 ckpt full", "zero_1", 0, "full", F_ZERO1, 1, 0, 0 },
+		{ "zero_2 ckpt full", "zero_2", 0, "full", F_ZERO2, 1, 0, 0 },
+		{ "zero_3 ckpt full", "zero_3", 0, "full", F_ZERO3, 1, 0, 0 },
+		{ "tp", NULL, 0, "none", F_TP, 1, 0, 0 },
+		{ "tp sequence parallel", NULL, 1, "none", F_TP, 1, 0, 0 },
+		{ "pp 1f1b", "{name: pp, schedule: 1f1b}", 0, "none", F_PP, 6, 0, 1 },
 	};
-	static const row gpipe = { "pp gpipe", "{name: pp, schedule: gpipe}", 0, "none", F_PP, 6 };
+	static const row gpipe = { "pp gpipe", "{name: pp, schedule: gpipe}", 0, "none", F_PP, 6,
+				   0, 1 };
 	static const row inter = { "pp interleaved_1f1b", "{name: pp, schedule: interleaved_1f1b, "
-				   "virtual_stages: 2}", 0, "none", F_PP, 6 };
+				   "virtual_stages: 2}", 0, "none", F_PP, 6, 0, 2 };
+	/* on 4 ranks: the meshes */
+	static const row meshes[] = {
+		{ "tp 2 x dp 2", "{name: tp, size: 2}", 0, "none", F_TP, 1, 0, 0 },
+		{ "hybrid dp 2 x pp 2", "{name: hybrid, dp: 2, pp: 2, schedule: 1f1b}", 0, "none",
+		  F_PP, 6, 2, 1 },
+		{ "hybrid tp 2 x pp 2", "{name: hybrid, tp: 2, pp: 2, schedule: 1f1b}", 0, "none",
+		  F_PP, 6, 2, 1 },
+		{ "hybrid dp 2 x pp 2 int.", "{name: hybrid, dp: 2, pp: 2, schedule: "
+		  "interleaved_1f1b, virtual_stages: 2}", 0, "full", F_PP, 6, 2, 2 },
+	};
 	const char *bd = getenv("WEFT_BUILD_DIR");
 	const shape *s = NULL;
 	int n, k = 0;
@@ -323,11 +337,17 @@ int main(int argc, char **argv)
 	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", work);
 	write_corpus();
 	fprintf(stderr, "| strategy | ranks | shape | plan B | measured B | difference |\n");
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		if (!s->arch[0] || rows[i].formula <= F_ZERO3) /* tp and pp: GPT-2's blocks */
-			one(s, n, &rows[i], &k);
-	if (!s->arch[0])
-		one(s, n, !strcmp(s->name, "a") ? &gpipe : &inter, &k);
+	if (n == 4) {
+		WT_REQUIRE(!s->arch[0]);
+		for (size_t i = 0; i < sizeof(meshes) / sizeof(meshes[0]); i++)
+			one(s, n, &meshes[i], &k);
+	} else {
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			if (!s->arch[0] || rows[i].formula <= F_ZERO3) /* tp, pp: GPT-2's */
+				one(s, n, &rows[i], &k);
+		if (!s->arch[0])
+			one(s, n, !strcmp(s->name, "a") ? &gpipe : &inter, &k);
+	}
 	WT_CHECK(run("rm -rf %s", work) == 0);
 	return wt_done("test_strategy_plan_table");
 }
