@@ -33,6 +33,12 @@
  *       It prints one row per run: strategy, ranks, shape, plan, measured,
  *       difference.
  *
+ *   test_strategy_plan_table errors
+ *       A pipeline schedule the run could not play (interleaved_1f1b
+ *       with micro-batches that are not a multiple of the pipeline
+ *       ranks): the activation plan is a config error naming the
+ *       schedule, the key and the counts that would do.
+ *
  * Tolerance 5%, the bound the plan is held to: the parameter, gradient,
  * optimizer and backend terms are exact, the activation term extrapolates
  * trial steps exactly up to the arenas' alignment; what is not planned is
@@ -51,6 +57,7 @@
 #include <unistd.h>
 
 #include "plan/plan.h"
+#include "plan/plan_act.h"
 #include "weft/config.h"
 #include "weft/module.h"
 #include "weft/status.h"
@@ -289,6 +296,33 @@ static void one(const shape *s, int n, const row *r, int *k)
 	WT_CHECK(fabs(rel_core) <= TOL);
 }
 
+/* A pipeline schedule the run could not play: the plan says so, naming
+ * the schedule, the micro-batches and the key, with what would do. */
+static int errors(void)
+{
+	static const char yaml[] =
+		"trainer: {devices: 2, accumulate_grad_batches: 3,\n"
+		"          strategy: {name: pp, schedule: interleaved_1f1b, virtual_stages: 2}}\n"
+		"model: {class: gpt, n_layer: 4, n_head: 2, n_embd: 16, vocab_size: 64,\n"
+		"        block_size: 8}\n"
+		"data: {batch_size: 2}\n";
+	weft_config *cfg = NULL;
+	weft_plan_opts o;
+	weft_model_options mo = { .device = WEFT_CPU };
+	weft_plan_act act;
+
+	WT_OK(weft_config_load_string("bad.yaml", yaml, strlen(yaml), &cfg));
+	WT_OK(weft_plan_opts_from_config(weft_config_root(cfg), 0, &o));
+	o.n_slots = 2;
+	WT_OK(weft_plan_model_options(&o, &mo));
+	WT_CHECK(weft_plan_activations(weft_config_root(cfg), &o, &mo, &act) == WEFT_ERR_CONFIG);
+	WT_STR_CONTAINS(weft_error_last(), "interleaved_1f1b schedule over 2 ranks with 3 "
+			"micro-batches per step (trainer.accumulate_grad_batches)");
+	WT_STR_CONTAINS(weft_error_last(), "use 2 or 4 micro-batches");
+	weft_config_free(cfg);
+	return wt_done("test_strategy_plan_table errors");
+}
+
 int main(int argc, char **argv)
 {
 	static const row rows[] = {
@@ -322,8 +356,11 @@ int main(int argc, char **argv)
 	const shape *s = NULL;
 	int n, k = 0;
 
+	if (argc == 2 && !strcmp(argv[1], "errors"))
+		return errors();
 	if (argc != 3) {
-		fprintf(stderr, "usage: test_strategy_plan_table SHAPE(a|b|llama) NRANKS\n");
+		fprintf(stderr, "usage: test_strategy_plan_table SHAPE(a|b|llama) NRANKS | "
+			"errors\n");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
