@@ -42,9 +42,11 @@
  * Tolerance 5%, the bound the plan is held to: the parameter, gradient,
  * optimizer and backend terms are exact, the activation term extrapolates
  * trial steps exactly up to the arenas' alignment; what is not planned is
- * pp's message buffers (a few micro-batches' hidden states, under 3% of
- * the comm row: how many depends on the order messages arrive in) and
- * the 4-byte spare of pp's state block. Measured: every total within 1%.
+ * pp's message buffers (a few micro-batches' hidden states, up to 5% of
+ * the comm row, 1.5% of the total: how many depends on the order messages
+ * arrive in), tp's packed partial gradients under sequence parallelism (a
+ * few KiB) and the 4-byte spare of pp's state block. Measured: every
+ * total within 1.5%, every params + grads + optim within 0.01%.
  * The "other" category (loaders, bookkeeping) is not planned and not
  * compared. */
 #include <math.h>
