@@ -10,6 +10,7 @@
 #include "plan_check.h"
 #include "plan/plan.h"
 #include "plan/plan_act.h"
+#include "weft/pp_schedule.h"
 #include "plan/plan_budget.h"
 #include "plugin/registry.h"
 #include "train/compat.h"
@@ -46,11 +47,25 @@ static void print_activations(const weft_plan_act *a)
 		return;
 	}
 	row("activations", a->bytes);
+	if (a->pipeline.pp) {
+		printf("  (micro-batch %lld x %lld positions, %s, checkpointing %s, %s over\n"
+		       "   %lld micro-batches: the largest, world rank %d, holds %lld context%s, each\n"
+		       "   with the arenas of the largest stage it runs, measured on small trial\n"
+		       "   steps of each stage kind%s)\n",
+		       (long long)a->micro_batch, (long long)a->seq_len, a->precision, a->mode,
+		       weft_pp_kind_name((weft_pp_kind)a->pipeline.schedule),
+		       (long long)a->n_micro, (int)a->rank, (long long)a->contexts,
+		       a->contexts == 1 ? "" : "s", a->tp_size > 1 ? " as tp shards" : "");
+		return;
+	}
 	printf("  (micro-batch %lld x %lld positions, %lld blocks, %s, checkpointing %s:\n"
 	       "   one micro-batch's arena peak %lld B + tape %lld B, measured on small\n"
 	       "   trial steps; the arenas hold an eighth more once grown)\n",
 	       (long long)a->micro_batch, (long long)a->seq_len, (long long)a->n_layer,
 	       a->precision, a->mode, (long long)a->arena_peak, (long long)a->tape_peak);
+	if (a->tp_size > 1)
+		printf("  (tp rank 0's shards of %d, with a stand-in communicator)\n",
+		       (int)a->tp_size);
 }
 
 static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *optim)

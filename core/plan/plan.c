@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "plan/plan_comm.h"
 #include "plan/plan_env.h"
 #include "plugin/registry.h"
 #include "weft/status.h"
@@ -190,7 +191,7 @@ static void comm_backend(const weft_plan_opts *o, weft_plan *p)
 		return;
 	}
 	if (!strcmp(o->comm, "gloo") && !o->comm_shm_off && o->nodes <= 1 && n <= 64) {
-		p->comm_backend_bytes = 4096 + (128 * n + 4095) / 4096 * 4096 + n * (1 << 20);
+		p->comm_backend_bytes = plan_gloo_shm_bytes(n);
 		snprintf(p->comm_backend, sizeof(p->comm_backend), "gloo shared memory: %lld "
 			 "slots of 1 MiB and a control block", (long long)n);
 		return;
@@ -204,6 +205,7 @@ static void copy_result(const weft_plan_result *r, weft_plan *p)
 	p->rank = r->rank;
 	p->numel = r->numel;
 	memcpy(p->bytes, r->bytes, sizeof(p->bytes));
+	p->pipeline = r->pipeline;
 	p->working_params = r->working_params;
 	p->working_grads = r->working_grads;
 	p->moved_elements = r->moved_elements;
@@ -278,6 +280,8 @@ weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, we
 		copy_result(&r, out);
 	if (!st)
 		comm_backend(o, out);
+	if (!st)
+		plan_sub_comms(&r, out);
 out_destroy:
 	ops->destroy(s);
 	free(list);

@@ -19,6 +19,7 @@
 #include "weft/config.h"
 #include "weft/memory.h"
 #include "weft/module.h"
+#include "weft/strategy.h"
 #include "weft/tensor.h"
 
 typedef struct weft_plan_opts {
@@ -55,6 +56,7 @@ typedef struct weft_plan {
 	 * 0 where the backend's are not known ahead (comm_backend says so) */
 	int64_t comm_backend_bytes;
 	char comm_backend[128];
+	weft_plan_pipeline pipeline;      /* a pipeline's stages and schedule (pp 0: none) */
 } weft_plan;
 
 /* Reads trainer.strategy (a name or a mapping), trainer.devices x

@@ -26,6 +26,7 @@ static weft_status hybrid_plan(const weft_cfg *section, int32_t rank, int32_t wo
 		st = pp_options_parse(section, &env, "hybrid", &o);
 	if (st)
 		return st;
+	mo->no_grads = 1; /* the stages hold the gradients */
 	if (o.tp > 1) {
 		mo->tp_size = o.tp;
 		mo->tp_rank = rank % o.tp;

@@ -141,7 +141,7 @@ weft_status pp_plan_as(const char *who, const weft_cfg *section, int32_t rank,
 static weft_status pp_plan(const weft_cfg *section, int32_t rank, int32_t world,
 			   weft_model_options *mo, int32_t *data_rank, int32_t *data_world)
 {
-	(void)mo;
+	mo->no_grads = 1; /* the stages hold the gradients */
 	return pp_plan_as("pp", section, rank, world, data_rank, data_world);
 }
 
@@ -238,8 +238,8 @@ weft_status pp_setup(void *p)
 
 static weft_status get_ctx(pp_strategy *s, weft_ctx **out)
 {
-	weft_ctx_options co = { .device = s->env->device, .arena_bytes = 64 << 10,
-				.tape_bytes = 16 << 10 };
+	weft_ctx_options co = { .device = s->env->device, .arena_bytes = PP_CTX_ARENA_BYTES,
+				.tape_bytes = PP_CTX_TAPE_BYTES };
 	weft_status st;
 
 	if (s->n_ctx_free) {

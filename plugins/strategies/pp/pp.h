@@ -13,6 +13,10 @@ extern const weft_host *g_host; /* host.c */
 
 #define PP_MAX_CHUNKS 16
 #define PP_MAX_PIECES 4
+/* The first blocks of a micro-batch context's arena and tape arena (they
+ * grow to what the stage's forward and backward use). */
+#define PP_CTX_ARENA_BYTES (64 << 10)
+#define PP_CTX_TAPE_BYTES (16 << 10)
 
 enum { PP_PART_UNIFORM = 0, PP_PART_PARAMETERS = 1, PP_PART_LIST = 2 };
 

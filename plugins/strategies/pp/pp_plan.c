@@ -5,14 +5,18 @@
  * model's lm_head.weight - on the last).
  * Pipeline rank r holds stages r, r + pp, ...; every dp replica and tp
  * shard of it holds as much (hybrid's model is already rank 0's tp
- * shard). Per rank: its stages' parameters and gradients (the last stage
- * with its own copy of the tied wte), the optimizer state of what it owns
+ * shard). Per rank: the trainer's model (its parameters, without
+ * gradients: pp's and hybrid's build plan asks for none; the strategy
+ * copies the stages' values into it for checkpoints), its stages'
+ * parameters and gradients (the last stage with its own copy of the tied
+ * wte), the optimizer state of what it owns
  * (the copy excluded; 1/dp of it under dp_strategy zero_1), and per step
  * one all-reduce of its gradients over the dp replicas plus the tied
  * embedding's gradient sum between the first and the last stage (none
  * for an untied head).
  * Activations sent between stages depend on the batch and are not
  * counted. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,11 +38,39 @@ static int64_t block_index(const char *name)
 	return *end == '.' ? i : -1;
 }
 
+/* The stages and the schedule (ABI 1.5), for the plan's activation term
+ * (the contexts are pp.c's get_ctx), and the communicators split off the
+ * world. A caller whose result predates the members gets nothing. */
+static void pipeline_of(const pp_strategy *s, const int64_t *bounds, weft_plan_result *out)
+{
+	weft_plan_pipeline *pl = &out->pipeline;
+
+	if (out->struct_size < offsetof(weft_plan_result, sub_comm_size) +
+				sizeof(out->sub_comm_size) || s->S > WEFT_PLAN_MAX_STAGES)
+		return;
+	pl->pp = s->o.pp;
+	pl->virtual_stages = s->o.v;
+	pl->schedule = s->o.schedule;
+	pl->n_stages = s->S;
+	pl->rank_stride = s->o.dp * s->o.tp;
+	pl->arena_bytes = PP_CTX_ARENA_BYTES;
+	pl->tape_bytes = PP_CTX_TAPE_BYTES;
+	for (int i = 0; i <= s->S; i++)
+		pl->stage_bounds[i] = bounds[i];
+	/* the pipeline, dp and tp groups split off the world (pp.c) */
+	if (s->o.pp < s->o.pp * s->o.dp * s->o.tp)
+		out->sub_comm_size[out->n_sub_comms++] = s->o.pp;
+	if (s->o.dp > 1)
+		out->sub_comm_size[out->n_sub_comms++] = s->o.dp;
+	if (s->o.tp > 1)
+		out->sub_comm_size[out->n_sub_comms++] = s->o.tp;
+}
+
 weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *out)
 {
 	const pp_strategy *s = p;
 	const char *who = s->o.hybrid ? "hybrid" : "pp";
-	int64_t n_layer = 0, embed = 0, head = 0, wte = 0, lm_head = 0, numel = 0;
+	int64_t n_layer = 0, embed = 0, head = 0, wte = 0, lm_head = 0, numel = 0, model = 0;
 	int64_t *cost = NULL, *bounds = NULL, worst_held = -1, worst_owned = 0;
 	int used = 0, S = s->S, pp = s->o.pp, dp = s->o.dp;
 	weft_status st;
@@ -53,6 +85,8 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 		if (!strcmp(q->params[i].name, LM_HEAD))
 			lm_head = q->params[i].numel;
 		numel += q->params[i].full_numel;
+		if (q->params[i].dtype == WEFT_F32)
+			model += q->params[i].numel;
 	}
 	if (!wte || n_layer < 1)
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED, "strategy '%s': the model is not a "
@@ -112,7 +146,7 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 		snprintf(out->layout + used, sizeof(out->layout) - (size_t)used, " = %lld",
 			 (long long)numel);
 	out->numel = numel;
-	out->bytes[WEFT_MEM_PARAMS] = 4 * worst_held;
+	out->bytes[WEFT_MEM_PARAMS] = 4 * (model + worst_held);
 	out->bytes[WEFT_MEM_GRADS] = 4 * worst_held;
 	out->bytes[WEFT_MEM_OPTIM] = 4 * (int64_t)q->n_slots *
 				     (s->o.dp_strategy == PP_DP_ZERO_1 && dp > 1 ?
@@ -126,6 +160,7 @@ weft_status pp_memory_plan(void *p, const weft_plan_query *q, weft_plan_result *
 		out->collective_elements += 2 * wte;
 		out->moved_elements += wte;
 	}
+	pipeline_of(s, bounds, out);
 out:
 	g_host->mem_free(cost);
 	g_host->mem_free(bounds);

@@ -7,7 +7,11 @@
  * shard, or of its 1/dp share of it under dp_strategy zero_1; one
  * all-reduce of its gradients over the dp replicas per step (the tp
  * collectives inside forward and backward move activations, which depend
- * on the batch and are not counted). */
+ * on the batch and are not counted); the tp and dp communicators it
+ * splits off the world (the plan adds the backend's buffers of each).
+ * Activations are the plan's own term (core/plan/plan_act.c runs the
+ * shards' trial steps). */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "tp_plan.h"
@@ -32,6 +36,14 @@ weft_status tp_plan_compute(int32_t size, int32_t dp, int zero, const weft_plan_
 	out->bytes[WEFT_MEM_PARAMS] = 4 * local;
 	out->bytes[WEFT_MEM_GRADS] = 4 * local;
 	out->bytes[WEFT_MEM_OPTIM] = 4 * slots * (zero && dp > 1 ? (local + dp - 1) / dp : local);
+	/* the tp group and the dp group, split off the world (tp.c, setup_comms) */
+	if (out->struct_size >= offsetof(weft_plan_result, sub_comm_size) +
+				sizeof(out->sub_comm_size)) {
+		if (size > 1)
+			out->sub_comm_size[out->n_sub_comms++] = size;
+		if (dp > 1)
+			out->sub_comm_size[out->n_sub_comms++] = dp;
+	}
 	if (dp > 1) {
 		out->collective_elements = local;
 		out->moved_elements = 2 * local * (dp - 1) / dp;
@@ -40,7 +52,7 @@ weft_status tp_plan_compute(int32_t size, int32_t dp, int zero, const weft_plan_
 			 (long long)out->moved_elements);
 	}
 	snprintf(out->layout, sizeof(out->layout), "tp %d x dp %d, %lld of %zu parameters split, "
-		 "dp_strategy %s; tp activations not counted", (int)size, (int)dp,
+		 "dp_strategy %s", (int)size, (int)dp,
 		 (long long)split, q->n_params, zero && dp > 1 ? "zero_1" : "ddp");
 	return WEFT_OK;
 }

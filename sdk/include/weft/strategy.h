@@ -304,6 +304,30 @@ typedef struct weft_plan_query {
 	const weft_plan_param *params; /* env->params as a list, flat order */
 } weft_plan_query;
 
+/* Since ABI 1.5: how a pipeline strategy holds activations, for the
+ * activation term of `weft plan` (which runs the stages' trial steps
+ * itself): n_stages stages, stage s holding blocks [stage_bounds[s],
+ * stage_bounds[s + 1]) (stage 0 also the embedding, the last the head);
+ * pipeline rank r runs stages r, r + pp, ... (virtual_stages of them)
+ * with `schedule` (a weft_pp_kind of weft/pp_schedule.h) over the step's
+ * micro-batches, each forward and backward of a micro-batch's stage in a
+ * context (activation arena) of its own, made with arena_bytes and
+ * tape_bytes and reused once that micro-batch's backward is done.
+ * World rank of pipeline rank r (dp and tp index 0): r * rank_stride. */
+#define WEFT_PLAN_MAX_STAGES 256
+typedef struct weft_plan_pipeline {
+	int32_t pp;             /* pipeline ranks; 0: not a pipeline (every rank runs
+				 * its model on the trainer's context) */
+	int32_t virtual_stages; /* chunks per pipeline rank */
+	int32_t schedule;       /* weft_pp_kind */
+	int32_t n_stages;       /* pp * virtual_stages, <= WEFT_PLAN_MAX_STAGES */
+	int32_t rank_stride;    /* world ranks between pipeline ranks (dp * tp) */
+	int32_t reserved;
+	int64_t arena_bytes;    /* a stage context's first arena block (0: the default) */
+	int64_t tape_bytes;     /* its tape arena's (0: the default) */
+	int64_t stage_bounds[WEFT_PLAN_MAX_STAGES + 1];
+} weft_plan_pipeline;
+
 /* The answer, per rank (the one holding the most; other ranks hold at most
  * as much). The caller zero-fills it and sets struct_size. */
 typedef struct weft_plan_result {
@@ -333,6 +357,14 @@ typedef struct weft_plan_result {
 	double formula_bytes;
 	char comm_formula[96];  /* (optional) the same for the communication,
 				 * written out ("ring all-reduce: 2Psi(N-1)/N = 42") */
+	/* ---- since ABI 1.5 ---- */
+	weft_plan_pipeline pipeline; /* (optional) a pipeline's stages and schedule;
+				      * pp 0 (as zeroed) for other strategies */
+	int32_t n_sub_comms;    /* (optional) communicators the strategy splits off
+				 * the world on out->rank (host->comm_split), at most
+				 * 8; the plan adds the comm backend's own buffers of
+				 * each to the world's */
+	int32_t sub_comm_size[8]; /* their sizes (ranks) */
 } weft_plan_result;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
@@ -393,7 +425,9 @@ typedef struct weft_strategy_ops {
 	 * before it builds the model and the data loaders, with the strategy's
 	 * section (NULL when given as a plain string) and the job's rank and
 	 * world size. May set the tensor-parallel fields of *mo (tp_size,
-	 * tp_rank, tp_flags: the model is then built as this rank's shards)
+	 * tp_rank, tp_flags: the model is then built as this rank's shards),
+	 * no_grads (1: the model gets no gradient buffers, for a strategy
+	 * whose own copies of the parameters hold them, as pp's stages do)
 	 * and *data_rank / *data_world, preset to rank and world_size: the
 	 * rank and number of ranks the distributed sampler splits the data
 	 * over (the ranks of one tensor-parallel group read the same rows).
