@@ -38,6 +38,8 @@ void weft_model_st_meta(const weft_model *m, weft_model_meta *out)
 	out->pairs[10] = "weft.block_size";
 	out->pairs[11] = out->v[4];
 	out->n = 6;
+	if (!nn_arch_is_gpt(&m->arch))
+		nn_hf_arch_meta_put(&m->gpt, &m->arch, out);
 }
 
 weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
