@@ -458,7 +458,8 @@ static weft_status hf_config_of(const char *dir, const weft_st_file *model, int6
 	while (snprintf(name, sizeof(name), "transformer.h.%lld.ln_1.weight",
 			(long long)c->n_layer), weft_st_find(model, name))
 		c->n_layer++;
-	c->bias = weft_st_find(model, "transformer.h.0.attn.c_attn.bias") != NULL;
+	/* c_proj: Qwen2 has c_attn's bias alone (nn_arch.qkv_bias) */
+	c->bias = weft_st_find(model, "transformer.h.0.attn.c_proj.bias") != NULL;
 	if (n_head > 0 && meta && strtoll(meta, NULL, 10) != n_head)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' records n_head %s "
 				      "but --n-head is %lld; leave --n-head out", dir, meta,
@@ -564,7 +565,7 @@ static weft_status hf_pieces(const char *dir, const weft_st_file *model,
 			if (q->how != NN_HF_ROWS)
 				break;
 		}
-		if (row && (t->ndim != 2 || row != t->shape[0]))
+		if (row && (t->ndim < 1 || t->ndim > 2 || row != t->shape[0]))
 			return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s': tensor '%s' has "
 					      "shape %s, but its %s parts need %lld rows in all "
 					      "(n_embd %lld, n_head %lld, n_kv_head %lld, "
@@ -624,8 +625,8 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 		goto out_fail;
 	}
 	snprintf(ctmp, sizeof(ctmp), "%s.tmp%d", cpath, (int)getpid());
-	st = fam == &nn_hf_llama ? nn_hf_llama_config_write(ctmp, &cfg, &arch) :
-				   nn_hf_gpt2_config_write(ctmp, &cfg);
+	st = fam != &nn_hf_gpt2 ? nn_hf_llama_config_write(ctmp, &cfg, &arch) :
+				  nn_hf_gpt2_config_write(ctmp, &cfg, &arch);
 	if (st)
 		goto out_fail;
 	weft_json_writer_string(&w, 0);
@@ -713,11 +714,12 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 		goto out_fail;
 	}
 	tmp[0] = ctmp[0] = '\0';
-	if (fam == &nn_hf_llama)
-		printf("exported %s to %s (transformers LlamaForCausalLM: num_hidden_layers %lld, "
+	if (fam != &nn_hf_gpt2)
+		printf("exported %s to %s (transformers %s: num_hidden_layers %lld, "
 		       "num_attention_heads %lld, num_key_value_heads %lld, hidden_size %lld, "
 		       "intermediate_size %lld, vocab_size %lld, max_position_embeddings %lld, "
-		       "tie_word_embeddings %s)\n", dir, out_dir, (long long)cfg.n_layer,
+		       "tie_word_embeddings %s)\n", dir, out_dir, fam->architecture,
+		       (long long)cfg.n_layer,
 		       (long long)cfg.n_head,
 		       (long long)(arch.n_kv_head ? arch.n_kv_head : cfg.n_head),
 		       (long long)cfg.n_embd, (long long)arch.intermediate,

@@ -83,6 +83,9 @@ typedef struct nn_hf_config {
  * weft's RoPE uses, so q_proj, k_proj and v_proj are stacked as they are). */
 extern const nn_hf_family nn_hf_gpt2;
 extern const nn_hf_family nn_hf_llama;
+/* Qwen2ForCausalLM: Llama's names and layout, with q_proj, k_proj and
+ * v_proj biases stacked into c_attn's bias (nn_arch.qkv_bias). */
+extern const nn_hf_family nn_hf_qwen2;
 
 /* Whether `dir` is a directory holding config.json. */
 int nn_hf_is_dir(const char *dir);
@@ -96,7 +99,7 @@ int nn_hf_is_dir(const char *dir);
 weft_status nn_hf_config_read(const char *dir, nn_hf_config *out);
 
 /* Checks the config read from `dir` against the model's GPT config and
- * weft's numerics (LayerNorm eps 1e-5, GELU's tanh form, biases on). A
+ * weft's numerics (LayerNorm eps 1e-5, GELU's tanh or exact form, biases on). A
  * block_size below n_positions is accepted: the loader keeps the first
  * block_size rows of wpe.
  * Errors: WEFT_ERR_INVALID_ARG naming config.json, the key and both
@@ -140,7 +143,8 @@ const char *nn_hf_from_weft_part(const nn_hf_family *f, const char *weft, int pa
 
 /* The family that holds a transformer of c and a in transformers' layout:
  * GPT2LMHeadModel for GPT-2's choices (biases on), LlamaForCausalLM for
- * RMSNorm, RoPE, SwiGLU without biases. Errors: WEFT_ERR_INVALID_ARG
+ * RMSNorm, RoPE, SwiGLU without biases, Qwen2ForCausalLM for the same
+ * with q, k, v biases. Errors: WEFT_ERR_INVALID_ARG
  * naming `what` and the choice no family has. */
 weft_status nn_hf_family_for(const weft_gpt_config *c, const nn_arch *a, const char *what,
 			     const nn_hf_family **out);
@@ -149,13 +153,14 @@ weft_status nn_hf_family_for(const weft_gpt_config *c, const nn_arch *a, const c
 int nn_hf_is_buffer(const nn_hf_family *f, const char *name);
 
 /* Writes a GPT2LMHeadModel config.json of `c` (tied head, GELU's tanh form
- * "gelu_new", LayerNorm eps 1e-5, no dropout) to `path`. Errors:
- * WEFT_ERR_INVALID_ARG when c has no biases (GPT-2 always has them);
- * WEFT_ERR_IO naming the path. */
-weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c);
+ * "gelu_new", or "gelu" when a (may be NULL) has the exact form, LayerNorm
+ * eps 1e-5, no dropout) to `path`. Errors: WEFT_ERR_INVALID_ARG when c has
+ * no biases (GPT-2 always has them); WEFT_ERR_IO naming the path. */
+weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c,
+				    const nn_arch *a);
 
 /* Writes a LlamaForCausalLM config.json of c and a (nn_hf_family_for
- * gave nn_hf_llama) to `path`: sizes, heads and KV heads, rms_norm_eps,
+ * gave nn_hf_llama), or a Qwen2ForCausalLM one (a->qkv_bias), to `path`: sizes, heads and KV heads, rms_norm_eps,
  * rope_theta and rope_scaling ("llama3" or null), tie_word_embeddings,
  * float32. Errors: WEFT_ERR_IO naming the path. */
 weft_status nn_hf_llama_config_write(const char *path, const weft_gpt_config *c,

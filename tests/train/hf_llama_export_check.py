@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Loads what test_train_hf_llama exported into hf_export_llama/ (the test's
-working directory) with transformers, as users load it:
+"""Loads what test_train_hf_llama exported into hf_export_llama/ and
+hf_export_qwen2/ (the test's working directory) with transformers, as users
+load it:
 
-  - LlamaForCausalLM.from_pretrained("hf_export_llama") (weft ckpt export
-    --format hf of a checkpoint holding the fixture's weights) must give the
-    fixture's logits (tests/fixtures/hf/llama_logits.safetensors, computed by
-    transformers in float64 from the fixture's float32 weights) and weft's
-    logits on the same batch (weft_logits.safetensors).
+  - LlamaForCausalLM / Qwen2ForCausalLM.from_pretrained of each (weft ckpt
+    export --format hf of a checkpoint holding the fixture's weights) must
+    give the fixture's logits (tests/fixtures/hf/{llama,qwen2}_logits.
+    safetensors, computed by transformers in float64 from the fixture's
+    float32 weights) and weft's logits on the Llama fixture's batch
+    (weft_logits.safetensors).
 
 Tolerance: |transformers - reference| <= 1e-4 |reference| + 1e-5 per
 element (the issue's 1e-4; logits are O(1)). The weights are the same
@@ -24,7 +26,7 @@ sys.dont_write_bytecode = True
 try:
     import torch
     from safetensors.torch import load_file
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
 except ImportError as e:
     print(f"skipped: {e} (interpreter {sys.executable}; set WEFT_HF_PYTHON)")
     sys.exit(77)
@@ -39,14 +41,14 @@ def check(what, got, want):
 
 
 src = os.environ.get("WEFT_SOURCE_DIR", ".")
-fixture = load_file(os.path.join(src, "tests", "fixtures", "hf", "llama_logits.safetensors"))
-weft = load_file("hf_export_llama/weft_logits.safetensors")
-if not torch.equal(fixture["ids"], weft["ids"]):
-    sys.exit("FAIL: weft_logits.safetensors is not on the fixture's batch")
-
-model = LlamaForCausalLM.from_pretrained("hf_export_llama", dtype=torch.float32).eval()
-with torch.no_grad():
-    logits = model(fixture["ids"]).logits
-check("from_pretrained vs the fixture's transformers logits", logits, fixture["logits"])
-check("from_pretrained vs weft's logits on the export", logits, weft["logits"])
+for name, cls in (("llama", LlamaForCausalLM), ("qwen2", Qwen2ForCausalLM)):
+    fixture = load_file(os.path.join(src, "tests", "fixtures", "hf", f"{name}_logits.safetensors"))
+    weft = load_file(f"hf_export_{name}/weft_logits.safetensors")
+    model = cls.from_pretrained(f"hf_export_{name}", dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(fixture["ids"]).logits
+        on_weft = model(weft["ids"]).logits
+    check(f"{name}: from_pretrained vs the fixture's transformers logits", logits,
+          fixture["logits"])
+    check(f"{name}: from_pretrained vs weft's logits on the export", on_weft, weft["logits"])
 print("ok")

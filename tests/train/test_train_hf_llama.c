@@ -7,11 +7,13 @@
  *      back into weft with the checkpoint's weights and logits, bit for bit
  *      (no tolerance: the export only moves bytes);
  *   3. a tied Llama (llama3-tiny with tie_embeddings) trained a step does
- *      the same, its head left out as save_pretrained leaves it;
+ *      the same, its head left out as save_pretrained leaves it; so does the
+ *      Qwen2 fixture (Qwen2ForCausalLM: q, k, v biases split as the weights);
  *   4. what transformers has no class for is refused naming why: an MLP's
  *      checkpoint, a transformer mixing GPT-2's and Llama's choices.
- * The export and weft's logits on the fixture's batch are left in
- * hf_export_llama/ of the test's directory for hf_llama_export_check.py
+ * The exports and weft's logits on the Llama fixture's batch are left in
+ * hf_export_llama/ and hf_export_qwen2/ of the test's directory for
+ * hf_llama_export_check.py
  * (transformers' from_pretrained; skipped without it).
  */
 #include "ckpt_test.h"
@@ -30,6 +32,7 @@
 	"rope_high_freq_factor: 4, rope_original_max_positions: 32, mlp: swiglu, " \
 	"intermediate_size: 160, n_kv_head: 2, tie_embeddings: false, "
 #define TINY_KEYS "preset: llama3-tiny, tie_embeddings: true, "
+#define QWEN_KEYS "preset: qwen2.5-tiny, block_size: 64, "
 
 static weft_model *load(const char *keys, const char *init_from)
 {
@@ -99,6 +102,27 @@ static void check_round_trip(const char *keys, const char *ckpt, const char *exp
 }
 
 #define TEXT "{class: text, paths: [corpus.txt], block_size: 16, batch_size: 4}"
+
+/* weft's logits of the export in `dir` on ids, into dir/weft_logits.safetensors
+ * for the transformers check. */
+static void write_logits(const char *dir, const weft_tensor *ids)
+{
+	weft_model *back = load("", dir);
+	size_t n;
+	float *l = logits_of(back, ids, &n);
+	int64_t shape[3] = { ids->shape[0], ids->shape[1], 256 };
+	weft_st_entry e[2] = {
+		{ "ids", WEFT_I64, 2, ids->shape, ids->data },
+		{ "logits", WEFT_F32, 3, shape, l },
+	};
+	char p[TT_PATH + 64];
+
+	WT_REQUIRE(n == (size_t)(shape[0] * shape[1] * shape[2]));
+	snprintf(p, sizeof(p), "%s/weft_logits.safetensors", dir);
+	WT_OK(weft_st_write(p, e, 2));
+	free(l);
+	weft_model_free(back);
+}
 
 /* weft fit of `name`.yaml (runs/`name`/: 3 steps at lr) with the model and
  * data sections. */
@@ -192,23 +216,7 @@ int main(void)
 	}
 	snprintf(ck, sizeof(ck), "%s/model.safetensors", tt_path("%s", last));
 	check_round_trip(LLAMA_KEYS, ck, out_dir, ids);
-	{
-		/* weft's logits on the fixture's batch, for the transformers check */
-		weft_model *back = load("", out_dir);
-		size_t n;
-		float *l = logits_of(back, ids, &n);
-		int64_t shape[3] = { ids->shape[0], ids->shape[1], 256 };
-		weft_st_entry e[2] = {
-			{ "ids", WEFT_I64, 2, ids->shape, ids->data },
-			{ "logits", WEFT_F32, 3, shape, l },
-		};
-
-		WT_REQUIRE(n == (size_t)(shape[0] * shape[1] * shape[2]));
-		snprintf(p, sizeof(p), "%s/weft_logits.safetensors", out_dir);
-		WT_OK(weft_st_write(p, e, 2));
-		free(l);
-		weft_model_free(back);
-	}
+	write_logits(out_dir, ids);
 
 	/* 3: a tied Llama, trained, out and back */
 	fit("tied", "{" TINY_KEYS "}", TEXT, "1.0e-3");
@@ -221,6 +229,33 @@ int main(void)
 	weft_st_close(f);
 	snprintf(ck, sizeof(ck), "%s/model.safetensors", tt_path("%s", last));
 	check_round_trip(TINY_KEYS, ck, tt_path("tied_hf"), ids);
+
+	/* 3b: a Qwen2 (q, k, v biases, tied), the fixture unchanged, out and back */
+	snprintf(model, sizeof(model), "{class: gpt, init_from: %s/tests/fixtures/hf/qwen2}", src);
+	fit("qwen2", model, TEXT, "0.0");
+	snprintf(last, sizeof(last), LAST, "qwen2");
+	snprintf(p, sizeof(p), "%s/hf_export_qwen2", cwd);
+	rc = tt_weft("export_qwen2", "ckpt", "export", last, p, "--format", "hf");
+	WT_CHECK(tt_expect_ok("export_qwen2", rc));
+	WT_STR_CONTAINS(tt_output("export_qwen2", "out"), "transformers Qwen2ForCausalLM: "
+			"num_hidden_layers 2, num_attention_heads 4, num_key_value_heads 2");
+	{
+		char wp[TT_PATH + 96];
+		const weft_st_tensor *qb, *kb;
+
+		snprintf(wp, sizeof(wp), "%s/model.safetensors", p);
+		WT_OK(weft_st_open(wp, &f));
+		qb = weft_st_find(f, "model.layers.0.self_attn.q_proj.bias");
+		kb = weft_st_find(f, "model.layers.0.self_attn.k_proj.bias");
+		WT_CHECK(qb && qb->ndim == 1 && qb->shape[0] == 64);
+		WT_CHECK(kb && kb->ndim == 1 && kb->shape[0] == 32);
+		WT_CHECK(!weft_st_find(f, "model.layers.0.self_attn.o_proj.bias") &&
+			 !weft_st_find(f, "lm_head.weight"));
+		weft_st_close(f);
+	}
+	snprintf(ck, sizeof(ck), "%s/model.safetensors", tt_path("%s", last));
+	check_round_trip(QWEN_KEYS, ck, p, ids);
+	write_logits(p, ids);
 
 	/* 4: what no transformers class computes */
 	fit("mixed", "{class: gpt, n_layer: 1, n_head: 2, n_embd: 16, vocab_size: 256, "
