@@ -21,7 +21,10 @@
  *   export DIR OUTDIR --format hf [--n-head N]
  *                                config.json + model.safetensors in
  *                                transformers' GPT-2 layout (Conv1D weights
- *                                transposed), one tensor held at a time
+ *                                transposed) or Llama layout (q | k | v and
+ *                                gate | up split by rows), by the choices
+ *                                the weights' metadata records, one tensor
+ *                                held at a time
  *   reshard DIR [--world-size N] weft's format is already global (every rank
  *                                saves its shards at their global flat
  *                                offsets), so any strategy and world size
@@ -55,8 +58,9 @@ static void usage(FILE *out)
 		"--optimizer every optimizer slot as <param>.<slot>) to one safetensors file,\n"
 		"streaming tensor by tensor, with lm_head.weight (the tied head) as nanoGPT's\n"
 		"strict load_state_dict wants it; --format hf writes OUTDIR/config.json and\n"
-		"OUTDIR/model.safetensors that transformers' GPT2LMHeadModel.from_pretrained\n"
-		"loads (--n-head only for checkpoints that do not record it). reshard is not\n"
+		"OUTDIR/model.safetensors that transformers' from_pretrained loads\n"
+		"(GPT2LMHeadModel, or LlamaForCausalLM for an RMSNorm/RoPE/SwiGLU model;\n"
+		"--n-head only for checkpoints that do not record it). reshard is not\n"
 		"needed: weft saves optimizer state in global flat coordinates, so any strategy\n"
 		"and world size resumes from any checkpoint as it is (reshard verifies it and\n"
 		"changes nothing).\n");
@@ -424,29 +428,38 @@ out:
 
 /* ---- --format hf ---- */
 
-/* The GPT config of a checkpoint's model.safetensors: the shapes give all
- * but the head count, which comes from the weights' metadata (weft saves
- * it) or from --n-head (n_head > 0). */
+/* The transformer of a checkpoint's model.safetensors: the shapes give
+ * the sizes but the head count, which comes from the weights' metadata
+ * (weft saves it) or from --n-head (n_head > 0); the metadata gives the
+ * choices beyond GPT-2's (nn_hf_arch_meta_get), and with them the family
+ * transformers loads it as. */
 static weft_status hf_config_of(const char *dir, const weft_st_file *model, int64_t n_head,
-				weft_gpt_config *c)
+				weft_gpt_config *c, nn_arch *a, const nn_hf_family **family)
 {
 	const weft_st_tensor *wte = weft_st_find(model, "transformer.wte.weight");
 	const weft_st_tensor *wpe = weft_st_find(model, "transformer.wpe.weight");
 	const char *meta = weft_st_meta(model, "weft.n_head");
-	char name[64];
+	const char *blocks = weft_st_meta(model, "weft.block_size");
+	char name[64], what[4200];
+	int found = 0;
+	weft_status st;
 
 	memset(c, 0, sizeof(*c));
-	if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' holds no GPT (its %s "
-				      "lacks transformer.wte.weight or transformer.wpe.weight); "
-				      "--format hf exports model.class gpt", dir, WEFT_CKPT_MODEL);
+	snprintf(what, sizeof(what), "checkpoint '%s' (%s)", dir, WEFT_CKPT_MODEL);
+	if (!wte || wte->ndim != 2)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' holds no transformer "
+				      "(its %s has no transformer.wte.weight: the weights of a "
+				      "model.class mlp or of a model plugin), and --format hf writes "
+				      "transformers' GPT-2 and Llama layouts only; export it with "
+				      "the default --format safetensors", dir, WEFT_CKPT_MODEL);
 	c->vocab_size = wte->shape[0];
 	c->n_embd = wte->shape[1];
-	c->block_size = wpe->shape[0];
+	c->block_size = wpe && wpe->ndim == 2 ? wpe->shape[0] : blocks ? strtoll(blocks, NULL, 10) : 0;
 	while (snprintf(name, sizeof(name), "transformer.h.%lld.ln_1.weight",
 			(long long)c->n_layer), weft_st_find(model, name))
 		c->n_layer++;
-	c->bias = weft_st_find(model, "transformer.ln_f.bias") != NULL;
+	/* c_proj: Qwen2 has c_attn's bias alone (nn_arch.qkv_bias) */
+	c->bias = weft_st_find(model, "transformer.h.0.attn.c_proj.bias") != NULL;
 	if (n_head > 0 && meta && strtoll(meta, NULL, 10) != n_head)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' records n_head %s "
 				      "but --n-head is %lld; leave --n-head out", dir, meta,
@@ -460,13 +473,24 @@ static weft_status hf_config_of(const char *dir, const weft_st_file *model, int6
 				      "head count (saved before weft recorded it in %s's "
 				      "metadata); give it with --n-head N (model.n_head of the run)",
 				      dir, WEFT_CKPT_MODEL);
-	if (c->n_layer < 1 || c->n_head < 1 || c->n_embd % c->n_head)
+	if (c->n_layer < 1 || c->n_head < 1 || c->n_embd % c->n_head || c->block_size < 1)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s': n_embd %lld, "
-				      "n_layer %lld, n_head %lld is not a GPT shape (n_embd must "
-				      "be a multiple of n_head); check --n-head", dir,
-				      (long long)c->n_embd, (long long)c->n_layer,
-				      (long long)c->n_head);
-	return WEFT_OK;
+				      "n_layer %lld, n_head %lld, block_size %lld is not a "
+				      "transformer's shape (n_embd must be a multiple of n_head); "
+				      "check --n-head", dir, (long long)c->n_embd,
+				      (long long)c->n_layer, (long long)c->n_head,
+				      (long long)c->block_size);
+	if ((st = nn_hf_arch_meta_get(model, what, c, a, &found)))
+		return st;
+	if (!found && !wpe)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "checkpoint '%s' has no learned "
+				      "positions (transformer.wpe.weight) and does not record its "
+				      "transformer's choices (norm, rope, mlp: saved before weft "
+				      "recorded them in %s's metadata), so its config.json cannot "
+				      "be written; load it into a run with the same model config "
+				      "and save it again, or export with --format safetensors", dir,
+				      WEFT_CKPT_MODEL);
+	return nn_hf_family_for(c, a, what, family);
 }
 
 /* Copies tensor t of fd (data at data_at) to out, [rows, cols] written as
@@ -495,19 +519,87 @@ static weft_status copy_transposed(int fd, const char *in_path, uint64_t data_at
 	return WEFT_OK;
 }
 
-/* OUT/config.json and OUT/model.safetensors in transformers' GPT-2 layout
- * (GPT2LMHeadModel.from_pretrained loads them): the same names, the Conv1D
- * weights transposed to [in, out], the tied head left out as
- * save_pretrained leaves it. Streamed tensor by tensor: at most one tensor
- * and its transpose are held. */
+/* One tensor of the export: tensor t of the checkpoint, or (a part of
+ * NN_HF_ROWS) its rows [row, row + rows), under the family's name. */
+typedef struct hf_piece {
+	const weft_st_tensor *t;
+	char name[WEFT_ST_MAX_NAME + 1];
+	nn_hf_how how;
+	int64_t row, rows;
+} hf_piece;
+
+/* The export's pieces of the checkpoint's tensors, in their order:
+ * Llama's stacked q | k | v and gate | up split into their tensors by
+ * rows, the tied head left out as save_pretrained leaves it. *out is new
+ * (free), *n of them. Errors: WEFT_ERR_CORRUPT when a stacked tensor's
+ * rows are not the sum its parts need (the metadata and the shapes
+ * disagree). */
+static weft_status hf_pieces(const char *dir, const weft_st_file *model,
+			     const nn_hf_family *f, const weft_gpt_config *c, const nn_arch *a,
+			     hf_piece **out, size_t *n)
+{
+	size_t cap = 4 * model->count + 1;
+	hf_piece *p = calloc(cap, sizeof(*p));
+	char shape[160];
+
+	*out = p;
+	*n = 0;
+	if (!p)
+		return weft_error_set(WEFT_ERR_NOMEM, "export of '%s': out of memory", dir);
+	for (size_t i = 0; i < model->count; i++) {
+		const weft_st_tensor *t = &model->tensors[i];
+		int64_t row = 0;
+
+		if (!strcmp(t->name, f->head) && !a->untied)
+			continue;
+		for (int part = 0; *n < cap; part++) {
+			hf_piece *q = &p[*n];
+
+			if (!nn_hf_from_weft_part(f, t->name, part, c, a, q->name, sizeof(q->name),
+						  &q->how, &q->rows))
+				break;
+			q->t = t;
+			q->row = row;
+			row += q->rows;
+			(*n)++;
+			if (q->how != NN_HF_ROWS)
+				break;
+		}
+		if (row && (t->ndim < 1 || t->ndim > 2 || row != t->shape[0]))
+			return weft_error_set(WEFT_ERR_CORRUPT, "checkpoint '%s': tensor '%s' has "
+					      "shape %s, but its %s parts need %lld rows in all "
+					      "(n_embd %lld, n_head %lld, n_kv_head %lld, "
+					      "intermediate_size %lld in %s's metadata); the file was "
+					      "changed after weft saved it", dir, t->name,
+					      shape_of(t, shape, sizeof(shape)), f->architecture,
+					      (long long)row, (long long)c->n_embd,
+					      (long long)c->n_head,
+					      (long long)(a->n_kv_head ? a->n_kv_head : c->n_head),
+					      (long long)a->intermediate, WEFT_CKPT_MODEL);
+	}
+	return WEFT_OK;
+}
+
+/* OUT/config.json and OUT/model.safetensors in transformers' layout of
+ * the model's family (GPT2LMHeadModel or LlamaForCausalLM from_pretrained
+ * loads them): GPT-2's names with its Conv1D weights transposed to
+ * [in, out], or Llama's names with q | k | v and gate | up split by rows
+ * (the q/k rows as they are: weft's RoPE already pairs them as HF's
+ * rotate-half does); a tied head left out as save_pretrained leaves it.
+ * Streamed tensor by tensor: at most one tensor and its transpose are
+ * held. */
 static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 {
 	static const char spaces[8] = "        ";
 	char path[4096], wpath[4200], cpath[4200], tmp[4300], ctmp[4300];
 	weft_json_value *state = NULL;
 	weft_st_file *model = NULL, *check = NULL;
+	const nn_hf_family *fam = NULL;
 	weft_gpt_config cfg;
+	nn_arch arch;
 	weft_json_writer w;
+	hf_piece *pieces = NULL;
+	size_t n_pieces = 0;
 	char *header = NULL;
 	unsigned char *buf = NULL, *tbuf = NULL;
 	size_t most = 1;
@@ -522,7 +614,8 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 	snprintf(wpath, sizeof(wpath), "%s/" NN_HF_WEIGHTS, out_dir);
 	snprintf(cpath, sizeof(cpath), "%s/" NN_HF_CONFIG, out_dir);
 	if ((st = open_ckpt(dir, &state, &model)) ||
-	    (st = hf_config_of(dir, model, n_head, &cfg)))
+	    (st = hf_config_of(dir, model, n_head, &cfg, &arch, &fam)) ||
+	    (st = hf_pieces(dir, model, fam, &cfg, &arch, &pieces, &n_pieces)))
 		goto out_fail;
 	if (mkdir(out_dir, 0777) != 0 && (errno != EEXIST || stat(out_dir, &sb) != 0 ||
 					  !S_ISDIR(sb.st_mode))) {
@@ -532,27 +625,27 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 		goto out_fail;
 	}
 	snprintf(ctmp, sizeof(ctmp), "%s.tmp%d", cpath, (int)getpid());
-	if ((st = nn_hf_gpt2_config_write(ctmp, &cfg)))
+	st = fam != &nn_hf_gpt2 ? nn_hf_llama_config_write(ctmp, &cfg, &arch) :
+				  nn_hf_gpt2_config_write(ctmp, &cfg, &arch);
+	if (st)
 		goto out_fail;
 	weft_json_writer_string(&w, 0);
 	weft_st_header_begin(&w, NULL, 0);
-	for (size_t i = 0; i < model->count; i++) {
-		const weft_st_tensor *t = &model->tensors[i];
-		int64_t shape[WEFT_MAX_DIMS];
-		char name[WEFT_ST_MAX_NAME + 1];
-		nn_hf_how how;
+	for (size_t i = 0; i < n_pieces; i++) {
+		const hf_piece *q = &pieces[i];
+		const weft_st_tensor *t = q->t;
+		int64_t shape[WEFT_MAX_DIMS], bytes = (int64_t)(t->end - t->begin);
 
-		if (!strcmp(t->name, "lm_head.weight"))
-			continue;
-		nn_hf_from_weft(&nn_hf_gpt2, t->name, name, sizeof(name), &how);
 		memcpy(shape, t->shape, sizeof(shape));
-		if (how == NN_HF_TRANSPOSE) {
+		if (q->how == NN_HF_TRANSPOSE) {
 			shape[0] = t->shape[1];
 			shape[1] = t->shape[0];
+		} else if (q->how == NN_HF_ROWS) {
+			shape[0] = q->rows;
+			bytes = bytes / t->shape[0] * q->rows;
 		}
-		weft_st_header_tensor(&w, name, t->dtype, t->ndim, shape, at,
-				      at + (int64_t)(t->end - t->begin));
-		at += (int64_t)(t->end - t->begin);
+		weft_st_header_tensor(&w, q->name, t->dtype, t->ndim, shape, at, at + bytes);
+		at += bytes;
 		if ((size_t)(t->end - t->begin) > most)
 			most = (size_t)(t->end - t->begin);
 	}
@@ -562,7 +655,7 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 		goto out_fail;
 	}
 	buf = malloc(most);
-	tbuf = malloc(most);
+	tbuf = fam == &nn_hf_gpt2 ? malloc(most) : malloc(1);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", wpath, (int)getpid());
 	out = fopen(tmp, "wb");
@@ -584,19 +677,23 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 			goto out_fail;
 		}
 	}
-	for (size_t i = 0; !st && i < model->count; i++) {
-		const weft_st_tensor *t = &model->tensors[i];
-		char name[WEFT_ST_MAX_NAME + 1];
-		nn_hf_how how;
+	for (size_t i = 0; !st && i < n_pieces; i++) {
+		const hf_piece *q = &pieces[i];
+		const weft_st_tensor *t = q->t;
+		int64_t bytes = (int64_t)(t->end - t->begin);
 
-		if (!strcmp(t->name, "lm_head.weight"))
-			continue;
-		nn_hf_from_weft(&nn_hf_gpt2, t->name, name, sizeof(name), &how);
-		if (how == NN_HF_TRANSPOSE && t->ndim == 2)
+		if (q->how == NN_HF_TRANSPOSE && t->ndim == 2) {
 			st = copy_transposed(fd, path, model->data_at, t, out, tmp, buf, tbuf);
-		else
-			st = copy_range(fd, path, (int64_t)(model->data_at + t->begin),
-					(int64_t)(t->end - t->begin), out, tmp, (char *)buf);
+		} else if (q->how == NN_HF_ROWS) {
+			int64_t row_bytes = bytes / t->shape[0];
+
+			st = copy_range(fd, path, (int64_t)(model->data_at + t->begin) +
+					q->row * row_bytes, q->rows * row_bytes, out, tmp,
+					(char *)buf);
+		} else {
+			st = copy_range(fd, path, (int64_t)(model->data_at + t->begin), bytes, out,
+					tmp, (char *)buf);
+		}
 	}
 	if (st)
 		goto out_fail;
@@ -617,10 +714,22 @@ static int export_hf(const char *dir, const char *out_dir, int64_t n_head)
 		goto out_fail;
 	}
 	tmp[0] = ctmp[0] = '\0';
-	printf("exported %s to %s (transformers GPT2LMHeadModel: n_layer %lld, n_head %lld, "
-	       "n_embd %lld, vocab_size %lld, n_positions %lld)\n", dir, out_dir,
-	       (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
-	       (long long)cfg.vocab_size, (long long)cfg.block_size);
+	if (fam != &nn_hf_gpt2)
+		printf("exported %s to %s (transformers %s: num_hidden_layers %lld, "
+		       "num_attention_heads %lld, num_key_value_heads %lld, hidden_size %lld, "
+		       "intermediate_size %lld, vocab_size %lld, max_position_embeddings %lld, "
+		       "tie_word_embeddings %s)\n", dir, out_dir, fam->architecture,
+		       (long long)cfg.n_layer,
+		       (long long)cfg.n_head,
+		       (long long)(arch.n_kv_head ? arch.n_kv_head : cfg.n_head),
+		       (long long)cfg.n_embd, (long long)arch.intermediate,
+		       (long long)cfg.vocab_size, (long long)cfg.block_size,
+		       arch.untied ? "false" : "true");
+	else
+		printf("exported %s to %s (transformers GPT2LMHeadModel: n_layer %lld, n_head "
+		       "%lld, n_embd %lld, vocab_size %lld, n_positions %lld)\n", dir, out_dir,
+		       (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.n_embd,
+		       (long long)cfg.vocab_size, (long long)cfg.block_size);
 	rc = 0;
 	goto out;
 out_fail:
@@ -634,6 +743,7 @@ out_fail:
 out:
 	if (fd >= 0)
 		close(fd);
+	free(pieces);
 	free(buf);
 	free(tbuf);
 	free(header);
@@ -691,7 +801,8 @@ static int export_cmd(int argc, char **argv)
 	}
 	if (strcmp(format, "safetensors") && strcmp(format, "hf")) {
 		fprintf(stderr, "weft ckpt export: --format '%s' is not known; give safetensors "
-			"(one file, nanoGPT's names) or hf (a transformers GPT-2 directory)\n",
+			"(one file, nanoGPT's names) or hf (a transformers GPT-2 or Llama "
+			"directory)\n",
 			format);
 		return 2;
 	}

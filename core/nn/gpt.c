@@ -71,8 +71,8 @@ static weft_status arch_check(const weft_gpt_config *c, const nn_arch *a)
 
 /* A Linear (weight [out, in]), a LayerNorm (weight [in]) with an
  * optional bias, or an RMSNorm (weight [in], never a bias). */
-static weft_status affine(weft_model *m, weft_module *parent, const char *type,
-			  const char *name, int64_t out_f, int64_t in_f, nn_affine *a)
+static weft_status affine_b(weft_model *m, weft_module *parent, const char *type,
+			    const char *name, int64_t out_f, int64_t in_f, int bias, nn_affine *a)
 {
 	int is_linear = !strcmp(type, "Linear");
 	int64_t wshape[2] = { out_f, in_f };
@@ -84,11 +84,18 @@ static weft_status affine(weft_model *m, weft_module *parent, const char *type,
 		st = nn_param(m, a->mod, "weight", 2, wshape, &a->w);
 	else if (!st)
 		st = nn_param(m, a->mod, "weight", 1, &in_f, &a->w);
-	if (!st && m->gpt.bias && strcmp(type, "RMSNorm"))
+	if (!st && bias && strcmp(type, "RMSNorm"))
 		st = nn_param(m, a->mod, "bias", 1, is_linear ? &out_f : &in_f, &a->b);
 	if (!st)
 		nn_module_close(m, a->mod);
 	return st;
+}
+
+/* affine with a bias when model.bias is on. */
+static weft_status affine(weft_model *m, weft_module *parent, const char *type,
+			  const char *name, int64_t out_f, int64_t in_f, nn_affine *a)
+{
+	return affine_b(m, parent, type, name, out_f, in_f, m->gpt.bias, a);
 }
 
 static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_block *b)
@@ -109,8 +116,8 @@ static weft_status declare_block(weft_model *m, weft_module *h, int64_t i, gpt_b
 		return st;
 	ai = (int32_t)(b->attn - m->mods);
 	snprintf(n, sizeof(n), "%s.attn.c_attn", p);
-	if ((st = affine(m, &m->mods[ai], "Linear", n, nn_gpt_tp_qkv_rows(m, (int32_t)ta), C,
-			 &b->c_attn)))
+	if ((st = affine_b(m, &m->mods[ai], "Linear", n, nn_gpt_tp_qkv_rows(m, (int32_t)ta), C,
+			   m->gpt.bias || m->arch.qkv_bias, &b->c_attn)))
 		return st;
 	snprintf(n, sizeof(n), "%s.attn.c_proj", p);
 	if ((st = affine(m, &m->mods[ai], "Linear", n, C, C / ta, &b->attn_proj)))
@@ -434,6 +441,8 @@ static weft_status activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft
 {
 	if (m->arch.mlp == NN_MLP_SWIGLU)
 		return weft_op_swiglu(ctx, y, NULL, out);
+	if (m->arch.mlp == NN_MLP_GELU)
+		return weft_op_gelu_erf(ctx, y, out);
 	return weft_op_gelu(ctx, y, out);
 }
 

@@ -11,17 +11,18 @@
 
 #include "base/json.h"
 #include "nn/hf.h"
+#include "nn/safetensors.h"
 
 /* GPT-2's Conv1D stores [in, out]; nanoGPT's (and weft's) Linear [out, in]. */
 static const nn_hf_rule gpt2_rules[] = {
 	{ "transformer.h.{i}.attn.c_attn.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_TRANSPOSE, 0 },
+	  NN_HF_TRANSPOSE, 0, 0 },
 	{ "transformer.h.{i}.attn.c_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
-	  NN_HF_TRANSPOSE, 0 },
+	  NN_HF_TRANSPOSE, 0, 0 },
 	{ "transformer.h.{i}.mlp.c_fc.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_TRANSPOSE, 0 },
+	  NN_HF_TRANSPOSE, 0, 0 },
 	{ "transformer.h.{i}.mlp.c_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
-	  NN_HF_TRANSPOSE, 0 },
+	  NN_HF_TRANSPOSE, 0, 0 },
 };
 
 /* the causal mask (and its fill value) that transformers before 4.36 and
@@ -42,26 +43,26 @@ const nn_hf_family nn_hf_gpt2 = {
 /* Llama's names; q | k | v and gate | up are stacked by rows into weft's
  * packed c_attn and c_fc. */
 static const nn_hf_rule llama_rules[] = {
-	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0 },
+	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0, 0 },
 	{ "model.layers.{i}.input_layernorm.weight", "transformer.h.{i}.ln_1.weight",
-	  NN_HF_COPY, 0 },
+	  NN_HF_COPY, 0, 0 },
 	{ "model.layers.{i}.self_attn.q_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 0 },
+	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
 	{ "model.layers.{i}.self_attn.k_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 1 },
+	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
 	{ "model.layers.{i}.self_attn.v_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 2 },
+	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
 	{ "model.layers.{i}.self_attn.o_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
-	  NN_HF_COPY, 0 },
+	  NN_HF_COPY, 0, 0 },
 	{ "model.layers.{i}.post_attention_layernorm.weight", "transformer.h.{i}.ln_2.weight",
-	  NN_HF_COPY, 0 },
+	  NN_HF_COPY, 0, 0 },
 	{ "model.layers.{i}.mlp.gate_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_ROWS, 0 },
+	  NN_HF_ROWS, 0, NN_HF_ROWS_INNER },
 	{ "model.layers.{i}.mlp.up_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_ROWS, 1 },
+	  NN_HF_ROWS, 1, NN_HF_ROWS_INNER },
 	{ "model.layers.{i}.mlp.down_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
-	  NN_HF_COPY, 0 },
-	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0 },
+	  NN_HF_COPY, 0, 0 },
+	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0, 0 },
 };
 
 /* the rotary frequencies that transformers before 4.31 saved */
@@ -78,7 +79,50 @@ const nn_hf_family nn_hf_llama = {
 	.embedding = "transformer.wte.weight",
 };
 
-static const nn_hf_family *const families[] = { &nn_hf_gpt2, &nn_hf_llama };
+/* Qwen2's names: Llama's, and the biases of q, k and v stacked into
+ * c_attn's bias. */
+static const nn_hf_rule qwen2_rules[] = {
+	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0, 0 },
+	{ "model.layers.{i}.input_layernorm.weight", "transformer.h.{i}.ln_1.weight",
+	  NN_HF_COPY, 0, 0 },
+	{ "model.layers.{i}.self_attn.q_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
+	{ "model.layers.{i}.self_attn.k_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
+	{ "model.layers.{i}.self_attn.v_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
+	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
+	{ "model.layers.{i}.self_attn.q_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
+	{ "model.layers.{i}.self_attn.k_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
+	{ "model.layers.{i}.self_attn.v_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
+	{ "model.layers.{i}.self_attn.o_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
+	  NN_HF_COPY, 0, 0 },
+	{ "model.layers.{i}.post_attention_layernorm.weight", "transformer.h.{i}.ln_2.weight",
+	  NN_HF_COPY, 0, 0 },
+	{ "model.layers.{i}.mlp.gate_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
+	  NN_HF_ROWS, 0, NN_HF_ROWS_INNER },
+	{ "model.layers.{i}.mlp.up_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
+	  NN_HF_ROWS, 1, NN_HF_ROWS_INNER },
+	{ "model.layers.{i}.mlp.down_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
+	  NN_HF_COPY, 0, 0 },
+	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0, 0 },
+};
+
+
+const nn_hf_family nn_hf_qwen2 = {
+	.architecture = "Qwen2ForCausalLM",
+	.model_type = "qwen2",
+	.base_prefix = "model.",
+	.rules = qwen2_rules,
+	.n_rules = sizeof(qwen2_rules) / sizeof(qwen2_rules[0]),
+	.buffers = llama_buffers,
+	.head = "lm_head.weight",
+	.embedding = "transformer.wte.weight",
+};
+
+static const nn_hf_family *const families[] = { &nn_hf_gpt2, &nn_hf_llama, &nn_hf_qwen2 };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
 int nn_hf_is_dir(const char *dir)
@@ -188,6 +232,82 @@ const char *nn_hf_from_weft(const nn_hf_family *f, const char *weft, char *buf, 
 	return buf;
 }
 
+const char *nn_hf_from_weft_part(const nn_hf_family *f, const char *weft, int part,
+				 const weft_gpt_config *c, const nn_arch *a, char *buf,
+				 size_t len, nn_hf_how *how, int64_t *rows)
+{
+	int64_t hd = c->n_embd / c->n_head, kv = a->n_kv_head ? a->n_kv_head : c->n_head;
+	long layer = 0;
+
+	*how = NN_HF_COPY;
+	*rows = 0;
+	for (size_t r = 0; r < f->n_rules; r++) {
+		const nn_hf_rule *u = &f->rules[r];
+
+		if (!match(u->weft, weft, &layer) || (u->how == NN_HF_ROWS && u->part != part))
+			continue;
+		if (u->how != NN_HF_ROWS && part)
+			return NULL;
+		*how = u->how;
+		if (u->how == NN_HF_ROWS)
+			*rows = u->rows == NN_HF_ROWS_EMBD ? c->n_embd :
+				u->rows == NN_HF_ROWS_KV ? kv * hd :
+				a->intermediate ? a->intermediate : 4 * c->n_embd;
+		return fill(u->hf, layer, buf, len);
+	}
+	if (part)
+		return NULL;
+	snprintf(buf, len, "%s", weft);
+	return buf;
+}
+
+/* Whether the choices are GPT-2's, with GELU in either form. */
+static int arch_is_gpt2(const nn_arch *a)
+{
+	nn_arch t = *a;
+
+	if (t.mlp == NN_MLP_GELU)
+		t.mlp = NN_MLP_GELU_TANH;
+	return nn_arch_is_gpt(&t);
+}
+
+/* Whether the choices are Llama's (every one but sizes and RoPE's). */
+static int arch_is_llama(const weft_gpt_config *c, const nn_arch *a)
+{
+	return a->norm == NN_NORM_RMSNORM && a->position == NN_POS_ROPE &&
+	       a->mlp == NN_MLP_SWIGLU && !c->bias;
+}
+
+weft_status nn_hf_family_for(const weft_gpt_config *c, const nn_arch *a, const char *what,
+			     const nn_hf_family **out)
+{
+	static const char *const norms[] = { "layernorm", "rmsnorm" };
+	static const char *const positions[] = { "learned", "rope" };
+	static const char *const mlps[] = { "gelu_tanh", "swiglu", "gelu" };
+
+	*out = NULL;
+	if (arch_is_gpt2(a) && c->bias) {
+		*out = &nn_hf_gpt2;
+		return WEFT_OK;
+	}
+	if (arch_is_llama(c, a)) {
+		*out = a->qkv_bias ? &nn_hf_qwen2 : &nn_hf_llama;
+		return WEFT_OK;
+	}
+	if (arch_is_gpt2(a))
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the model has no biases (bias: "
+				      "false) but GPT2LMHeadModel always has them; export it in "
+				      "the safetensors format (nanoGPT's names) instead", what);
+	return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the model's choices (norm %s, position "
+			      "%s, mlp %s, bias %s) are neither GPT-2's (layernorm, learned, "
+			      "gelu_tanh or gelu, 4 x n_embd, one head per key/value, tied, biases) nor "
+			      "Llama's (rmsnorm, rope, swiglu, no biases but Qwen2's on q, k, v), "
+			      "so no transformers "
+			      "class computes this model; export it in the safetensors format "
+			      "(weft's names) instead", what, norms[a->norm],
+			      positions[a->position], mlps[a->mlp], c->bias ? "true" : "false");
+}
+
 /* ---- config.json ---- */
 
 static weft_status bad_key(const char *path, const char *key, const char *fmt, ...)
@@ -254,9 +374,9 @@ static weft_status family_of(const char *path, const weft_json_value *js,
 			return WEFT_OK;
 		}
 	return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the checkpoint's %s is \"%s\", which "
-			      "weft does not read yet (it reads architectures GPT2LMHeadModel "
-			      "and LlamaForCausalLM, model_type gpt2 and llama); give a GPT-2 "
-			      "or Llama checkpoint", path,
+			      "weft does not read yet (it reads architectures GPT2LMHeadModel, "
+			      "LlamaForCausalLM and Qwen2ForCausalLM, model_type gpt2, llama and "
+			      "qwen2); give a GPT-2, Llama or Qwen2 checkpoint", path,
 			      name ? "architecture" : "model_type",
 			      name ? name : type && type->kind == WEFT_JSON_STRING ? type->string :
 			      "(none given)");
@@ -295,6 +415,8 @@ static weft_status gpt2_read(const char *path, const weft_json_value *js, nn_hf_
 			return bad_key(path, "activation_function", "must be a string");
 		snprintf(c->activation, sizeof(c->activation), "%s", v->string);
 	}
+	if (!strcmp(c->activation, "gelu"))
+		c->arch.mlp = NN_MLP_GELU;
 	if ((v = weft_json_get(js, "n_inner")) && v->kind != WEFT_JSON_NULL &&
 	    (v->kind != WEFT_JSON_NUMBER || !v->is_integer || v->integer != 4 * c->gpt.n_embd))
 		return bad_key(path, "n_inner", "is not null or 4 x n_embd (%lld): weft's GPT has "
@@ -429,6 +551,21 @@ static weft_status llama_read(const char *path, const weft_json_value *js, nn_hf
 	return WEFT_OK;
 }
 
+/* Qwen2 is Llama's config with a bias on q, k and v always (no key says
+ * so) and a sliding window weft does not compute. */
+static weft_status qwen2_read(const char *path, const weft_json_value *js, nn_hf_config *c)
+{
+	weft_status st;
+
+	if ((st = llama_read(path, js, c)) ||
+	    (st = cfg_false(path, js, "use_sliding_window", "weft's attention is causal over "
+			    "the whole block (no sliding window); set it false in a copy of "
+			    "config.json if the model's context fits max_window_layers' window")))
+		return st;
+	c->arch.qkv_bias = 1;
+	return WEFT_OK;
+}
+
 weft_status nn_hf_config_read(const char *dir, nn_hf_config *out)
 {
 	char path[4096];
@@ -444,6 +581,7 @@ weft_status nn_hf_config_read(const char *dir, nn_hf_config *out)
 				    "config.json transformers' save_pretrained wrote", path);
 	else if (!(st = family_of(path, js, &out->family)))
 		st = out->family == &nn_hf_llama ? llama_read(path, js, out) :
+		     out->family == &nn_hf_qwen2 ? qwen2_read(path, js, out) :
 						   gpt2_read(path, js, out);
 	weft_json_free(js);
 	return st;
@@ -474,7 +612,7 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 		{ "num_attention_heads", "n_head", offsetof(weft_gpt_config, n_head) },
 		{ "vocab_size", "vocab_size", offsetof(weft_gpt_config, vocab_size) },
 	};
-	int llama = hf->family == &nn_hf_llama;
+	int llama = hf->family != &nn_hf_gpt2; /* Llama's keys: Llama and Qwen2 */
 	__typeof__(&gpt2_keys[0]) keys = llama ? llama_keys : gpt2_keys;
 	size_t n_keys = llama ? sizeof(llama_keys) / sizeof(llama_keys[0]) :
 			sizeof(gpt2_keys) / sizeof(gpt2_keys[0]);
@@ -511,13 +649,12 @@ weft_status nn_hf_config_check(const nn_hf_config *hf, const char *dir,
 	if (fabs(hf->ln_eps - 1e-5) > 1e-12)
 		return bad_key(path, "layer_norm_epsilon", "is %g but weft's LayerNorm uses 1e-5; "
 			       "the logits would differ, so the checkpoint is refused", hf->ln_eps);
-	if (!is_gelu_tanh(hf->activation))
-		return bad_key(path, "activation_function", "is \"%s\" but weft's GPT uses GELU's "
-			       "tanh form (transformers' \"gelu_new\"; \"gelu\" is the exact "
-			       "erf form, nanoGPT's nn.GELU()). The two differ by up to 4.7e-4 per "
-			       "activation, so the logits would not be the checkpoint's; if that "
-			       "is acceptable (fine-tuning adapts), set \"activation_function\": "
-			       "\"gelu_new\" in a copy of config.json", hf->activation);
+	if (!is_gelu_tanh(hf->activation) && strcmp(hf->activation, "gelu"))
+		return bad_key(path, "activation_function", "is \"%s\" but weft's GPT computes "
+			       "GELU's tanh form (transformers' \"gelu_new\", "
+			       "\"gelu_pytorch_tanh\", \"gelu_fast\") or its exact erf form "
+			       "(\"gelu\", nanoGPT's nn.GELU()) only, so the logits would not be "
+			       "the checkpoint's", hf->activation);
 	return WEFT_OK;
 }
 
@@ -603,12 +740,12 @@ out_free:
 
 /* ---- writing config.json ---- */
 
-weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
+static weft_status write_json(const char *path, weft_json_writer *w);
+
+weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c,
+				    const nn_arch *a)
 {
 	weft_json_writer w;
-	char *text = NULL;
-	FILE *fp;
-	weft_status st;
 
 	if (!c->bias)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the model has no biases (bias: "
@@ -634,9 +771,9 @@ weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
 	weft_json_int(&w, c->n_head);
 	weft_json_key(&w, "n_inner");
 	weft_json_null(&w);
-	/* weft's GELU is the tanh form: transformers' gelu_new */
+	/* GELU's tanh form is transformers' gelu_new, the exact one its gelu */
 	weft_json_key(&w, "activation_function");
-	weft_json_string(&w, "gelu_new");
+	weft_json_string(&w, a && a->mlp == NN_MLP_GELU ? "gelu" : "gelu_new");
 	weft_json_key(&w, "layer_norm_epsilon");
 	weft_json_number(&w, 1e-5);
 	weft_json_key(&w, "resid_pdrop");
@@ -660,7 +797,17 @@ weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
 	weft_json_key(&w, "torch_dtype");
 	weft_json_string(&w, "float32");
 	weft_json_end_object(&w);
-	if ((st = weft_json_finish(&w, &text)))
+	return write_json(path, &w);
+}
+
+/* Finishes w and writes its text to `path`. */
+static weft_status write_json(const char *path, weft_json_writer *w)
+{
+	char *text = NULL;
+	FILE *fp;
+	weft_status st;
+
+	if ((st = weft_json_finish(w, &text)))
 		return weft_error_wrap(st, "%s: building config.json", path);
 	fp = fopen(path, "w");
 	if (!fp) {
@@ -677,6 +824,226 @@ weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c)
 out_free:
 	free(text);
 	return st;
+}
+
+weft_status nn_hf_llama_config_write(const char *path, const weft_gpt_config *c,
+				     const nn_arch *a)
+{
+	const nn_hf_family *f = a->qkv_bias ? &nn_hf_qwen2 : &nn_hf_llama;
+	const weft_rope *r = &a->rope;
+	weft_json_writer w;
+
+	weft_json_writer_string(&w, 1);
+	weft_json_begin_object(&w);
+	weft_json_key(&w, "architectures");
+	weft_json_begin_array(&w);
+	weft_json_string(&w, f->architecture);
+	weft_json_end_array(&w);
+	weft_json_key(&w, "model_type");
+	weft_json_string(&w, f->model_type);
+	weft_json_key(&w, "vocab_size");
+	weft_json_int(&w, c->vocab_size);
+	weft_json_key(&w, "max_position_embeddings");
+	weft_json_int(&w, c->block_size);
+	weft_json_key(&w, "hidden_size");
+	weft_json_int(&w, c->n_embd);
+	weft_json_key(&w, "intermediate_size");
+	weft_json_int(&w, a->intermediate);
+	weft_json_key(&w, "num_hidden_layers");
+	weft_json_int(&w, c->n_layer);
+	weft_json_key(&w, "num_attention_heads");
+	weft_json_int(&w, c->n_head);
+	weft_json_key(&w, "num_key_value_heads");
+	weft_json_int(&w, a->n_kv_head ? a->n_kv_head : c->n_head);
+	weft_json_key(&w, "head_dim");
+	weft_json_int(&w, c->n_embd / c->n_head);
+	weft_json_key(&w, "hidden_act");
+	weft_json_string(&w, "silu");
+	weft_json_key(&w, "rms_norm_eps");
+	weft_json_number(&w, a->norm_eps);
+	weft_json_key(&w, "rope_theta");
+	weft_json_number(&w, r->theta);
+	weft_json_key(&w, "rope_scaling");
+	if (r->scaling == WEFT_ROPE_LLAMA3) {
+		weft_json_begin_object(&w);
+		weft_json_key(&w, "rope_type");
+		weft_json_string(&w, "llama3");
+		weft_json_key(&w, "factor");
+		weft_json_number(&w, r->factor);
+		weft_json_key(&w, "low_freq_factor");
+		weft_json_number(&w, r->low_freq_factor);
+		weft_json_key(&w, "high_freq_factor");
+		weft_json_number(&w, r->high_freq_factor);
+		weft_json_key(&w, "original_max_position_embeddings");
+		weft_json_number(&w, r->original_max_positions);
+		weft_json_end_object(&w);
+	} else {
+		weft_json_null(&w);
+	}
+	if (f == &nn_hf_qwen2) { /* its q, k, v biases are not a key */
+		weft_json_key(&w, "use_sliding_window");
+		weft_json_bool(&w, 0);
+	} else {
+		weft_json_key(&w, "attention_bias");
+		weft_json_bool(&w, 0);
+		weft_json_key(&w, "mlp_bias");
+		weft_json_bool(&w, 0);
+	}
+	weft_json_key(&w, "attention_dropout");
+	weft_json_number(&w, 0.0);
+	weft_json_key(&w, "initializer_range");
+	weft_json_number(&w, 0.02);
+	weft_json_key(&w, "tie_word_embeddings");
+	weft_json_bool(&w, !a->untied);
+	weft_json_key(&w, "torch_dtype");
+	weft_json_string(&w, "float32");
+	weft_json_end_object(&w);
+	return write_json(path, &w);
+}
+
+/* ---- the choices in a weights file's metadata ---- */
+
+static const char *meta_put(weft_model_meta *m, const char *key, const char *fmt, ...)
+	WEFT_PRINTF(3, 4);
+
+static const char *meta_put(weft_model_meta *m, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (m->n >= WEFT_MODEL_META_MAX)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(m->v[m->n], sizeof(m->v[m->n]), fmt, ap);
+	va_end(ap);
+	m->pairs[2 * m->n] = key;
+	m->pairs[2 * m->n + 1] = m->v[m->n];
+	return m->v[m->n++];
+}
+
+static const char *const meta_norms[] = { "layernorm", "rmsnorm", NULL };
+static const char *const meta_positions[] = { "learned", "rope", NULL };
+static const char *const meta_mlps[] = { "gelu_tanh", "swiglu", "gelu", NULL };
+static const char *const meta_scalings[] = { "none", "llama3", NULL };
+
+void nn_hf_arch_meta_put(const weft_gpt_config *c, const nn_arch *a, weft_model_meta *m)
+{
+	const weft_rope *r = &a->rope;
+
+	meta_put(m, "weft.norm", "%s", meta_norms[a->norm]);
+	meta_put(m, "weft.norm_eps", "%.17g", a->norm_eps ? a->norm_eps : (double)NN_LN_EPS);
+	meta_put(m, "weft.position", "%s", meta_positions[a->position]);
+	meta_put(m, "weft.mlp", "%s", meta_mlps[a->mlp]);
+	meta_put(m, "weft.intermediate_size", "%lld", (long long)(a->intermediate ?
+		 a->intermediate : 4 * c->n_embd));
+	meta_put(m, "weft.n_kv_head", "%lld", (long long)(a->n_kv_head ? a->n_kv_head :
+		 c->n_head));
+	meta_put(m, "weft.tie_embeddings", "%s", a->untied ? "false" : "true");
+	meta_put(m, "weft.qkv_bias", "%s", a->qkv_bias ? "true" : "false");
+	if (a->position != NN_POS_ROPE)
+		return;
+	meta_put(m, "weft.rope_theta", "%.17g", r->theta);
+	meta_put(m, "weft.rope_scaling", "%s", meta_scalings[r->scaling]);
+	meta_put(m, "weft.rope_factor", "%.17g", r->factor);
+	meta_put(m, "weft.rope_low_freq_factor", "%.17g", r->low_freq_factor);
+	meta_put(m, "weft.rope_high_freq_factor", "%.17g", r->high_freq_factor);
+	meta_put(m, "weft.rope_original_max_positions", "%.17g", r->original_max_positions);
+}
+
+static weft_status meta_bad(const char *what, const char *key, const char *v)
+{
+	return weft_error_set(WEFT_ERR_CORRUPT, "%s: __metadata__ \"%s\" is %s%s%s, not a "
+			      "value weft writes; the file was changed after weft saved it",
+			      what, key, v ? "\"" : "", v ? v : "missing", v ? "\"" : "");
+}
+
+static weft_status meta_choice(const weft_st_file *f, const char *what, const char *key,
+			       const char *const *names, int *out)
+{
+	const char *v = weft_st_meta(f, key);
+
+	for (int i = 0; v && names[i]; i++)
+		if (!strcmp(v, names[i])) {
+			*out = i;
+			return WEFT_OK;
+		}
+	return meta_bad(what, key, v);
+}
+
+static weft_status meta_number(const weft_st_file *f, const char *what, const char *key,
+			       double *out)
+{
+	const char *v = weft_st_meta(f, key);
+	char *end = NULL;
+
+	if (v) {
+		errno = 0;
+		*out = strtod(v, &end);
+	}
+	if (!v || !*v || *end || errno || !(*out > 0.0))
+		return meta_bad(what, key, v);
+	return WEFT_OK;
+}
+
+static weft_status meta_int(const weft_st_file *f, const char *what, const char *key,
+			    int64_t *out)
+{
+	double d = 0.0;
+	weft_status st = meta_number(f, what, key, &d);
+
+	if (st || d != (double)(int64_t)d)
+		return st ? st : meta_bad(what, key, weft_st_meta(f, key));
+	*out = (int64_t)d;
+	return WEFT_OK;
+}
+
+weft_status nn_hf_arch_meta_get(const weft_st_file *f, const char *what,
+				const weft_gpt_config *c, nn_arch *a, int *found)
+{
+	weft_rope *r = &a->rope;
+	int norm = 0, pos = 0, mlp = 0, tied = 0, scaling = 0;
+	weft_status st;
+
+	memset(a, 0, sizeof(*a));
+	*found = weft_st_meta(f, "weft.norm") != NULL;
+	if (!*found)
+		return WEFT_OK;
+	if ((st = meta_choice(f, what, "weft.norm", meta_norms, &norm)) ||
+	    (st = meta_number(f, what, "weft.norm_eps", &a->norm_eps)) ||
+	    (st = meta_choice(f, what, "weft.position", meta_positions, &pos)) ||
+	    (st = meta_choice(f, what, "weft.mlp", meta_mlps, &mlp)) ||
+	    (st = meta_int(f, what, "weft.intermediate_size", &a->intermediate)) ||
+	    (st = meta_int(f, what, "weft.n_kv_head", &a->n_kv_head)) ||
+	    (st = meta_choice(f, what, "weft.tie_embeddings",
+			      (const char *const[]){ "false", "true", NULL }, &tied)))
+		return st;
+	a->norm = (nn_norm)norm;
+	a->position = (nn_position)pos;
+	a->mlp = (nn_mlp_kind)mlp;
+	a->untied = !tied;
+	/* absent: written before weft recorded it, so none */
+	if (weft_st_meta(f, "weft.qkv_bias") &&
+	    (st = meta_choice(f, what, "weft.qkv_bias",
+			      (const char *const[]){ "false", "true", NULL }, &a->qkv_bias)))
+		return st;
+	if (a->n_kv_head == c->n_head)
+		a->n_kv_head = 0;
+	if (a->mlp != NN_MLP_SWIGLU && a->intermediate == 4 * c->n_embd)
+		a->intermediate = 0;
+	if (a->norm == NN_NORM_LAYERNORM && (float)a->norm_eps == NN_LN_EPS)
+		a->norm_eps = 0.0;
+	if (a->position != NN_POS_ROPE)
+		return WEFT_OK;
+	r->struct_size = sizeof(*r);
+	if ((st = meta_number(f, what, "weft.rope_theta", &r->theta)) ||
+	    (st = meta_choice(f, what, "weft.rope_scaling", meta_scalings, &scaling)) ||
+	    (st = meta_number(f, what, "weft.rope_factor", &r->factor)) ||
+	    (st = meta_number(f, what, "weft.rope_low_freq_factor", &r->low_freq_factor)) ||
+	    (st = meta_number(f, what, "weft.rope_high_freq_factor", &r->high_freq_factor)) ||
+	    (st = meta_number(f, what, "weft.rope_original_max_positions",
+			      &r->original_max_positions)))
+		return st;
+	r->scaling = scaling;
+	return WEFT_OK;
 }
 
 /* The model's value of one choice against the checkpoint's. */
@@ -696,12 +1063,16 @@ weft_status nn_hf_arch_check(const nn_hf_config *hf, const char *dir, const nn_a
 	int64_t kv_a = a->n_kv_head ? a->n_kv_head : n, kv_m = model->n_kv_head ? model->n_kv_head : n;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, NN_HF_CONFIG);
-	if (hf->family != &nn_hf_llama) {
-		if (!nn_arch_is_gpt(model))
+	if (hf->family == &nn_hf_gpt2) {
+		if (!arch_is_gpt2(model))
 			return bad_key(path, "architectures", "is GPT2LMHeadModel, but the run's "
 				       "model sets norm, position, mlp, n_kv_head, "
 				       "intermediate_size or tie_embeddings away from GPT-2's; leave "
 				       "them out");
+		if (model->mlp != a->mlp)
+			return arch_key(path, "activation_function", "mlp",
+					model->mlp == NN_MLP_GELU ? "gelu" : "gelu_tanh",
+					a->mlp == NN_MLP_GELU ? "gelu" : "gelu_tanh");
 		return WEFT_OK;
 	}
 	if (model->norm != NN_NORM_RMSNORM)
@@ -726,6 +1097,9 @@ weft_status nn_hf_arch_check(const nn_hf_config *hf, const char *dir, const nn_a
 	if (model->untied != a->untied)
 		return arch_key(path, "tie_word_embeddings", "tie_embeddings",
 				model->untied ? "false" : "true", a->untied ? "false" : "true");
+	if (model->qkv_bias != a->qkv_bias)
+		return arch_key(path, "architectures", "qkv_bias",
+				model->qkv_bias ? "true" : "false", a->qkv_bias ? "true" : "false");
 	if (model->position != NN_POS_ROPE)
 		return arch_key(path, "rope_theta", "position", "learned", "rope");
 	if (model->rope.scaling != a->rope.scaling || model->rope.theta != a->rope.theta ||

@@ -11,7 +11,8 @@
  * transposed. Llama (LlamaForCausalLM) lists every name: its q_proj,
  * k_proj, v_proj are stacked by rows into weft's packed c_attn and its
  * gate_proj, up_proj into c_fc (NN_HF_ROWS); HF's q/k rows are already in
- * the rotate-half order weft's RoPE uses, so no permutation is applied.
+ * the rotate-half order weft's RoPE uses, so no permutation is applied
+ * either way (the export splits the rows again as they are).
  */
 #ifndef WEFT_NN_HF_H
 #define WEFT_NN_HF_H
@@ -35,12 +36,22 @@ typedef enum nn_hf_how {
 			      * tensor (Llama's q | k | v, gate | up) */
 } nn_hf_how;
 
+/* How many rows a part of NN_HF_ROWS has (for writing, where the stacked
+ * tensor is split again): n_embd, n_kv_head x head size, or the MLP's
+ * inner size. */
+typedef enum nn_hf_rows {
+	NN_HF_ROWS_EMBD = 0,
+	NN_HF_ROWS_KV = 1,
+	NN_HF_ROWS_INNER = 2,
+} nn_hf_rows;
+
 /* One name of a family: "{i}" stands for the layer index in both. */
 typedef struct nn_hf_rule {
 	const char *hf;
 	const char *weft;
 	nn_hf_how how;
 	int part;            /* NN_HF_ROWS: 0, 1, ... in weft's row order */
+	nn_hf_rows rows;     /* NN_HF_ROWS: the part's rows */
 } nn_hf_rule;
 
 typedef struct nn_hf_family {
@@ -72,6 +83,9 @@ typedef struct nn_hf_config {
  * weft's RoPE uses, so q_proj, k_proj and v_proj are stacked as they are). */
 extern const nn_hf_family nn_hf_gpt2;
 extern const nn_hf_family nn_hf_llama;
+/* Qwen2ForCausalLM: Llama's names and layout, with q_proj, k_proj and
+ * v_proj biases stacked into c_attn's bias (nn_arch.qkv_bias). */
+extern const nn_hf_family nn_hf_qwen2;
 
 /* Whether `dir` is a directory holding config.json. */
 int nn_hf_is_dir(const char *dir);
@@ -85,7 +99,7 @@ int nn_hf_is_dir(const char *dir);
 weft_status nn_hf_config_read(const char *dir, nn_hf_config *out);
 
 /* Checks the config read from `dir` against the model's GPT config and
- * weft's numerics (LayerNorm eps 1e-5, GELU's tanh form, biases on). A
+ * weft's numerics (LayerNorm eps 1e-5, GELU's tanh or exact form, biases on). A
  * block_size below n_positions is accepted: the loader keeps the first
  * block_size rows of wpe.
  * Errors: WEFT_ERR_INVALID_ARG naming config.json, the key and both
@@ -119,13 +133,52 @@ const char *nn_hf_to_weft_part(const nn_hf_family *f, const char *hf, char *buf,
 const char *nn_hf_from_weft(const nn_hf_family *f, const char *weft, char *buf, size_t len,
 			    nn_hf_how *how);
 
+/* The family's name of part `part` of weft's tensor `weft` into buf, what
+ * it needs, and with NN_HF_ROWS the part's rows (*rows; c and a give the
+ * sizes); NULL when the tensor has no such part (part 0 of a tensor that
+ * is not stacked is the tensor itself). */
+const char *nn_hf_from_weft_part(const nn_hf_family *f, const char *weft, int part,
+				 const weft_gpt_config *c, const nn_arch *a, char *buf,
+				 size_t len, nn_hf_how *how, int64_t *rows);
+
+/* The family that holds a transformer of c and a in transformers' layout:
+ * GPT2LMHeadModel for GPT-2's choices (biases on), LlamaForCausalLM for
+ * RMSNorm, RoPE, SwiGLU without biases, Qwen2ForCausalLM for the same
+ * with q, k, v biases. Errors: WEFT_ERR_INVALID_ARG
+ * naming `what` and the choice no family has. */
+weft_status nn_hf_family_for(const weft_gpt_config *c, const nn_arch *a, const char *what,
+			     const nn_hf_family **out);
+
 /* Whether `name` ends in one of the family's buffer names. */
 int nn_hf_is_buffer(const nn_hf_family *f, const char *name);
 
 /* Writes a GPT2LMHeadModel config.json of `c` (tied head, GELU's tanh form
- * "gelu_new", LayerNorm eps 1e-5, no dropout) to `path`. Errors:
- * WEFT_ERR_INVALID_ARG when c has no biases (GPT-2 always has them);
- * WEFT_ERR_IO naming the path. */
-weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c);
+ * "gelu_new", or "gelu" when a (may be NULL) has the exact form, LayerNorm
+ * eps 1e-5, no dropout) to `path`. Errors: WEFT_ERR_INVALID_ARG when c has
+ * no biases (GPT-2 always has them); WEFT_ERR_IO naming the path. */
+weft_status nn_hf_gpt2_config_write(const char *path, const weft_gpt_config *c,
+				    const nn_arch *a);
+
+/* Writes a LlamaForCausalLM config.json of c and a (nn_hf_family_for
+ * gave nn_hf_llama), or a Qwen2ForCausalLM one (a->qkv_bias), to `path`: sizes, heads and KV heads, rms_norm_eps,
+ * rope_theta and rope_scaling ("llama3" or null), tie_word_embeddings,
+ * float32. Errors: WEFT_ERR_IO naming the path. */
+weft_status nn_hf_llama_config_write(const char *path, const weft_gpt_config *c,
+				     const nn_arch *a);
+
+/* The transformer's choices in a weights file's __metadata__, so that a
+ * checkpoint's model.safetensors says what its tensors do not: put adds
+ * weft.norm, weft.norm_eps, weft.position, weft.rope_* , weft.mlp,
+ * weft.intermediate_size, weft.n_kv_head and weft.tie_embeddings to m
+ * (weft_model_st_meta calls it for any arch but GPT-2's); get reads them
+ * back into *a (all zero, GPT-2's, when the file has none; *found says
+ * whether it had). Errors (get): WEFT_ERR_CORRUPT naming `what`, the key
+ * and its value when one is missing or not a value weft writes. */
+struct weft_model_meta;
+struct weft_st_file;
+void nn_hf_arch_meta_put(const weft_gpt_config *c, const nn_arch *a,
+			 struct weft_model_meta *m);
+weft_status nn_hf_arch_meta_get(const struct weft_st_file *f, const char *what,
+				const weft_gpt_config *c, nn_arch *a, int *found);
 
 #endif /* WEFT_NN_HF_H */

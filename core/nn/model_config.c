@@ -55,6 +55,16 @@ typedef struct preset {
 				     .mlp = NN_MLP_SWIGLU, .intermediate = (inner), \
 				     .n_kv_head = (kv), .untied = (untie) }
 
+/* Qwen2.5's: Llama's choices with RoPE theta 1e6 unscaled, RMSNorm eps
+ * 1e-6 and a bias on q, k and v alone */
+#define QWEN_ROPE { .struct_size = sizeof(weft_rope), .scaling = WEFT_ROPE_PLAIN, \
+		    .theta = 1000000.0, .factor = 8.0, .low_freq_factor = 1.0, \
+		    .high_freq_factor = 4.0, .original_max_positions = 8192.0 }
+#define QWEN_ARCH(kv, inner, untie) { .norm = NN_NORM_RMSNORM, .norm_eps = 1e-6, \
+				      .position = NN_POS_ROPE, .rope = QWEN_ROPE, \
+				      .mlp = NN_MLP_SWIGLU, .intermediate = (inner), \
+				      .n_kv_head = (kv), .untied = (untie), .qkv_bias = 1 }
+
 static const preset presets[] = {
 	{ "gpt2", { 12, 12, 768, 50257, 1024, 1, 0.0 }, { 0 } },
 	{ "gpt2-medium", { 24, 16, 1024, 50257, 1024, 1, 0.0 }, { 0 } },
@@ -65,6 +75,10 @@ static const preset presets[] = {
 	{ "llama3-1b", { 16, 32, 2048, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 8192, 32.0, 0) },
 	{ "llama3-3b", { 28, 24, 3072, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 8192, 32.0, 0) },
 	{ "llama3-8b", { 32, 32, 4096, 128256, 131072, 0, 0.0 }, LLAMA3_ARCH(8, 14336, 8.0, 1) },
+	/* Qwen2.5 0.5B / 1.5B (Hugging Face's config.json), and a tiny one */
+	{ "qwen2.5-tiny", { 2, 4, 64, 256, 256, 0, 0.0 }, QWEN_ARCH(2, 160, 0) },
+	{ "qwen2.5-0.5b", { 24, 14, 896, 151936, 32768, 0, 0.0 }, QWEN_ARCH(2, 4864, 0) },
+	{ "qwen2.5-1.5b", { 28, 12, 1536, 151936, 32768, 0, 0.0 }, QWEN_ARCH(2, 8960, 0) },
 };
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -94,7 +108,7 @@ static weft_status arch_from(const weft_cfg *sec, const weft_gpt_config *c, nn_a
 	static const char *const mlps[] = { "gelu_tanh", "swiglu", "gelu", NULL };
 	static const char *const scalings[] = { "none", "llama3", NULL };
 	weft_rope *r = &a->rope;
-	int norm, pos, mlp, scaling, tied;
+	int norm, pos, mlp, scaling, tied, qkv_bias;
 	weft_status st;
 
 	if ((st = weft_cfg_choice(sec, "norm", norms, norms[a->norm], &norm)) ||
@@ -106,12 +120,10 @@ static weft_status arch_from(const weft_cfg *sec, const weft_gpt_config *c, nn_a
 			  (mlp == NN_MLP_SWIGLU ? 0 : 4 * c->n_embd), 0, &a->intermediate)) ||
 	    (st = get_int(sec, "n_kv_head", a->n_kv_head ? a->n_kv_head : c->n_head, 1,
 			  &a->n_kv_head)) ||
-	    (st = weft_cfg_bool(sec, "tie_embeddings", !a->untied, &tied)))
+	    (st = weft_cfg_bool(sec, "tie_embeddings", !a->untied, &tied)) ||
+	    (st = weft_cfg_bool(sec, "qkv_bias", a->qkv_bias, &qkv_bias)))
 		return st;
-	if (mlp == 2)
-		return weft_cfg_error(at(sec, "mlp"), "is gelu (the exact erf form), which weft "
-				      "does not compute yet; use gelu_tanh (GPT-2's tanh form, "
-				      "within 4.7e-4 of it per activation) or swiglu");
+	a->qkv_bias = qkv_bias && !c->bias; /* with model.bias every Linear has one */
 	a->norm = (nn_norm)norm;
 	a->position = (nn_position)pos;
 	a->mlp = (nn_mlp_kind)mlp;
@@ -162,7 +174,7 @@ static weft_status arch_from(const weft_cfg *sec, const weft_gpt_config *c, nn_a
 				      r->factor, r->low_freq_factor, r->high_freq_factor,
 				      r->original_max_positions);
 	/* the GPT-2 defaults stay all zero, so model.class gpt is GPT-2's */
-	if (a->intermediate == 4 * c->n_embd && a->mlp == NN_MLP_GELU_TANH)
+	if (a->intermediate == 4 * c->n_embd && a->mlp != NN_MLP_SWIGLU)
 		a->intermediate = 0;
 	if (a->n_kv_head == c->n_head)
 		a->n_kv_head = 0;

@@ -38,6 +38,8 @@ void weft_model_st_meta(const weft_model *m, weft_model_meta *out)
 	out->pairs[10] = "weft.block_size";
 	out->pairs[11] = out->v[4];
 	out->n = 6;
+	if (!nn_arch_is_gpt(&m->arch))
+		nn_hf_arch_meta_put(&m->gpt, &m->arch, out);
 }
 
 weft_status weft_model_save_safetensors(const weft_model *m, const char *path)
@@ -318,7 +320,8 @@ static weft_status check_rows(ckpt *c, const weft_tensor *p, src *s)
 					      weft_dtype_name(q->t->dtype), p->name,
 					      weft_dtype_name((weft_dtype)p->dtype),
 					      weft_dtype_name((weft_dtype)p->dtype));
-		if (q->t->ndim != 2 || p->ndim != 2 || q->t->shape[1] != p->shape[1])
+		if (q->t->ndim != p->ndim || p->ndim > 2 ||
+		    (p->ndim == 2 && q->t->shape[1] != p->shape[1]))
 			return weft_error_set(WEFT_ERR_SHAPE, "%s: tensor '%s' has shape %s but its "
 					      "rows go into '%s' %s, which needs %lld columns; does "
 					      "the model config (n_embd) match the checkpoint's?",

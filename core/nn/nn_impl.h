@@ -29,10 +29,13 @@ typedef struct gpt_block {
  * (model_config.c fills it from model.norm, model.position, model.mlp,
  * model.n_kv_head, model.tie_embeddings or a model.preset). All zero is
  * nanoGPT's GPT-2: LayerNorm (eps 1e-5), learned positions (wpe), a
- * GELU-tanh MLP of 4 x n_embd, multi-head attention, a tied head. */
+ * GELU-tanh MLP of 4 x n_embd, multi-head attention, a tied head, biases as
+ * model.bias says. */
 typedef enum nn_norm { NN_NORM_LAYERNORM = 0, NN_NORM_RMSNORM = 1 } nn_norm;
 typedef enum nn_position { NN_POS_LEARNED = 0, NN_POS_ROPE = 1 } nn_position;
-typedef enum nn_mlp_kind { NN_MLP_GELU_TANH = 0, NN_MLP_SWIGLU = 1 } nn_mlp_kind;
+/* the MLP: GELU's tanh form (GPT-2's), SwiGLU (Llama's), or GELU's exact
+ * erf form (nanoGPT's nn.GELU(), transformers' "gelu") */
+typedef enum nn_mlp_kind { NN_MLP_GELU_TANH = 0, NN_MLP_SWIGLU = 1, NN_MLP_GELU = 2 } nn_mlp_kind;
 
 typedef struct nn_arch {
 	nn_norm norm;
@@ -43,6 +46,8 @@ typedef struct nn_arch {
 	int64_t intermediate;   /* the MLP's inner size; 0: 4 x n_embd */
 	int64_t n_kv_head;      /* key/value heads; 0: n_head (MHA) */
 	int untied;             /* lm_head.weight its own parameter */
+	int qkv_bias;           /* a bias on c_attn (q, k, v) alone, as Qwen2's,
+				 * when model.bias is off */
 } nn_arch;
 
 /* Whether the arch is nanoGPT's (all defaults), which every strategy
@@ -52,7 +57,7 @@ static inline int nn_arch_is_gpt(const nn_arch *a)
 	return a->norm == NN_NORM_LAYERNORM &&
 	       (a->norm_eps == 0.0 || (float)a->norm_eps == NN_LN_EPS) &&
 	       a->position == NN_POS_LEARNED && a->mlp == NN_MLP_GELU_TANH &&
-	       a->intermediate == 0 && a->n_kv_head == 0 && !a->untied;
+	       a->intermediate == 0 && a->n_kv_head == 0 && !a->untied && !a->qkv_bias;
 }
 
 /* Builds the transformer of cfg with the choices `arch` (NULL: GPT-2's):

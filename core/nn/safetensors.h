@@ -102,13 +102,16 @@ void weft_st_header_tensor(struct weft_json_writer *w, const char *name, weft_dt
 
 /* The __metadata__ pairs weft_model_save_safetensors writes for a model
  * besides "format": for a GPT its shape (weft.model, weft.n_layer,
- * weft.n_head, weft.n_embd, weft.vocab_size, weft.block_size), which
- * `weft ckpt export --format hf` reads; none (n 0) for other classes.
- * pairs[2i] -> pairs[2i + 1] for i < n; the values live in v. The streamed
- * save (train/model_stream.c) writes the same, so both files are equal. */
+ * weft.n_head, weft.n_embd, weft.vocab_size, weft.block_size) and, when
+ * its choices are not GPT-2's, those too (weft.norm, weft.rope_theta, ...:
+ * nn_hf_arch_meta_put in nn/hf.h), which `weft ckpt export --format hf`
+ * reads; none (n 0) for other classes. pairs[2i] -> pairs[2i + 1] for
+ * i < n; the values live in v. The streamed save (train/model_stream.c)
+ * writes the same, so both files are equal. */
+#define WEFT_MODEL_META_MAX 24
 typedef struct weft_model_meta {
-	char v[6][24];
-	const char *pairs[12];
+	char v[WEFT_MODEL_META_MAX][32];
+	const char *pairs[2 * WEFT_MODEL_META_MAX];
 	size_t n;
 } weft_model_meta;
 struct weft_model;

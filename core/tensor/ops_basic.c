@@ -362,6 +362,12 @@ static weft_status gelu_backward(weft_ctx *ctx, weft_tape_node *n)
 		n->out->grad->data, bw_grad(n, 0));
 }
 
+static weft_status gelu_erf_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	return ctx->k->gelu_erf_backward(ctx->kctx, DT(n->out), weft_tensor_numel(n->out),
+					 n->in[0]->data, n->out->grad->data, bw_grad(n, 0));
+}
+
 static weft_status softmax_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	int64_t cols = last_dim(n->out);
@@ -371,12 +377,34 @@ static weft_status softmax_backward(weft_ctx *ctx, weft_tape_node *n)
 					n->out->data, n->out->grad->data, bw_grad(n, 0));
 }
 
-enum unary_kind { UNARY_RELU, UNARY_GELU, UNARY_SOFTMAX };
+enum unary_kind { UNARY_RELU, UNARY_GELU, UNARY_SOFTMAX, UNARY_GELU_ERF };
+
+/* Whether the context's table has GELU's exact form (since ABI 1.5,
+ * optional); otherwise an error naming the table, its ABI and the member. */
+static weft_status need_gelu_erf(weft_ctx *ctx, const char *op)
+{
+	const weft_kernel_table *k = ctx->k;
+	char dev[32];
+
+	if (WEFT_HAS_MEMBER(k, weft_kernel_table, gelu_erf_backward) && k->gelu_erf_forward &&
+	    k->gelu_erf_backward)
+		return WEFT_OK;
+	return weft_error_set(WEFT_ERR_UNSUPPORTED, "%s: the '%s' kernel table (device %s, ABI "
+			      "%u.%u) has no gelu_erf_forward/gelu_erf_backward (GELU's exact "
+			      "form, since ABI 1.5): rebuild that kernel library against this "
+			      "weft's SDK, run on a device whose table has them (cpu does), or "
+			      "use GELU's tanh form (model.mlp: gelu_tanh)", op,
+			      k->head.name ? k->head.name : "?",
+			      weft_device_str(ctx->dev, dev, sizeof(dev)),
+			      WEFT_ABI_VERSION_MAJOR(k->head.abi_version),
+			      WEFT_ABI_VERSION_MINOR(k->head.abi_version));
+}
 
 static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, weft_tensor *x,
 			 weft_tensor **out)
 {
-	static const tape_backward_fn bw[] = { relu_backward, gelu_backward, softmax_backward };
+	static const tape_backward_fn bw[] = { relu_backward, gelu_backward, softmax_backward,
+					       gelu_erf_backward };
 	weft_tensor *y;
 	weft_tape_node *node;
 	int64_t n, cols;
@@ -387,6 +415,7 @@ static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, we
 	*out = NULL;
 	if ((st = op_check(ctx, op, "x", x, 1)) ||
 	    (st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (kind == UNARY_GELU_ERF && (st = need_gelu_erf(ctx, op))) ||
 	    (st = op_output(ctx, op, DT(x), x->ndim, x->shape, &y)))
 		return st;
 	n = weft_tensor_numel(x);
@@ -395,6 +424,8 @@ static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, we
 		st = ctx->k->relu_forward(ctx->kctx, DT(x), n, x->data, y->data);
 	else if (n && kind == UNARY_GELU)
 		st = ctx->k->gelu_forward(ctx->kctx, DT(x), n, x->data, y->data);
+	else if (n && kind == UNARY_GELU_ERF)
+		st = ctx->k->gelu_erf_forward(ctx->kctx, DT(x), n, x->data, y->data);
 	else if (n)
 		st = ctx->k->softmax_forward(ctx->kctx, DT(x), n / cols, cols, x->data, y->data);
 	if (st || (st = op_record(ctx, op, bw[kind], y, 1, &x, &node)))
@@ -415,6 +446,11 @@ weft_status weft_op_relu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 weft_status weft_op_gelu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
 	return unary(ctx, "gelu", UNARY_GELU, x, out);
+}
+
+weft_status weft_op_gelu_erf(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	return unary(ctx, "gelu_erf", UNARY_GELU_ERF, x, out);
 }
 
 weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)

@@ -402,6 +402,57 @@ weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 	return WEFT_OK;
 }
 
+/* GELU's exact form: x Phi(x), Phi(v) = 0.5 (1 + erf(v / sqrt(2))). */
+#define GELU_RSQRT2 0.7071067811865476f  /* 1 / sqrt(2) */
+#define GELU_RSQRT2PI 0.3989422804014327f /* 1 / sqrt(2 pi) */
+
+CPU_HOT
+static void gelu_erf_fwd_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	const float *restrict X = e->x;
+	float *restrict O = e->out;
+
+	for (int64_t i = i0; i < i1; i++)
+		O[i] = 0.5f * X[i] * (1.0f + erff(X[i] * GELU_RSQRT2));
+}
+
+weft_status cpu_gelu_erf_forward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				 void *out)
+{
+	ew_args e = { .x = x, .out = out };
+
+	(void)kctx;
+	(void)dt;
+	cpu_parallel_for(n, CPU_GRAIN / 4, gelu_erf_fwd_range, &e);
+	return WEFT_OK;
+}
+
+/* dx += dy (Phi(v) + v phi(v)), phi(v) = exp(-v^2 / 2) / sqrt(2 pi). */
+CPU_HOT
+static void gelu_erf_bwd_range(void *p, int64_t i0, int64_t i1)
+{
+	const ew_args *e = p;
+	const float *restrict X = e->x, *restrict DY = e->y;
+	float *restrict DX = e->out;
+
+	for (int64_t i = i0; i < i1; i++) {
+		float v = X[i];
+		float cdf = 0.5f * (1.0f + erff(v * GELU_RSQRT2));
+
+		DX[i] += DY[i] * (cdf + v * GELU_RSQRT2PI * expf(-0.5f * v * v));
+	}
+}
+
+weft_status cpu_gelu_erf_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				  const void *dy, void *dx)
+{
+	(void)kctx;
+	(void)dt;
+	gelu_backward_run(n, x, dy, dx, gelu_erf_bwd_range);
+	return WEFT_OK;
+}
+
 weft_status cpu_gelu_backward_write(void *kctx, weft_dtype dt, int64_t n, const void *x,
 				    const void *dy, void *dx)
 {

@@ -157,6 +157,10 @@ weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
 weft_status cpu_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			      const void *dy, void *dx);
+weft_status cpu_gelu_erf_forward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				 void *out);
+weft_status cpu_gelu_erf_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				  const void *dy, void *dx);
 weft_status cpu_gelu_backward_write(void *kctx, weft_dtype dt, int64_t n, const void *x,
 				    const void *dy, void *dx);
 weft_status cpu_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,

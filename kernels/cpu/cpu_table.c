@@ -126,6 +126,8 @@ static const weft_kernel_table cpu_table = {
 	.attention_gqa_forward = cpu_attention_gqa_forward,
 	.attention_gqa_backward = cpu_attention_gqa_backward,
 	.attention_gqa_scratch = cpu_attention_gqa_scratch,
+	.gelu_erf_forward = cpu_gelu_erf_forward,
+	.gelu_erf_backward = cpu_gelu_erf_backward,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -373,6 +373,57 @@ extern "C" weft_status cuda_gelu_backward(void *kctx, weft_dtype dt, int64_t n, 
 	return cuda_launched(c, "gelu_backward", SIZES_N);
 }
 
+#define GELU_RSQRT2 0.7071067811865476f  /* 1 / sqrt(2) */
+#define GELU_RSQRT2PI 0.3989422804014327f /* 1 / sqrt(2 pi) */
+
+__global__ void k_gelu_erf_fwd(int64_t n, int dt, const void *x, void *out)
+{
+	GRID_STRIDE(i, n) {
+		float v = ld(x, i, dt);
+
+		st(out, i, dt, 0.5f * v * (1.0f + erff(v * GELU_RSQRT2)));
+	}
+}
+
+__global__ void k_gelu_erf_bwd(int64_t n, int dt, const void *x, const void *dy, void *dx)
+{
+	GRID_STRIDE(i, n) {
+		float v = ld(x, i, dt);
+		float cdf = 0.5f * (1.0f + erff(v * GELU_RSQRT2));
+
+		st(dx, i, dt, ld(dx, i, dt) +
+			      ld(dy, i, dt) * (cdf + v * GELU_RSQRT2PI * expf(-0.5f * v * v)));
+	}
+}
+
+extern "C" weft_status cuda_gelu_erf_forward(void *kctx, weft_dtype dt, int64_t n,
+					     const void *x, void *out)
+{
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, "gelu_erf_forward");
+
+	if (ret)
+		return ret;
+	if (n <= 0)
+		return WEFT_OK;
+	k_gelu_erf_fwd<<<grid_for(n, THREADS), THREADS, 0, c->stream>>>(n, dt, x, out);
+	return cuda_launched(c, "gelu_erf_forward", SIZES_N);
+}
+
+extern "C" weft_status cuda_gelu_erf_backward(void *kctx, weft_dtype dt, int64_t n,
+					      const void *x, const void *dy, void *dx)
+{
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, "gelu_erf_backward");
+
+	if (ret)
+		return ret;
+	if (n <= 0 || !dx)
+		return WEFT_OK;
+	k_gelu_erf_bwd<<<grid_for(n, THREADS), THREADS, 0, c->stream>>>(n, dt, x, dy, dx);
+	return cuda_launched(c, "gelu_erf_backward", SIZES_N);
+}
+
 extern "C" weft_status cuda_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p,
 					    uint64_t key, int64_t first, const void *x, void *out)
 {

@@ -166,6 +166,10 @@ weft_status cuda_relu_forward(void *kctx, weft_dtype dt, int64_t n, const void *
 weft_status cuda_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			       const void *dy, void *dx);
 weft_status cuda_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out);
+weft_status cuda_gelu_erf_forward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				  void *out);
+weft_status cuda_gelu_erf_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
+				   const void *dy, void *dx);
 weft_status cuda_gelu_backward(void *kctx, weft_dtype dt, int64_t n, const void *x,
 			       const void *dy, void *dx);
 weft_status cuda_dropout_forward(void *kctx, weft_dtype dt, int64_t n, float p, uint64_t key,

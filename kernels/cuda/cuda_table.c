@@ -473,6 +473,8 @@ static const weft_kernel_table cuda_table = {
 	.attention_gqa_scratch = cuda_attention_gqa_scratch,
 	.flash_attention_forward = cuda_flash_attention_forward,
 	.flash_attention_backward = cuda_flash_attention_backward,
+	.gelu_erf_forward = cuda_gelu_erf_forward,
+	.gelu_erf_backward = cuda_gelu_erf_backward,
 };
 
 static const weft_cuda_extras cuda_extras = {

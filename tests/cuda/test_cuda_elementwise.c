@@ -1,6 +1,7 @@
 /* Elementwise kernels on CUDA against the CPU: add, mul (with broadcast
- * and in place), mul_backward, scale, axpy, fill, relu and gelu forward and
- * backward (backward accumulates into a non-zero gradient), dropout (the
+ * and in place), mul_backward, scale, axpy, fill, relu, gelu (tanh form)
+ * and gelu_erf (exact form) forward and backward (backward accumulates into
+ * a non-zero gradient), dropout (the
  * kept set must be identical to the CPU's, element for element: the
  * counter-based RNG is bit-identical), and convert (bit-exact round to
  * nearest even, ties, subnormals, overflow, inf and NaN). */
@@ -10,13 +11,14 @@
 
 enum op {
 	ADD, ADD_INPLACE, MUL, MUL_DA, MUL_DB, SCALE_INPLACE, AXPY, AXPY_ONE, FILL,
-	RELU_F, RELU_B, GELU_F, GELU_B, DROP_F, DROP_B, NOPS
+	RELU_F, RELU_B, GELU_F, GELU_B, DROP_F, DROP_B, GELU_ERF_F, GELU_ERF_B, NOPS
 };
 
 static const char *const op_names[NOPS] = {
 	"add", "add in place", "mul", "mul_backward da", "mul_backward db", "scale in place",
 	"axpy", "axpy alpha 1", "fill", "relu_forward", "relu_backward", "gelu_forward",
-	"gelu_backward", "dropout_forward", "dropout_backward",
+	"gelu_backward", "dropout_forward", "dropout_backward", "gelu_erf_forward",
+	"gelu_erf_backward",
 };
 
 #define P_DROP 0.3f
@@ -52,6 +54,8 @@ static void run(ct_dev *d, enum op op, int64_t n, int64_t nb, const float *x, co
 	case GELU_B: WT_OK(t->gelu_backward(k, dt, n, xd, xd, ad)); break;
 	case DROP_F: WT_OK(t->dropout_forward(k, dt, n, P_DROP, KEY, FIRST, xd, ad)); break;
 	case DROP_B: WT_OK(t->dropout_backward(k, dt, n, P_DROP, KEY, FIRST, xd, ad)); break;
+	case GELU_ERF_F: WT_OK(t->gelu_erf_forward(k, dt, n, xd, ad)); break;
+	case GELU_ERF_B: WT_OK(t->gelu_erf_backward(k, dt, n, xd, xd, ad)); break;
 	case NOPS: break;
 	}
 	ct_out(d, ad, nres, res);

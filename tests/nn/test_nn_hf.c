@@ -55,6 +55,15 @@ static weft_status build_from(const char *init_from, int shape, weft_model **m)
 	return build(yaml, m);
 }
 
+/* The model of `init_from` with the model keys `keys` ("k: v, " each). */
+static weft_status build_from_keys(const char *init_from, const char *keys, weft_model **m)
+{
+	char yaml[2048];
+
+	snprintf(yaml, sizeof(yaml), "model: {class: gpt, %sinit_from: '%s'}\n", keys, init_from);
+	return build(yaml, m);
+}
+
 /* The model's logits on the fixture's ids (their first t positions, all
  * when t is 0) against transformers'. */
 static void check_logits_t(const char *what, weft_model *m, int64_t t);
@@ -101,6 +110,58 @@ static void check_logits_t(const char *what, weft_model *m, int64_t t)
 	weft_tensor_free(ids);
 	weft_tensor_free(want);
 	weft_st_close(f);
+}
+
+/* The largest |got - want| over n elements. */
+static double max_diff(const float *got, const float *want, int64_t n)
+{
+	double worst = 0.0;
+
+	for (int64_t i = 0; i < n; i++)
+		if (fabs((double)got[i] - (double)want[i]) > worst)
+			worst = fabs((double)got[i] - (double)want[i]);
+	return worst;
+}
+
+/* A GPT-2 with GELU's exact form against transformers' logits with
+ * activation_function "gelu" (gen_hf_gelu_fixture.py): within 1e-5
+ * absolute, weft's float32 rounding alone (~1e-6 here). The fixture's two
+ * GELUs move its logits apart by ~1e-4 at most (small weights keep the
+ * activations near 0, where the forms agree), so the test also requires
+ * weft's logits to lie at least 4x closer to the exact form's than to the
+ * tanh form's: the tanh form passing for the exact one fails it. */
+static void check_gelu_logits(weft_model *m)
+{
+	char path[1024];
+	weft_st_file *f, *ft;
+	weft_ctx *ctx;
+	weft_ctx_options copt = { 0 };
+	weft_tensor *ids, *want, *tanh_form, *logits;
+	double d_exact, d_tanh;
+
+	WT_OK(weft_st_open(hf("gpt2_gelu_logits.safetensors", path, sizeof(path)), &f));
+	WT_OK(weft_st_open(hf("gpt2_logits.safetensors", path, sizeof(path)), &ft));
+	ids = golden_tensor(f, "ids");
+	want = golden_tensor(f, "logits");
+	tanh_form = golden_tensor(ft, "logits");
+	WT_OK(weft_ctx_create(&copt, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_model_forward(m, ctx, ids, &logits));
+	WT_REQUIRE(weft_tensor_numel(logits) == weft_tensor_numel(want));
+	CHECK_ALL_CLOSE("exact gelu logits", (const float *)logits->data,
+			(const float *)want->data, weft_tensor_numel(logits), 1e-4, 1e-5);
+	d_exact = max_diff(logits->data, want->data, weft_tensor_numel(want));
+	d_tanh = max_diff(logits->data, tanh_form->data, weft_tensor_numel(want));
+	if (!(d_exact <= 1e-5 && 4.0 * d_exact < d_tanh))
+		fprintf(stderr, "exact gelu: max |weft - exact| %.3g, |weft - tanh form| %.3g\n",
+			d_exact, d_tanh);
+	WT_CHECK(d_exact <= 1e-5 && 4.0 * d_exact < d_tanh);
+	weft_ctx_free(ctx);
+	weft_tensor_free(ids);
+	weft_tensor_free(want);
+	weft_tensor_free(tanh_form);
+	weft_st_close(f);
+	weft_st_close(ft);
 }
 
 static int same_weights(const weft_model *a, const weft_model *b)
@@ -266,11 +327,19 @@ static void test_refusals(void)
 	snprintf(yaml, sizeof(yaml), "model: {class: gpt, bias: false, init_from: '%s'}\n",
 		 hf("gpt2", path, sizeof(path)));
 	WT_FAILS(build(yaml, &m), WEFT_ERR_INVALID_ARG, "GPT-2 has biases");
-	/* GELU's exact form is not weft's */
+	/* GELU's exact form ("gelu", nanoGPT's nn.GELU()): transformers' logits */
 	d = variant("gelu", "\"gelu_new\"", "\"gelu\"", "gpt2/model.safetensors");
-	WT_FAILS(build_from(d, 0, &m), WEFT_ERR_INVALID_ARG, "nn_scratch_hf_gelu/config.json: "
-		 "\"activation_function\" is \"gelu\" but weft's GPT uses GELU's tanh form",
-		 "\"gelu_new\"");
+	WT_OK(build_from(d, 0, &m));
+	check_gelu_logits(m);
+	weft_model_free(m);
+	/* the run's model.mlp against the checkpoint's */
+	WT_FAILS(build_from_keys(d, "mlp: gelu_tanh, ", &m), WEFT_ERR_INVALID_ARG,
+		 "\"activation_function\" gives gelu but the model has gelu_tanh");
+	/* an activation weft does not compute */
+	d = variant("relu", "\"gelu_new\"", "\"relu\"", "gpt2/model.safetensors");
+	WT_FAILS(build_from(d, 0, &m), WEFT_ERR_INVALID_ARG, "nn_scratch_hf_relu/config.json: "
+		 "\"activation_function\" is \"relu\" but weft's GPT computes GELU's tanh form",
+		 "or its exact erf form");
 	/* gelu_pytorch_tanh is the same function */
 	d = variant("tanh", "\"gelu_new\"", "\"gelu_pytorch_tanh\"", "gpt2/model.safetensors");
 	WT_OK(build_from(d, 0, &m));
@@ -282,7 +351,7 @@ static void test_refusals(void)
 	d = variant("mistral", "GPT2LMHeadModel", "MistralForCausalLM", "gpt2/model.safetensors");
 	WT_FAILS(build_from(d, 1, &m), WEFT_ERR_INVALID_ARG, "config.json: the checkpoint's "
 		 "architecture is \"MistralForCausalLM\", which weft does not read yet",
-		 "GPT2LMHeadModel and LlamaForCausalLM");
+		 "GPT2LMHeadModel, LlamaForCausalLM and Qwen2ForCausalLM");
 	d = variant("inner", "\"n_inner\": null", "\"n_inner\": 64", "gpt2/model.safetensors");
 	WT_FAILS(build_from(d, 0, &m), WEFT_ERR_INVALID_ARG,
 		 "\"n_inner\" is not null or 4 x n_embd (128)");

@@ -186,8 +186,6 @@ static void test_errors(void)
 	weft_model_options stage = { .stage = WEFT_STAGE_EMBED, .layer_end = 1 };
 	weft_model *m;
 
-	WT_FAILS(build("model: {preset: llama3-tiny, mlp: gelu}\n", NULL, &m), WEFT_ERR_CONFIG,
-		 "'model.mlp' is gelu (the exact erf form)", "use gelu_tanh");
 	WT_FAILS(build("model: {preset: llama3-tiny, n_kv_head: 3}\n", NULL, &m), WEFT_ERR_CONFIG,
 		 "'model.n_kv_head' is 3, which does not divide n_head 4");
 	WT_FAILS(build("model: {preset: llama3-tiny, mlp: swiglu, intermediate_size: 0}\n", NULL,

@@ -44,6 +44,11 @@ static weft_status f_gelu(weft_ctx *c, weft_tensor **in, weft_tensor **out)
 	return weft_op_gelu(c, in[0], out);
 }
 
+static weft_status f_gelu_erf(weft_ctx *c, weft_tensor **in, weft_tensor **out)
+{
+	return weft_op_gelu_erf(c, in[0], out);
+}
+
 static weft_status f_softmax(weft_ctx *c, weft_tensor **in, weft_tensor **out)
 {
 	return weft_op_softmax(c, in[0], out);
@@ -194,6 +199,8 @@ int main(void)
 		check("relu", ctx, f_relu, in3, 1, 1000);
 		weft_tensor *in4[1] = { tu_rand("x", 2, s, -3, 3, 0) };
 		check("gelu", ctx, f_gelu, in4, 1, 1000);
+		weft_tensor *in4e[1] = { tu_rand("x", 2, s, -3, 3, 0) };
+		check("gelu_erf", ctx, f_gelu_erf, in4e, 1, 1000);
 		weft_tensor *in5[1] = { tu_rand("x", 2, s, -2, 2, 0) };
 		check("softmax", ctx, f_softmax, in5, 1, 1000);
 		weft_tensor *in6[1] = { tu_rand("x", 2, s, -2, 2, 0) };

@@ -1,7 +1,8 @@
 /* Every error a caller can cause with the Llama-family layer ops ends in
  * one message that names the op, the tensor and the sizes, and says what
  * would fit; and a kernel table without these layers (a NULL member, or a
- * table built before ABI 1.4) is named with the member it lacks. */
+ * table built before ABI 1.4) is named with the member it lacks, as is one
+ * without GELU's exact form (before ABI 1.5). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,30 @@ static void test_missing_kernels(void)
 		 "has no attention_gqa_forward");
 	WT_FAILS(weft_op_rope(ctx, q, &rope, 2, 8, 0, &out), WEFT_ERR_UNSUPPORTED,
 		 "has no rope_forward");
+	weft_ctx_free(ctx);
+
+	/* GELU's exact form: a table built before ABI 1.5 (ending at
+	 * flash_attention_backward), and one whose member is NULL */
+	g_table = *cpu;
+	g_table.head.struct_size = (uint32_t)(offsetof(weft_kernel_table,
+						       flash_attention_backward) +
+					      sizeof(g_table.flash_attention_backward));
+	g_table.head.abi_version = WEFT_ABI_MAKE(1, 4);
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &g_table));
+	WT_OK(weft_ctx_create(&opt, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_FAILS(weft_op_gelu_erf(ctx, q, &out), WEFT_ERR_UNSUPPORTED,
+		 "gelu_erf: the 'cpu' kernel table (device cpu, ABI 1.4)",
+		 "has no gelu_erf_forward/gelu_erf_backward", "since ABI 1.5",
+		 "model.mlp: gelu_tanh");
+	weft_ctx_free(ctx);
+	g_table = *cpu;
+	g_table.gelu_erf_backward = NULL;
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &g_table));
+	WT_OK(weft_ctx_create(&opt, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_FAILS(weft_op_gelu_erf(ctx, q, &out), WEFT_ERR_UNSUPPORTED,
+		 "has no gelu_erf_forward/gelu_erf_backward");
 	weft_ctx_free(ctx);
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, cpu));
 	weft_tensor_free(q);

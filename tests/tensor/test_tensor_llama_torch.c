@@ -3,8 +3,8 @@
  * gradient dy, and the forward output and input gradients that
  * gen_llama_ops.py computed in float64 with F.rms_norm, transformers'
  * LlamaRotaryEmbedding (llama3 scaling) and apply_rotary_pos_emb,
- * F.silu(gate) * up, and F.scaled_dot_product_attention(enable_gqa=True).
- * No Python at test time.
+ * F.silu(gate) * up, and F.scaled_dot_product_attention(enable_gqa=True);
+ * and GELU's exact form against F.gelu. No Python at test time.
  *
  * Tolerance: |weft - torch| <= 1e-5 + 1e-4 |torch|, elementwise. weft
  * computes in float32: each value sums at most ~40 terms of magnitude
@@ -130,6 +130,11 @@ static weft_status f_swiglu(weft_ctx *c, weft_tensor **in, weft_tensor **out)
 	return weft_op_swiglu(c, in[0], in[1], out);
 }
 
+static weft_status f_gelu_erf(weft_ctx *c, weft_tensor **in, weft_tensor **out)
+{
+	return weft_op_gelu_erf(c, in[0], out);
+}
+
 static weft_status f_gqa(weft_ctx *c, weft_tensor **in, weft_tensor **out)
 {
 	return weft_op_attention_gqa(c, in[0], g_a, g_b, out);
@@ -200,6 +205,7 @@ int main(void)
 	g_a = 2; /* multi-head */
 	g_b = 2;
 	run_case(ctx, "attn_mha", f_gqa, qkv, 1);
+	run_case(ctx, "gelu_erf", f_gelu_erf, x, 1);
 	weft_ctx_free(ctx);
 	return wt_done("test_tensor_llama_torch");
 }

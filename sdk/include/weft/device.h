@@ -774,6 +774,21 @@ typedef struct weft_kernel_table {
 						int64_t nh, int64_t nkv, int64_t hs,
 						const void *qkv, const void *out, const float *lse,
 						const void *dout, void *dqkv);
+
+	/* ---- since ABI 1.5: GELU's exact form; check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, gelu_erf_backward) first. Optional, both or
+	 * neither: NULL means the device lacks it, and weft_op_gelu_erf fails
+	 * naming the table and the member. Stream-ordered on kctx; computed
+	 * in F32 whatever the storage dtype. ---- */
+
+	/* GELU, exact form: out = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
+	 * (PyTorch's F.gelu, nanoGPT's nn.GELU(), transformers' "gelu");
+	 * backward: dx += dy (Phi(x) + x phi(x)), phi the standard normal
+	 * density. */
+	weft_status (*gelu_erf_forward)(void *kctx, weft_dtype dt, int64_t n, const void *x,
+					void *out);
+	weft_status (*gelu_erf_backward)(void *kctx, weft_dtype dt, int64_t n, const void *x,
+					 const void *dy, void *dx);
 } weft_kernel_table;
 
 /* The largest head dimension flash_attention_* take (since ABI 1.4). */

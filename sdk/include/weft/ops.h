@@ -59,6 +59,10 @@ WEFT_API weft_status weft_op_bias(weft_ctx *ctx, weft_tensor *x, weft_tensor *b,
 /* max(x, 0); GELU (tanh form, as GPT-2 and nn.GELU(approximate="tanh")). */
 WEFT_API weft_status weft_op_relu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 WEFT_API weft_status weft_op_gelu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+/* GELU's exact form, x Phi(x) (nn.GELU(), F.gelu, transformers' "gelu");
+ * since ABI 1.5. Errors: WEFT_ERR_UNSUPPORTED naming the kernel table when
+ * it lacks gelu_erf_forward/backward; otherwise as weft_op_gelu. */
+WEFT_API weft_status weft_op_gelu_erf(weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
 
 /* Softmax over the last dim. */
 WEFT_API weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
