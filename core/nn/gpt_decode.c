@@ -266,6 +266,14 @@ weft_status nn_gpt_decode(weft_model *m, weft_ctx *ctx, nn_kv_cache *c, const ui
 
 	*logits = NULL;
 	*v = 0;
+	if (!weft_device_equal(weft_ctx_device(ctx), m->opt.device)) {
+		char a[32], b[32];
+
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache decode: the model is on %s but "
+				      "the context runs on %s; make the context on the model's "
+				      "device", weft_device_str(m->opt.device, a, sizeof(a)),
+				      weft_device_str(weft_ctx_device(ctx), b, sizeof(b)));
+	}
 	if (n == 0 || T > c->cap - c->len)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache: %zu new tokens after the %lld "
 				      "cached do not fit block_size %lld (at least one, at most "
