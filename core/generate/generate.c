@@ -226,9 +226,11 @@ weft_status weft_generate(weft_model *m, weft_ctx *ctx, const uint32_t *prompt, 
 	if (!st && !window)
 		st = weft_error_set(WEFT_ERR_NOMEM, "out of memory for a %lld-token window",
 				    (long long)o->context);
+	/* the cache holds the longest window this generation reaches */
 	if (!st && !o->no_kv_cache && nn_gpt_decode_supported(m) &&
 	    o->context <= weft_model_gpt_config(m)->block_size)
-		st = nn_kv_cache_create(m, &cache);
+		st = nn_kv_cache_create(m, (int64_t)n + o->max_new_tokens < o->context ?
+					(int64_t)n + o->max_new_tokens : o->context, &cache);
 	if (st)
 		goto out_free;
 	stats->kv_cache = cache != NULL;

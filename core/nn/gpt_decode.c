@@ -32,10 +32,10 @@ static int64_t kv_heads(const weft_model *m)
 	return m->arch.n_kv_head ? m->arch.n_kv_head : m->gpt.n_head;
 }
 
-weft_status nn_kv_cache_create(const weft_model *m, nn_kv_cache **out)
+weft_status nn_kv_cache_create(const weft_model *m, int64_t positions, nn_kv_cache **out)
 {
 	nn_kv_cache *c;
-	size_t kv_elems, width_max;
+	size_t kv_elems, raw_elems;
 
 	*out = NULL;
 	if (!nn_gpt_decode_supported(m))
@@ -49,18 +49,19 @@ weft_status nn_kv_cache_create(const weft_model *m, nn_kv_cache **out)
 	c->nh = m->gpt.n_head;
 	c->kv = kv_heads(m);
 	c->hs = m->gpt.n_embd / m->gpt.n_head;
-	c->cap = m->gpt.block_size;
+	c->cap = positions > 0 && positions < m->gpt.block_size ? positions : m->gpt.block_size;
 	c->width = (c->nh + 2 * c->kv) * c->hs;
 	c->vocab = (m->head_w ? m->head_w : m->wte)->shape[0];
 	kv_elems = (size_t)(c->n_layer * c->kv * c->cap * c->hs);
-	width_max = (size_t)(c->width > c->vocab ? c->width : c->vocab);
+	/* the largest converted tensor: the fed rows' q | k | v, or the logits */
+	raw_elems = (size_t)(c->cap * c->width > c->vocab ? c->cap * c->width : c->vocab);
 	c->k = malloc(kv_elems * sizeof(float));
 	c->v = malloc(kv_elems * sizeof(float));
 	c->rows = malloc((size_t)(c->cap * c->width) * sizeof(float));
 	c->att = malloc((size_t)(c->cap * c->nh * c->hs) * sizeof(float));
 	c->scores = malloc((size_t)c->cap * sizeof(float));
 	c->logits = malloc((size_t)c->vocab * sizeof(float));
-	c->raw = malloc((size_t)c->cap * width_max * sizeof(float));
+	c->raw = malloc(raw_elems * sizeof(float));
 	c->ids = malloc((size_t)c->cap * sizeof(int32_t));
 	if (!c->k || !c->v || !c->rows || !c->att || !c->scores || !c->logits || !c->raw ||
 	    !c->ids) {
@@ -68,7 +69,7 @@ weft_status nn_kv_cache_create(const weft_model *m, nn_kv_cache **out)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory for a kv cache of %zu bytes "
 				      "(2 x %lld layers x %lld kv heads x %lld positions x %lld)",
 				      2 * kv_elems * sizeof(float), (long long)m->gpt.n_layer,
-				      (long long)kv_heads(m), (long long)m->gpt.block_size,
+				      (long long)kv_heads(m), (long long)c->cap,
 				      (long long)(m->gpt.n_embd / m->gpt.n_head));
 	}
 	*out = c;
@@ -269,15 +270,17 @@ weft_status nn_gpt_decode(weft_model *m, weft_ctx *ctx, nn_kv_cache *c, const ui
 	if (!weft_device_equal(weft_ctx_device(ctx), m->opt.device)) {
 		char a[32], b[32];
 
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache decode: the model is on %s but "
-				      "the context runs on %s; make the context on the model's "
-				      "device", weft_device_str(m->opt.device, a, sizeof(a)),
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache decode: the model is on %s "
+				      "but the context runs on %s; make the context on the "
+				      "model's device",
+				      weft_device_str(m->opt.device, a, sizeof(a)),
 				      weft_device_str(weft_ctx_device(ctx), b, sizeof(b)));
 	}
 	if (n == 0 || T > c->cap - c->len)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache: %zu new tokens after the %lld "
-				      "cached do not fit block_size %lld (at least one, at most "
-				      "%lld); reset the cache and run the last window", n,
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "kv cache: %zu new tokens after the "
+				      "%lld cached do not fit the cache's %lld positions (at least "
+				      "one, at most %lld); reset the cache and run the last "
+				      "window", n,
 				      (long long)c->len, (long long)c->cap,
 				      (long long)(c->cap - c->len));
 	for (size_t i = 0; i < n; i++)
@@ -304,8 +307,8 @@ weft_status nn_gpt_decode(weft_model *m, weft_ctx *ctx, nn_kv_cache *c, const ui
 	}
 	if (weft_tensor_numel(h) != c->vocab) {
 		st = weft_error_set(WEFT_ERR_SHAPE, "kv cache: the head gave %lld logits for one "
-				    "token, not the %lld of its weight", (long long)weft_tensor_numel(h),
-				    (long long)c->vocab);
+				    "token, not the %lld of its weight",
+				    (long long)weft_tensor_numel(h), (long long)c->vocab);
 		goto out_unwind;
 	}
 	if ((st = to_host(c, h, c->logits)))

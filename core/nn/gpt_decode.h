@@ -11,8 +11,8 @@
  * forward also decodes (its q, k and v rows are copied out, the result
  * copied back in): no kernel beyond the forward's is needed.
  *
- * The cache holds at most block_size positions; what to do past that is
- * the caller's (weft_generate slides its window: it resets the cache and
+ * A cache holds at most the positions it was made for (<= block_size);
+ * what to do past that is the caller's (weft_generate slides its window: it resets the cache and
  * prefills the window again, see core/generate/generate.c).
  */
 #ifndef WEFT_NN_GPT_DECODE_H
@@ -30,11 +30,13 @@ typedef struct nn_kv_cache nn_kv_cache;
  * Other models generate through their forward alone. */
 int nn_gpt_decode_supported(const weft_model *m);
 
-/* A new, empty cache for m (nn_gpt_decode_supported), sized for
- * block_size positions: 2 x n_layer x n_kv_head x block_size x head size
- * floats. Free with nn_kv_cache_free. Errors: WEFT_ERR_UNSUPPORTED for a
- * model that does not decode; WEFT_ERR_NOMEM naming the bytes. */
-weft_status nn_kv_cache_create(const weft_model *m, nn_kv_cache **out);
+/* A new, empty cache for m (nn_gpt_decode_supported) holding `positions`
+ * (<= 0 or more than block_size: block_size): 2 x n_layer x n_kv_head x
+ * positions x head size floats, so a generation sizes it to what it can
+ * reach (a Llama 3 preset's block size is 131072). Free with
+ * nn_kv_cache_free. Errors: WEFT_ERR_UNSUPPORTED for a model that does not
+ * decode; WEFT_ERR_NOMEM naming the bytes. */
+weft_status nn_kv_cache_create(const weft_model *m, int64_t positions, nn_kv_cache **out);
 void nn_kv_cache_free(nn_kv_cache *c);
 
 /* Positions cached (the next token's position). */

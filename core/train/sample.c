@@ -203,8 +203,8 @@ static weft_status sample_now(weft_trainer *t, weft_model *m)
 				(long long)c->num_samples, (long long)gs.new_tokens,
 				gs.seconds > 0 ? (double)gs.new_tokens / gs.seconds : 0.0, text);
 			if (f)
-				fprintf(f, "--- step %lld sample %lld\n%s\n", (long long)t->global_step,
-					(long long)k + 1, text);
+				fprintf(f, "--- step %lld sample %lld\n%s\n",
+					(long long)t->global_step, (long long)k + 1, text);
 		}
 		free(text);
 		free(all.ids);

@@ -63,7 +63,7 @@ static void check_logits(weft_model *m, weft_ctx *ctx, const char *what)
 	nn_kv_cache *c;
 	double worst = 0;
 
-	WT_OK(nn_kv_cache_create(m, &c));
+	WT_OK(nn_kv_cache_create(m, 0, &c));
 	for (int i = 0; i < BLOCK; i++) {
 		seq[i] = (int32_t)((i * 37 + 11) % 64);
 		useq[i] = (uint32_t)seq[i];
@@ -98,7 +98,7 @@ static void check_logits(weft_model *m, weft_ctx *ctx, const char *what)
 		uint32_t one = 1;
 
 		WT_FAILS(nn_gpt_decode(m, ctx, c, &one, 1, &l, &v), WEFT_ERR_INVALID_ARG,
-			 "1 new tokens after the 16 cached do not fit block_size 16",
+			 "1 new tokens after the 16 cached do not fit the cache's 16 positions",
 			 "reset the cache and run the last window");
 	}
 	weft_ctx_set_grad_enabled(ctx, 1);
