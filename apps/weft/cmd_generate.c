@@ -1,7 +1,7 @@
 /* `weft generate --ckpt DIR [--config FILE] --prompt TEXT [options]`:
  * text from a trained language model (core/generate), with the BPE
  * tokenizer of --tokenizer or the config's data.tokenizer, or raw bytes for
- * a byte-level model. Full recompute per token: there is no KV cache. */
+ * a byte-level model. A transformer decodes with its KV cache. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -22,18 +22,22 @@ static void usage(FILE *out)
 		"usage: weft generate --ckpt CHECKPOINT [--config FILE] --prompt TEXT\n"
 		"                     [--tokenizer tokenizer.json] [--max-new-tokens N]\n"
 		"                     [--temperature T | --greedy] [--top-k K] [--top-p P]\n"
-		"                     [--seed S] [--no-stop]\n"
+		"                     [--seed S] [--no-stop] [--no-kv-cache]\n"
 		"\nprints the prompt and what the model writes after it. CHECKPOINT is a\n"
-		"checkpoint directory of weft fit (its model.safetensors) or a safetensors\n"
-		"file; the model is built from --config's model section, by default the\n"
-		"config.yaml of the run the checkpoint directory belongs to. Text goes through\n"
-		"--tokenizer, else the config's data.tokenizer, else it is raw bytes (a\n"
-		"byte-level model, vocabulary 256). Defaults: --max-new-tokens 200,\n"
+		"checkpoint directory of weft fit (its model.safetensors), a safetensors file,\n"
+		"or a Hugging Face directory (config.json and its weights, as save_pretrained\n"
+		"writes them). The model is built from --config's model section, by default\n"
+		"the config.yaml of the run the checkpoint directory belongs to, or a Hugging\n"
+		"Face directory's config.json. Text goes through --tokenizer, else the\n"
+		"config's data.tokenizer, else a Hugging Face directory's tokenizer.json,\n"
+		"else it is raw bytes (a byte-level model, vocabulary 256). Defaults: --max-new-tokens 200,\n"
 		"--temperature 0.8, --top-k 200, --top-p 1, --seed 1337 (nanoGPT's); --greedy\n"
 		"(or --temperature 0, or --top-k 1) takes the most likely token each time.\n"
 		"Generation stops at the tokenizer's end-of-text token unless --no-stop.\n"
-		"Every token runs the model over the whole window (no KV cache); tokens/s\n"
-		"goes to stderr.\n");
+		"A transformer runs the prompt once and then each new token alone, with its\n"
+		"keys and values cached (past the block size the window slides and is run\n"
+		"again for each token); --no-kv-cache runs the model over the whole window\n"
+		"for every token instead. Tokens/s goes to stderr.\n");
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -49,6 +53,31 @@ static int is_dir(const char *p)
 	struct stat sb;
 
 	return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Whether dir/file is readable. */
+static int has_file(const char *dir, const char *file)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	return access(p, R_OK) == 0;
+}
+
+/* A model section that builds and loads the Hugging Face directory `dir`
+ * (model.init_from reads its config.json and weights), the path quoted. */
+static weft_status hf_config(const char *dir, weft_config **cfg)
+{
+	char yaml[2 * PATH_MAX + 64];
+	size_t n = (size_t)snprintf(yaml, sizeof(yaml), "model: {class: gpt, init_from: '");
+
+	for (const char *c = dir; *c && n + 8 < sizeof(yaml); c++) {
+		if (*c == '\'')
+			yaml[n++] = '\''; /* YAML's single quote, doubled */
+		yaml[n++] = *c;
+	}
+	n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "'}\n");
+	return weft_config_load_string("the Hugging Face directory's model", yaml, n, cfg);
 }
 
 /* The run's config.yaml for a checkpoint directory
@@ -107,10 +136,10 @@ static int print_token(void *arg, uint32_t id)
 int weft_cmd_generate(int argc, char **argv)
 {
 	const char *ckpt = NULL, *cfg_path = NULL, *tok_path = NULL, *prompt = NULL;
-	char cfg_buf[PATH_MAX + 32], weights[PATH_MAX + 32];
+	char cfg_buf[PATH_MAX + 32], weights[PATH_MAX + 32], tok_buf[PATH_MAX + 32];
 	weft_gen_options o = { .max_new_tokens = 200, .temperature = 0.8, .top_k = 200,
 			       .top_p = 1.0, .seed = 1337, .eos_id = -1 };
-	int no_stop = 0;
+	int no_stop = 0, hf;
 	weft_config *cfg = NULL;
 	weft_model *m = NULL;
 	weft_ctx *ctx = NULL;
@@ -168,6 +197,8 @@ int weft_cmd_generate(int argc, char **argv)
 				return bad_usage("--seed must be an integer, got '%s'", argv[i]);
 		} else if (!strcmp(a, "--no-stop")) {
 			no_stop = 1;
+		} else if (!strcmp(a, "--no-kv-cache")) {
+			o.no_kv_cache = 1;
 		} else {
 			return bad_usage("unknown option or missing value: '%s'", a);
 		}
@@ -175,20 +206,27 @@ int weft_cmd_generate(int argc, char **argv)
 	if (!ckpt || !prompt)
 		return bad_usage("%s", !ckpt ? "needs --ckpt CHECKPOINT (a checkpoint directory "
 				 "or a safetensors file)" : "needs --prompt TEXT");
-	if (!cfg_path) {
-		st = find_config(ckpt, cfg_buf, sizeof(cfg_buf));
-		if (st)
+	hf = is_dir(ckpt) && has_file(ckpt, "config.json");
+	if (!cfg_path && hf) {
+		st = hf_config(ckpt, &cfg);
+		cfg_path = ckpt;
+	} else {
+		if (!cfg_path && (st = find_config(ckpt, cfg_buf, sizeof(cfg_buf))))
 			goto out;
-		cfg_path = cfg_buf;
+		if (!cfg_path)
+			cfg_path = cfg_buf;
+		st = weft_config_load_file(cfg_path, &cfg);
 	}
-	st = weft_config_load_file(cfg_path, &cfg);
 	if (st)
 		goto out;
 	st = weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), &mo, &m);
 	if (st)
 		goto out;
-	snprintf(weights, sizeof(weights), is_dir(ckpt) ? "%s/model.safetensors" : "%s", ckpt);
-	st = weft_model_load_safetensors(m, weights);
+	/* a Hugging Face directory loads as a whole (its names, shards, tied head) */
+	snprintf(weights, sizeof(weights), is_dir(ckpt) && !hf ? "%s/model.safetensors" : "%s",
+		 ckpt);
+	if (cfg_path != ckpt)
+		st = weft_model_load_safetensors(m, weights);
 	if (st)
 		goto out;
 	gpt = weft_model_gpt_config(m);
@@ -204,6 +242,10 @@ int weft_cmd_generate(int argc, char **argv)
 		const weft_cfg *t = data ? weft_cfg_get(data, "tokenizer") : NULL;
 
 		tok_path = t ? weft_cfg_scalar(t) : NULL;
+	}
+	if (!tok_path && hf && has_file(ckpt, "tokenizer.json")) {
+		snprintf(tok_buf, sizeof(tok_buf), "%s/tokenizer.json", ckpt);
+		tok_path = tok_buf;
 	}
 	if (tok_path) {
 		st = weft_tokenizer_load(tok_path, &tok);
@@ -260,10 +302,11 @@ int weft_cmd_generate(int argc, char **argv)
 		goto out;
 	printf("\n");
 	fflush(stdout); /* the text before the figures, also when both go to one pipe */
-	fprintf(stderr, "weft generate: %" PRId64 " new tokens in %.2f s, %.1f tokens/s%s "
-		"(full forward over the window for each token: no KV cache)\n", stats.new_tokens,
-		stats.seconds, stats.seconds > 0 ? (double)stats.new_tokens / stats.seconds : 0,
-		stats.stopped_at_eos ? ", stopped at end-of-text" : "");
+	fprintf(stderr, "weft generate: %" PRId64 " new tokens in %.2f s, %.1f tokens/s%s (%s)\n",
+		stats.new_tokens, stats.seconds,
+		stats.seconds > 0 ? (double)stats.new_tokens / stats.seconds : 0,
+		stats.stopped_at_eos ? ", stopped at end-of-text" : "",
+		stats.kv_cache ? "KV cache" : "full forward over the window for each token");
 out:
 	free(ids.ids);
 	free(out.ids);

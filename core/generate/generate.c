@@ -1,10 +1,13 @@
-/* Sampling from a language model through its forward (no KV cache). */
+/* Sampling from a language model: through the transformer's KV cache
+ * (nn/gpt_decode.h) where the model has one, else through its forward over
+ * the whole window for every token. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "generate/generate.h"
+#include "nn/gpt_decode.h"
 #include "weft/autograd.h"
 #include "weft/tensor.h"
 
@@ -153,8 +156,8 @@ static weft_status check_options(const weft_gen_options *o, size_t n)
 }
 
 /* The last row of (1, T, V) logits, as float on the host. */
-static weft_status last_row(const weft_tensor *logits, float **row, int64_t *v, float **buf,
-			    int64_t *buf_v)
+static weft_status last_row(const weft_tensor *logits, const float **row, int64_t *v,
+			    float **buf, int64_t *buf_v)
 {
 	int64_t t, vv;
 	weft_tensor *view = NULL;
@@ -201,11 +204,14 @@ weft_status weft_generate(weft_model *m, weft_ctx *ctx, const uint32_t *prompt, 
 {
 	weft_token_ids seq = { 0 };
 	int32_t *window = NULL;
-	float *row_buf = NULL, *row = NULL;
+	float *row_buf = NULL;
+	const float *row = NULL;
 	int64_t row_cap = 0, v = 0;
 	void *scratch = NULL;
 	size_t scratch_v = 0;
 	uint64_t rng = o->seed;
+	nn_kv_cache *cache = NULL;
+	size_t start = 0, fed;
 	int grad, training;
 	double t0 = now();
 	weft_status st;
@@ -220,8 +226,14 @@ weft_status weft_generate(weft_model *m, weft_ctx *ctx, const uint32_t *prompt, 
 	if (!st && !window)
 		st = weft_error_set(WEFT_ERR_NOMEM, "out of memory for a %lld-token window",
 				    (long long)o->context);
+	/* the cache holds the longest window this generation reaches */
+	if (!st && !o->no_kv_cache && nn_gpt_decode_supported(m) &&
+	    o->context <= weft_model_gpt_config(m)->block_size)
+		st = nn_kv_cache_create(m, (int64_t)n + o->max_new_tokens < o->context ?
+					(int64_t)n + o->max_new_tokens : o->context, &cache);
 	if (st)
 		goto out_free;
+	stats->kv_cache = cache != NULL;
 	grad = weft_ctx_set_grad_enabled(ctx, 0);
 	training = weft_ctx_set_training(ctx, 0);
 	for (int64_t k = 0; k < o->max_new_tokens; k++) {
@@ -230,14 +242,26 @@ weft_status weft_generate(weft_model *m, weft_ctx *ctx, const uint32_t *prompt, 
 		weft_tensor x, *logits;
 		uint32_t id;
 
-		for (size_t i = 0; i < w; i++)
-			window[i] = (int32_t)seq.ids[seq.n - w + i];
 		weft_ctx_step_begin(ctx);
-		st = weft_tensor_init(&x, WEFT_I32, 2, shape, WEFT_CPU, window);
-		if (!st)
-			st = weft_model_forward(m, ctx, &x, &logits);
-		if (!st)
-			st = last_row(logits, &row, &v, &row_buf, &row_cap);
+		if (cache) {
+			/* the cache holds seq[start ...] at positions 0 ...: feed
+			 * what the window adds, or, once the window has slid (every
+			 * position moved), the whole window again */
+			if (start != seq.n - w) {
+				nn_kv_cache_reset(cache);
+				start = seq.n - w;
+			}
+			fed = start + (size_t)nn_kv_cache_len(cache);
+			st = nn_gpt_decode(m, ctx, cache, seq.ids + fed, seq.n - fed, &row, &v);
+		} else {
+			for (size_t i = 0; i < w; i++)
+				window[i] = (int32_t)seq.ids[seq.n - w + i];
+			st = weft_tensor_init(&x, WEFT_I32, 2, shape, WEFT_CPU, window);
+			if (!st)
+				st = weft_model_forward(m, ctx, &x, &logits);
+			if (!st)
+				st = last_row(logits, &row, &v, &row_buf, &row_cap);
+		}
 		if (st)
 			break;
 		if ((size_t)v > scratch_v) {
@@ -273,5 +297,6 @@ out_free:
 	free(window);
 	free(row_buf);
 	free(scratch);
+	nn_kv_cache_free(cache);
 	return st;
 }

@@ -1,10 +1,16 @@
 /* generate/generate.h - sampling text from a language model: greedy,
  * temperature, top-k and top-p, a seed, a token budget and a stop token.
  *
- * The model is called only through weft_model_forward (its class's
- * forward), so any model that maps token ids (1, T) to logits (1, T, V)
- * generates. There is no KV cache: every new token runs the forward over
- * the whole window (the last `context` ids), as nanoGPT's generate does.
+ * A whole transformer (model.class gpt, nn/gpt_decode.h) generates with a
+ * KV cache: the prompt runs in one pass, then each new token alone at the
+ * next position. Its window is the last `context` ids, as without the
+ * cache; once the window slides past the block size every position in it
+ * changes (learned positions and RoPE angles count from the window's
+ * start), so each further token prefills the whole window again, exactly
+ * what the forward would compute, at the forward's cost. Any other model
+ * is called through weft_model_forward (its class's forward) over the
+ * whole window for every token, as nanoGPT's generate does, so any model
+ * that maps token ids (1, T) to logits (1, T, V) generates.
  */
 #ifndef WEFT_GENERATE_H
 #define WEFT_GENERATE_H
@@ -25,6 +31,8 @@ typedef struct weft_gen_options {
 	double top_p;           /* in (0, 1]: the fewest most likely ids whose
 				 * probabilities add up to at least top_p */
 	uint64_t seed;          /* the sampler's random stream */
+	int no_kv_cache;        /* 1: the forward over the whole window for every
+				 * token even where the model has a KV cache */
 	int64_t eos_id;         /* generation stops after choosing it; -1: never */
 	/* (optional) called with each id as it is chosen, the stop id too;
 	 * a non-zero return stops generation */
@@ -35,6 +43,7 @@ typedef struct weft_gen_options {
 typedef struct weft_gen_stats {
 	int64_t new_tokens;     /* ids appended (the stop id included) */
 	int stopped_at_eos;
+	int kv_cache;           /* whether the KV cache was used */
 	double seconds;         /* wall time of the whole generation */
 } weft_gen_stats;
 

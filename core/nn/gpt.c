@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gpt_decode.h"
 #include "nn/nn_impl.h"
 #include "nn/transformer.h"
 #include "tensor/checkpoint.h"
@@ -565,4 +566,17 @@ static weft_status gpt_load(weft_model *m, const char *path)
 		st = nn_gpt_tp_take_shards(m, w, path);
 	weft_model_free(w);
 	return st;
+}
+
+/* ---- hooks for the cached decoder (gpt_decode.c) ---- */
+
+weft_status nn_gpt_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			weft_tensor **out)
+{
+	return norm(m, s, l, x, out);
+}
+
+weft_status nn_gpt_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
+{
+	return activation(m, ctx, y, out);
 }

@@ -163,6 +163,8 @@ static weft_status run_validation(weft_trainer *t)
 			fprintf(stderr, " val_acc %.4f", t->last_val_acc);
 		fputc('\n', stderr);
 	}
+	if ((st = weft_trainer_sample_after_val(t)))
+		return st;
 	if (t->tc.early.enabled) {
 		v = monitored(t, t->tc.early.monitor);
 		if (isnan(v))

@@ -438,6 +438,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 				      "must be >= 1 batch or a fraction > 0");
 	st = parse_callbacks(tr, c);
 	if (!st)
+		st = weft_trainer_sample_parse(tr, &c->sample);
+	if (!st)
 		apply_fast_dev_run(c);
 	return st;
 }

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include "train/precision.h"
+#include "train/sample.h"
 #include "weft/config.h"
 #include "weft/device.h"
 #include "weft/status.h"
@@ -92,6 +93,7 @@ typedef struct weft_trainer_config {
 	int64_t fast_dev_run;        /* 0: off; N: N train and N val batches, no output */
 	int act_ckpt;                /* activation_checkpointing: a weft_act_ckpt
 				      * (nn/act_ckpt.h): none 0, full 1, selective 2 */
+	weft_sample_config sample;   /* trainer.sample: text after validation */
 } weft_trainer_config;
 
 /* Reads seed_everything and the trainer section of `root`. `default_name`

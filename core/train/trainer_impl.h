@@ -79,6 +79,7 @@ struct weft_trainer {
 
 	/* model and training machinery */
 	weft_model *model;
+	struct weft_trainer_sampler *sampler; /* trainer.sample (sample.c); NULL: off */
 	weft_ctx *ctx;
 	weft_optim_config oc;
 	void *optim;

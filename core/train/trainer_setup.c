@@ -459,6 +459,7 @@ void weft_trainer_print_start(weft_trainer *t)
 void weft_trainer_teardown(weft_trainer *t)
 {
 	weft_trainer_callbacks_free(t);
+	weft_trainer_sample_free(t);
 	weft_timeline_free(t->timeline);
 	if (t->strat_ops && t->strat)
 		t->strat_ops->destroy(t->strat);
@@ -537,7 +538,7 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 	    (st = weft_trainer_model_act_ckpt(t, t->model)) || (st = setup_optimizer(t)) || (st = setup_data(t)) ||
 	    (st = weft_lr_schedule_parse(weft_cfg_get(t->root, "lr_scheduler"), t->oc.lr,
 					 t->total_steps, &t->sched)) ||
-	    (st = weft_trainer_callbacks_create(t)))
+	    (st = weft_trainer_callbacks_create(t)) || (st = weft_trainer_sample_setup(t)))
 		return st;
 	weft_cfg_mark_used(t->tc.strategy);
 	weft_cfg_mark_used(t->tc.comm_options);
@@ -658,6 +659,8 @@ weft_status weft_trainer_setup(weft_trainer *t)
 	if (st)
 		return st;
 	st = weft_trainer_callbacks_create(t);
+	if (!st)
+		st = weft_trainer_sample_setup(t);
 	if (st)
 		return st;
 	st = weft_config_check_unused(t->cfg);

@@ -1,7 +1,8 @@
 /* `weft generate`: from a checkpoint directory of a run (its config.yaml
  * found two levels up), greedy output is the prompt followed by exactly the
  * bytes weft_generate picks in process for the same weights; a seed repeats
- * its sample; a BPE model goes through --tokenizer; tokens/s is printed;
+ * its sample; --no-kv-cache gives the same greedy text; a BPE model goes
+ * through --tokenizer; tokens/s is printed, saying whether the KV cache ran;
  * each user error is one clear message. */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -107,6 +108,13 @@ int main(void)
 		 "--max-new-tokens 40", ckpt);
 	WT_CHECK(run(args, 0) == 0);
 	WT_CHECK(out_len == first_len && !memcmp(out, first, first_len));
+	/* without the KV cache: the same text, and stderr says which path ran */
+	snprintf(args, sizeof(args), "--ckpt %s --prompt 'Hi ' --greedy --no-kv-cache "
+		 "--max-new-tokens 40", ckpt);
+	WT_CHECK(run(args, 0) == 0);
+	WT_CHECK(out_len == first_len && !memcmp(out, first, first_len));
+	WT_CHECK(run(args, 1) == 0);
+	WT_CHECK(has("(full forward over the window for each token)"));
 	/* a seed repeats its sample */
 	snprintf(args, sizeof(args), "--ckpt %s --prompt 'Hi ' --seed 5 --top-k 0 "
 		 "--temperature 1 --max-new-tokens 40", ckpt);
@@ -116,7 +124,7 @@ int main(void)
 	WT_CHECK(run(args, 1) == 0);
 	WT_CHECK(out_len > first_len && !memcmp(out, first, first_len));
 	WT_CHECK(has("tokens/s"));
-	WT_CHECK(has("no KV cache"));
+	WT_CHECK(has("(KV cache)"));
 	free(ids.ids);
 	weft_ctx_free(ctx);
 	weft_model_free(m);

@@ -318,9 +318,10 @@ int main(void)
 		if (rc)
 			fprintf(stderr, "run %zu failed (%d):\n%s\n", i, rc, out);
 	}
-	/* 2 ranks: ddp and the comm backend's options */
+	/* 2 ranks: ddp and the comm backend's options; a language model's
+	 * trainer.sample */
 	rc = fit(dir, gpt_text, "--trainer.devices=2 --trainer.strategy=ddp "
-		 "'--optimizer={name: sgd, lr: 0.1}'");
+		 "'--optimizer={name: sgd, lr: 0.1}' '--trainer.sample={max_new_tokens: 2}'");
 	WT_CHECK(rc == 0);
 	if (rc)
 		fprintf(stderr, "ddp run failed (%d):\n%s\n", rc, out);
