@@ -136,14 +136,23 @@ static int one_process(const char *name)
 
 weft_status weft_plan_model_options(const weft_plan_opts *o, weft_model_options *mo)
 {
+	return weft_plan_model_options_rank(o, 0, mo);
+}
+
+weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
+					 weft_model_options *mo)
+{
 	const weft_strategy_ops *ops = NULL;
 	weft_registry *reg = NULL;
 	int32_t data_rank = 0, data_world = o->world;
 	weft_status st = find_strategy(o, &reg, &ops, NULL);
 
+	if (!st && (rank < 0 || rank >= o->world))
+		st = weft_error_set(WEFT_ERR_INVALID_ARG, "plan: rank %d of a world of %d",
+				    (int)rank, (int)o->world);
 	if (!st && WEFT_HAS_MEMBER(ops, weft_strategy_ops, plan) && ops->plan &&
 	    !one_process(o->strategy))
-		st = ops->plan(o->section, 0, o->world, mo, &data_rank, &data_world);
+		st = ops->plan(o->section, rank, o->world, mo, &data_rank, &data_world);
 	/* tp_plan points into the plugin, which is unloaded with the
 	 * registry: keep a copy (one plan per process) */
 	if (!st && mo->tp_plan) {

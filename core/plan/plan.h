@@ -71,6 +71,12 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
  * strategy's WEFT_ERR_CONFIG. */
 weft_status weft_plan_model_options(const weft_plan_opts *o, weft_model_options *mo);
 
+/* The same for rank `rank` of o->world (its pipeline stage, its tensor-
+ * parallel shard). Errors: as above; WEFT_ERR_INVALID_ARG for a rank
+ * outside [0, world). */
+weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
+					 weft_model_options *mo);
+
 /* Asks the strategy for its plan over `ps` (the model as
  * weft_plan_model_options says to build it; gradients may be absent, no
  * data is read). Blocks on loading the plugins. Errors:

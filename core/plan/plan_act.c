@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nn/act_ckpt.h"
+#include "nn/shapes.h"
 #include "plan/plan_act.h"
 #include "tensor/tensor_impl.h"
 #include "weft/device.h"
@@ -35,7 +36,10 @@ static weft_status measure(const act_run *r, int64_t n_layer, int64_t B, int64_t
 	weft_status st;
 
 	g.n_layer = n_layer;
-	st = weft_model_create_gpt(&g, &r->mo, &m);
+	/* positions past the sequence are never read: a table of T rows */
+	g.block_size = r->T;
+	/* the arenas' peaks depend on the shapes, not on the weights */
+	st = nn_model_create_gpt_uninit(&g, &r->mo, &m);
 	if (!st)
 		st = weft_model_set_activation_checkpointing(m, r->mode);
 	if (!st)
@@ -152,8 +156,8 @@ weft_status weft_plan_activations(const weft_cfg *root, const weft_plan_opts *o,
 			 "whole model on their own micro-batch)", o->strategy);
 		return WEFT_OK;
 	}
-	st = weft_model_from_config(model, &(weft_model_options){ .device = WEFT_CPU,
-								 .no_grads = 1 }, &whole);
+	st = nn_model_shapes_from_config(model, &(weft_model_options){ .device = WEFT_CPU,
+								      .no_grads = 1 }, &whole);
 	if (st)
 		return st;
 	g = *weft_model_gpt_config(whole);
