@@ -31,6 +31,8 @@ static weft_status comm_of(const weft_cfg *tr, weft_plan_opts *o)
 		name = accel && (!strcmp(accel, "cuda") || !strcmp(accel, "gpu")) ? "nccl" : "gloo";
 	o->comm = name;
 	o->comm_shm_off = shm && !strcmp(shm, "off");
+	if (accel && (!strcmp(accel, "cuda") || !strcmp(accel, "gpu")))
+		o->device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
 	return WEFT_OK;
 }
 
@@ -43,6 +45,7 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 	weft_status st;
 
 	memset(o, 0, sizeof(*o));
+	o->device = (weft_device){ .type = WEFT_DEVICE_CPU, .index = 0 };
 	if (sn && weft_cfg_kind_of(sn) == WEFT_CFG_MAP) {
 		st = weft_cfg_str(sn, "name", NULL, &name);
 		if (!st && !name)
@@ -213,6 +216,7 @@ static void copy_result(const weft_plan_result *r, weft_plan *p)
 	p->rank = r->rank;
 	p->numel = r->numel;
 	memcpy(p->bytes, r->bytes, sizeof(p->bytes));
+	memcpy(p->host_bytes, r->host_bytes, sizeof(p->host_bytes));
 	p->working_params = r->working_params;
 	p->working_grads = r->working_grads;
 	p->moved_elements = r->moved_elements;
@@ -278,6 +282,7 @@ weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, we
 	q.world_size = o->world;
 	q.n_slots = o->n_slots;
 	q.n_micro = o->n_micro > 0 ? o->n_micro : 1;
+	q.device = o->device;
 	memset(&r, 0, sizeof(r));
 	r.struct_size = sizeof(r);
 	st = ops->memory_plan(s, &q, &r);

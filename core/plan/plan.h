@@ -32,6 +32,7 @@ typedef struct weft_plan_opts {
 					   * on cpu, nccl on cuda) */
 	int comm_shm_off;                 /* gloo's option shm: off */
 	int32_t nodes;                    /* trainer.num_nodes */
+	weft_device device;               /* trainer.accelerator's device (cuda: cuda:0) */
 } weft_plan_opts;
 
 /* What the strategy answered (weft_plan_result), copied out of the plugin. */
@@ -40,6 +41,10 @@ typedef struct weft_plan {
 	int64_t numel;                    /* F32 parameter elements (Psi) */
 	int64_t bytes[WEFT_MEM_NUM_CATEGORIES]; /* params, grads, optim, comm: resident,
 						  * without the working set */
+	int64_t host_bytes[WEFT_MEM_NUM_CATEGORIES]; /* of bytes[], those in host
+						       * memory on an accelerator
+						       * (optimizer offload); 0 on
+						       * the CPU */
 	int64_t working_params, working_grads; /* transient gathered weights and
 						 * gradient buckets (an estimate) */
 	int64_t moved_elements;           /* per rank per step, gradients and parameters */
