@@ -140,10 +140,10 @@ static void test_refusals(void)
 
 	WT_FAILS(scan_file(FX("abi_major/fx_abi2.so")), WEFT_ERR_ABI,
 		 "plugin " FX("abi_major/fx_abi2.so") " was built for weft plugin ABI 2.0",
-		 "this weft has ABI 1.4", "rebuild it against this weft's SDK");
+		 "this weft has ABI 1.5", "rebuild it against this weft's SDK");
 	WT_FAILS(scan_file(FX("abi_vtable/fx_abi_vtable.so")), WEFT_ERR_ABI,
 		 FX("abi_vtable/fx_abi_vtable.so"), "(strategy plugin 'future')",
-		 "was built for weft plugin ABI 2.0", "this weft has ABI 1.4", "rebuild");
+		 "was built for weft plugin ABI 2.0", "this weft has ABI 1.5", "rebuild");
 	WT_FAILS(scan_file(FX("no_entry/fx_noentry.so")), WEFT_ERR_PLUGIN,
 		 FX("no_entry/fx_noentry.so"), "does not export the entry symbol 'weft_plugin_entry'",
 		 "WEFT_PLUGIN_ENTRY(host)");
