@@ -10,6 +10,8 @@
 
 /* ---- building ---- */
 
+_Thread_local int nn_build_mode;
+
 weft_status nn_model_alloc(weft_model_class cls, const nn_class_ops *ops,
 			   const weft_model_options *opt, size_t cap, weft_model **out)
 {

@@ -358,8 +358,6 @@ loaded:
 	return WEFT_OK;
 }
 
-_Thread_local int nn_build_mode;
-
 weft_status nn_model_shapes_from_config(const weft_cfg *sec, const weft_model_options *opt,
 					weft_model **out)
 {
