@@ -34,8 +34,9 @@ static void usage(FILE *out, const char *cmd)
 			"scheduler, fp16/bf16, clipping, zero_optimization) beside the YAML,\n"
 			"which still gives the model and the data.\n"
 			"Before it starts, weft fit checks weft plan's per-rank peak against\n"
-			"--memory SIZE per rank (80GB, 24GiB), or on the CPU this machine's\n"
-			"memory over its ranks, and refuses a run that does not fit, saying\n"
+			"--memory SIZE per rank (80GB, 24GiB), or on the CPU the memory this\n"
+			"machine has available over its ranks, and refuses a run that does not\n"
+			"fit, saying\n"
 			"what to change; --memory off skips the check.\n");
 	else
 		fprintf(out, "usage: weft %s --config FILE --ckpt CHECKPOINT_DIR [--KEY.PATH=VALUE ...]\n"

@@ -90,6 +90,19 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 	row("params + grads + optim", core);
 	if (p->formula[0])
 		printf("  %-28s %14.0f B  (%s)\n", "formula", p->formula_bytes, p->formula);
+	if (p->host_bytes[WEFT_MEM_PARAMS] || p->host_bytes[WEFT_MEM_GRADS] ||
+	    p->host_bytes[WEFT_MEM_OPTIM]) {
+		static const struct { const char *name; int cat; } cats[] = {
+			{ "params", WEFT_MEM_PARAMS }, { "grads", WEFT_MEM_GRADS },
+			{ "optim", WEFT_MEM_OPTIM },
+		};
+
+		printf("  (offload_optimizer: host memory / device memory per category)\n");
+		for (size_t i = 0; i < sizeof(cats) / sizeof(cats[0]); i++)
+			printf("  %-28s %14lld B host %14lld B device\n", cats[i].name,
+			       (long long)p->host_bytes[cats[i].cat],
+			       (long long)(p->bytes[cats[i].cat] - p->host_bytes[cats[i].cat]));
+	}
 	if (p->working_grads || p->working_params) {
 		row("working set: grad buckets", p->working_grads);
 		if (p->working_params)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "nn/shapes.h"
 #include "plan_check.h"
 #include "plugin/registry.h"
 #include "weft/log.h"
@@ -55,8 +56,11 @@ weft_status weft_cli_plan_compute(weft_config *cfg, int32_t world, weft_cli_plan
 		weft_cfg_str(sec, "name", "adamw", &out->optim);
 	if (!st)
 		st = weft_plan_model_options(&out->o, &out->mo);
+	/* the parameters' names and shapes, not their values: nothing is
+	 * allocated or initialised, so a 7B-parameter model plans in
+	 * milliseconds */
 	if (!st)
-		st = weft_model_from_config(weft_cfg_get(root, "model"), &out->mo, &m);
+		st = nn_model_shapes_from_config(weft_cfg_get(root, "model"), &out->mo, &m);
 	if (!st)
 		st = weft_plan_compute(weft_model_params(m), &out->o, &out->p);
 	if (!st)
@@ -99,6 +103,24 @@ static weft_status config_copy(const weft_config *cfg, weft_config **out)
 		st = weft_config_load_string("the config (planned)", text, len, out);
 	free(text);
 	return st;
+}
+
+/* The memory new allocations can take now without swapping (the kernel's
+ * MemAvailable, what the ranks of a shared machine can actually get), in
+ * bytes; 0 when unknown. */
+static int64_t available_now(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (int64_t)kb * 1024;
 }
 
 /* This process starts the ranks itself (no launcher's rank in the env). */
@@ -150,15 +172,26 @@ int weft_cli_fit_memory_check(const weft_config *cfg, const char *memory)
 		snprintf(from, sizeof(from), "--memory %s per rank", memory);
 	} else {
 		int64_t phys = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGESIZE);
+		int64_t avail = available_now();
 
 		if (phys <= 0) {
 			weft_config_free(copy);
 			return 0;
 		}
-		budget = phys / ranks_here;
-		snprintf(from, sizeof(from), "this machine's %.2f GiB of memory shared by %lld "
-			 "rank%s", (double)phys / 1073741824.0, (long long)ranks_here,
-			 ranks_here == 1 ? "" : "s");
+		/* what the ranks can get now: on a machine shared with other
+		 * work that is less than what it has */
+		if (avail > 0 && avail < phys) {
+			budget = avail / ranks_here;
+			snprintf(from, sizeof(from), "the %.2f GiB of memory this machine has "
+				 "available now (of %.2f GiB) shared by %lld rank%s",
+				 (double)avail / 1073741824.0, (double)phys / 1073741824.0,
+				 (long long)ranks_here, ranks_here == 1 ? "" : "s");
+		} else {
+			budget = phys / ranks_here;
+			snprintf(from, sizeof(from), "this machine's %.2f GiB of memory shared by "
+				 "%lld rank%s", (double)phys / 1073741824.0,
+				 (long long)ranks_here, ranks_here == 1 ? "" : "s");
+		}
 	}
 	fits = weft_cli_plan_verdict(copy, &cp, budget, line, sizeof(line));
 	if (fits != 0) {

@@ -36,7 +36,8 @@ int weft_cli_plan_verdict(weft_config *cfg, const weft_cli_plan *cp, int64_t bud
 /* weft fit's check before it starts, in the process that starts the ranks
  * (not in a rank: WEFT_RANK / RANK set): the plan of cfg against `memory`
  * (weft fit --memory SIZE, per rank; "off" skips), else, on the CPU, the
- * machine's physical memory over the ranks on it. A config the plan cannot read is left to the
+ * memory the machine has available now (MemAvailable; its physical memory
+ * when that is unknown) over the ranks on it. A config the plan cannot read is left to the
  * trainer to report. Returns 0 to go on; 1 (after printing why and what
  * to change) when it does not fit; 2 for a bad SIZE. */
 int weft_cli_fit_memory_check(const weft_config *cfg, const char *memory);

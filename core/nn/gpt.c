@@ -304,7 +304,7 @@ weft_status nn_model_create_transformer(const weft_gpt_config *cfg, const nn_arc
 		m->positions[i] = (int32_t)i;
 	if ((st = nn_gpt_tp_plan(m)) || (st = declare(m)) || (st = nn_model_finalize(m)) ||
 	    (st = nn_gpt_tp_setup(m)) ||
-	    (st = init_weights(m)))
+	    (m->build == NN_BUILD_FULL && (st = init_weights(m))))
 		goto out_free;
 	*out = m;
 	return WEFT_OK;

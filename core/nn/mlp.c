@@ -77,7 +77,7 @@ weft_status weft_model_create_mlp(const weft_mlp_config *cfg, const weft_model_o
 		goto out_free;
 	/* nn.Linear.reset_parameters: kaiming_uniform(a = sqrt(5)) gives a
 	 * bound of 1 / sqrt(fan_in) for the weight, and the bias uses the same */
-	for (size_t i = 0; i < n_lin && !st; i++) {
+	for (size_t i = 0; i < n_lin && !st && m->build == NN_BUILD_FULL; i++) {
 		float bound = 1.0f / sqrtf((float)m->layers[i].w->shape[1]);
 
 		st = nn_init_uniform(m->layers[i].w, m->opt.seed, bound);

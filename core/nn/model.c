@@ -10,6 +10,8 @@
 
 /* ---- building ---- */
 
+_Thread_local int nn_build_mode;
+
 weft_status nn_model_alloc(weft_model_class cls, const nn_class_ops *ops,
 			   const weft_model_options *opt, size_t cap, weft_model **out)
 {
@@ -23,6 +25,7 @@ weft_status nn_model_alloc(weft_model_class cls, const nn_class_ops *ops,
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory creating a model");
 	m->cls = cls;
 	m->ops = ops;
+	m->build = nn_build_mode;
 	m->opt = opt ? *opt : defaults;
 	m->mods = calloc(cap, sizeof(*m->mods));
 	m->cap_mods = cap;
@@ -85,7 +88,10 @@ weft_status nn_param(weft_model *m, const weft_module *mod, const char *leaf, in
 
 weft_status nn_model_finalize(weft_model *m)
 {
-	weft_status st = weft_params_finalize(m->params, !m->opt.no_grads);
+	/* a shapes-only model keeps its parameters unfinalized: declared,
+	 * with offsets, and no storage */
+	weft_status st = m->build == NN_BUILD_SHAPES ? WEFT_OK :
+					  weft_params_finalize(m->params, !m->opt.no_grads);
 
 	if (st)
 		return weft_error_wrap(st, "allocating the model's parameters");
@@ -278,6 +284,11 @@ weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (!out)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: out is NULL");
 	*out = NULL;
+	if (m->build == NN_BUILD_SHAPES)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: this model was built "
+				      "as shapes only (for a plan: names and sizes, no parameter "
+				      "storage) and cannot run; build it with "
+				      "weft_model_from_config to run it");
 	if (!weft_device_equal(weft_ctx_device(ctx), m->opt.device))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: the model is on %s but "
 				      "the context runs on %s; make the context on the model's "

@@ -4,6 +4,7 @@
 
 #include "nn/hf.h"
 #include "nn/nn_impl.h"
+#include "nn/shapes.h"
 #include "plugin/registry.h"
 
 /* The node of `key` for messages: the value when given, else the section. */
@@ -359,7 +360,7 @@ weft_status weft_model_from_config(const weft_cfg *sec, const weft_model_options
 	if (st)
 		return st;
 loaded:
-	if (init_from && (st = weft_model_load_safetensors(m, init_from))) {
+	if (init_from && m->build == NN_BUILD_FULL && (st = weft_model_load_safetensors(m, init_from))) {
 		weft_error_wrap(st, "%s: model.init_from",
 				weft_cfg_where(weft_cfg_get(sec, "init_from"), where, sizeof(where)));
 		weft_model_free(m);
@@ -367,4 +368,31 @@ loaded:
 	}
 	*out = m;
 	return WEFT_OK;
+}
+
+weft_status nn_model_shapes_from_config(const weft_cfg *sec, const weft_model_options *opt,
+					weft_model **out)
+{
+	weft_status st;
+
+	nn_build_mode = NN_BUILD_SHAPES;
+	st = weft_model_from_config(sec, opt, out);
+	nn_build_mode = NN_BUILD_FULL;
+	return st;
+}
+
+weft_status nn_model_create_transformer_uninit(const weft_gpt_config *cfg, const nn_arch *arch,
+					       const weft_model_options *opt, weft_model **out)
+{
+	weft_status st;
+
+	nn_build_mode = NN_BUILD_UNINIT;
+	st = nn_model_create_transformer(cfg, arch, opt, out);
+	nn_build_mode = NN_BUILD_FULL;
+	return st;
+}
+
+int nn_model_is_shapes_only(const weft_model *m)
+{
+	return m && m->build == NN_BUILD_SHAPES;
 }

@@ -117,6 +117,11 @@ struct weft_model {
 	/* a model plugin (plugin_model.c) */
 	const weft_module_ops *plugin_ops;
 	void *plugin;
+
+	/* how it was built (nn/shapes.h): NN_BUILD_SHAPES declares the
+	 * parameters (names, shapes, tp splits) with no storage;
+	 * NN_BUILD_UNINIT allocates them (zeroed) and initialises nothing */
+	int build;
 };
 
 /* ---- model plugins (plugin_model.c) ---- */
@@ -126,6 +131,11 @@ weft_status nn_plugin_model_create(const weft_module_ops *ops, const weft_cfg *s
 				   const weft_model_options *opt, weft_model **out);
 
 /* ---- building (model.c) ---- */
+
+/* How the models nn_model_alloc makes on this thread are built: set by
+ * the builders of nn/shapes.h around a build, else NN_BUILD_FULL. */
+enum { NN_BUILD_FULL = 0, NN_BUILD_SHAPES = 1, NN_BUILD_UNINIT = 2 };
+extern _Thread_local int nn_build_mode;
 
 /* A new, empty model of class cls (calls through ops, static storage)
  * with room for cap modules. */

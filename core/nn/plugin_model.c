@@ -71,7 +71,7 @@ weft_status nn_plugin_model_create(const weft_module_ops *ops, const weft_cfg *s
 	}
 	nn_module_close(m, root);
 	st = nn_model_finalize(m);
-	if (!st && ops->init)
+	if (!st && ops->init && m->build == NN_BUILD_FULL)
 		st = ops->init(m->plugin, m->opt.seed);
 	if (st)
 		goto fail;

@@ -32,6 +32,8 @@ static weft_status comm_of(const weft_cfg *tr, weft_plan_opts *o)
 		name = accel && (!strcmp(accel, "cuda") || !strcmp(accel, "gpu")) ? "nccl" : "gloo";
 	o->comm = name;
 	o->comm_shm_off = shm && !strcmp(shm, "off");
+	if (accel && (!strcmp(accel, "cuda") || !strcmp(accel, "gpu")))
+		o->device = (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 };
 	return WEFT_OK;
 }
 
@@ -44,6 +46,7 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 	weft_status st;
 
 	memset(o, 0, sizeof(*o));
+	o->device = (weft_device){ .type = WEFT_DEVICE_CPU, .index = 0 };
 	if (sn && weft_cfg_kind_of(sn) == WEFT_CFG_MAP) {
 		st = weft_cfg_str(sn, "name", NULL, &name);
 		if (!st && !name)
@@ -137,14 +140,23 @@ static int one_process(const char *name)
 
 weft_status weft_plan_model_options(const weft_plan_opts *o, weft_model_options *mo)
 {
+	return weft_plan_model_options_rank(o, 0, mo);
+}
+
+weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
+					 weft_model_options *mo)
+{
 	const weft_strategy_ops *ops = NULL;
 	weft_registry *reg = NULL;
 	int32_t data_rank = 0, data_world = o->world;
 	weft_status st = find_strategy(o, &reg, &ops, NULL);
 
+	if (!st && (rank < 0 || rank >= o->world))
+		st = weft_error_set(WEFT_ERR_INVALID_ARG, "plan: rank %d of a world of %d",
+				    (int)rank, (int)o->world);
 	if (!st && WEFT_HAS_MEMBER(ops, weft_strategy_ops, plan) && ops->plan &&
 	    !one_process(o->strategy))
-		st = ops->plan(o->section, 0, o->world, mo, &data_rank, &data_world);
+		st = ops->plan(o->section, rank, o->world, mo, &data_rank, &data_world);
 	/* tp_plan points into the plugin, which is unloaded with the
 	 * registry: keep a copy (one plan per process) */
 	if (!st && mo->tp_plan) {
@@ -206,6 +218,7 @@ static void copy_result(const weft_plan_result *r, weft_plan *p)
 	p->numel = r->numel;
 	memcpy(p->bytes, r->bytes, sizeof(p->bytes));
 	p->pipeline = r->pipeline;
+	memcpy(p->host_bytes, r->host_bytes, sizeof(p->host_bytes));
 	p->working_params = r->working_params;
 	p->working_grads = r->working_grads;
 	p->moved_elements = r->moved_elements;
@@ -271,6 +284,7 @@ weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, we
 	q.world_size = o->world;
 	q.n_slots = o->n_slots;
 	q.n_micro = o->n_micro > 0 ? o->n_micro : 1;
+	q.device = o->device;
 	memset(&r, 0, sizeof(r));
 	r.struct_size = sizeof(r);
 	st = ops->memory_plan(s, &q, &r);

@@ -33,6 +33,7 @@ typedef struct weft_plan_opts {
 					   * on cpu, nccl on cuda) */
 	int comm_shm_off;                 /* gloo's option shm: off */
 	int32_t nodes;                    /* trainer.num_nodes */
+	weft_device device;               /* trainer.accelerator's device (cuda: cuda:0) */
 } weft_plan_opts;
 
 /* What the strategy answered (weft_plan_result), copied out of the plugin. */
@@ -41,6 +42,10 @@ typedef struct weft_plan {
 	int64_t numel;                    /* F32 parameter elements (Psi) */
 	int64_t bytes[WEFT_MEM_NUM_CATEGORIES]; /* params, grads, optim, comm: resident,
 						  * without the working set */
+	int64_t host_bytes[WEFT_MEM_NUM_CATEGORIES]; /* of bytes[], those in host
+						       * memory on an accelerator
+						       * (optimizer offload); 0 on
+						       * the CPU */
 	int64_t working_params, working_grads; /* transient gathered weights and
 						 * gradient buckets (an estimate) */
 	int64_t moved_elements;           /* per rank per step, gradients and parameters */
@@ -72,6 +77,12 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
  * tensor-parallel fields. Errors: those of weft_plan_compute's lookup, the
  * strategy's WEFT_ERR_CONFIG. */
 weft_status weft_plan_model_options(const weft_plan_opts *o, weft_model_options *mo);
+
+/* The same for rank `rank` of o->world (its pipeline stage, its tensor-
+ * parallel shard). Errors: as above; WEFT_ERR_INVALID_ARG for a rank
+ * outside [0, world). */
+weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
+					 weft_model_options *mo);
 
 /* Asks the strategy for its plan over `ps` (the model as
  * weft_plan_model_options says to build it; gradients may be absent, no

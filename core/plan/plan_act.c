@@ -7,6 +7,7 @@
 
 #include "nn/act_ckpt.h"
 #include "nn/nn_impl.h"
+#include "nn/shapes.h"
 #include "pipeline/stage.h"
 #include "plan/plan_act.h"
 #include "tensor/tensor_impl.h"
@@ -132,7 +133,10 @@ static weft_status measure(const act_run *r, uint32_t parts, int64_t n_layer, in
 	mo.device = WEFT_CPU;
 	mo.no_grads = parts ? 1 : 0;
 	mo.stage = 0;
-	st = nn_model_create_transformer(&g, &r->like->arch, &mo, &m);
+	/* positions past the sequence are never read: a table of T rows */
+	g.block_size = r->T;
+	/* the arenas' peaks depend on the shapes, not on the weights */
+	st = nn_model_create_transformer_uninit(&g, &r->like->arch, &mo, &m);
 	if (!st)
 		st = weft_model_set_activation_checkpointing(m, r->mode);
 	if (!st && parts)
@@ -480,7 +484,7 @@ weft_status weft_plan_activations(const weft_cfg *root, const weft_plan_opts *o,
 	wo.device = WEFT_CPU;
 	wo.no_grads = 1;
 	wo.stage = 0;
-	st = weft_model_from_config(model, &wo, &whole);
+	st = nn_model_shapes_from_config(model, &wo, &whole);
 	if (!st && !replicated_activations(o->strategy))
 		st = pipeline_of(whole, o, &out->pipeline);
 	if (st)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "launch/launch.h"
+#include "nn/shapes.h"
 #include "pipeline/timeline.h"
 #include "runlog/report.h"
 #include "runlog/rundir.h"
@@ -162,7 +163,6 @@ static weft_status setup_optimizer(weft_trainer *t)
 {
 	weft_params *ps = weft_model_params(t->model);
 	size_t n = weft_params_count(ps);
-	weft_tensor *flat = NULL;
 	weft_status st;
 
 	st = weft_optim_config_parse(weft_cfg_get(t->root, "optimizer"), &t->oc);
@@ -178,12 +178,13 @@ static weft_status setup_optimizer(weft_trainer *t)
 	t->segs = weft_mem_calloc(WEFT_MEM_OTHER, n * sizeof(*t->segs));
 	if (!t->segs)
 		return WEFT_ERR_NOMEM;
-	weft_params_flat(ps, WEFT_F32, &flat, NULL);
 	for (size_t i = 0; i < n; i++) {
 		weft_tensor *p = weft_params_at(ps, i);
 
 		t->segs[i].name = p->name;
-		t->segs[i].offset = (int64_t)(((char *)p->data - (char *)flat->data) / sizeof(float));
+		/* the offset in the flat float32 buffer (a shapes-only model
+		 * has none allocated, the offsets are its layout) */
+		t->segs[i].offset = (int64_t)(p->offset / sizeof(float));
 		t->segs[i].numel = weft_tensor_numel(p);
 		t->segs[i].ndim = p->ndim;
 	}
@@ -503,7 +504,7 @@ static weft_status strategy_plan(weft_trainer *t, weft_model_options *mo)
 }
 
 /* Reads every section the way a run of `world` ranks would, as rank 0,
- * on the CPU (the model without gradients) and without a communicator,
+ * on the CPU (the model's shapes only, nn/shapes.h) and without a communicator,
  * then the strict check: a config error is found once, before any rank
  * starts. The strategy's and the comm backend's own options are read by
  * them when the ranks start; those are checked then. */
@@ -534,7 +535,9 @@ static weft_status check_config(weft_trainer *t, int64_t world)
 		return weft_error_wrap(st, "trainer.strategy");
 	if ((st = strategy_plan(t, &mo)))
 		return st;
-	if ((st = weft_model_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model)) ||
+	/* the model's parameters declared, not allocated: a check of a
+	 * 7B-parameter config takes milliseconds */
+	if ((st = nn_model_shapes_from_config(weft_cfg_get(t->root, "model"), &mo, &t->model)) ||
 	    (st = weft_trainer_model_act_ckpt(t, t->model)) || (st = setup_optimizer(t)) || (st = setup_data(t)) ||
 	    (st = weft_lr_schedule_parse(weft_cfg_get(t->root, "lr_scheduler"), t->oc.lr,
 					 t->total_steps, &t->sched)) ||

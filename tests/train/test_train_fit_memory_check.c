@@ -3,8 +3,9 @@
  * refused (exit 1) before anything runs (no run directory), with the
  * verdict naming the sizes and what to change; a bad SIZE is a usage error
  * (exit 2) naming the flag and the form; the same run with a budget it
- * fits in, with --memory off, and without --memory (this machine's memory)
- * trains. Skipped (77) without the gloo plugin. */
+ * fits in, with --memory off, and without --memory (the memory the machine
+ * has available now) trains; without --memory a model far larger than the
+ * machine is refused, naming the memory available. Skipped (77) without the gloo plugin. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,18 @@ int main(void)
 	WT_CHECK(tt_expect_ok("off", rc));
 	rc = tt_weft("machine", "fit", "--config", "m.yaml", "--trainer.name=machine");
 	WT_CHECK(tt_expect_ok("machine", rc));
+	/* without --memory, the memory available now (a 69-billion-parameter
+	 * MLP, planned from its shapes in milliseconds, needs ~1.1 TB per
+	 * rank under ddp) */
+	rc = tt_weft("huge", "fit", "--config", "m.yaml", "--trainer.name=huge",
+		     "--model={class: mlp, in_features: 16, hidden: [262144, 262144], "
+		     "out_features: 4}");
+	err = tt_output("huge", "err");
+	WT_CHECK(rc == 1);
+	WT_STR_CONTAINS(err, "weft fit: refusing to start: strategy ddp on 2 ranks does not fit "
+			"in the ");
+	WT_STR_CONTAINS(err, "GiB of memory this machine has available now (of ");
+	WT_CHECK(!tt_exists(tt_path("runs/huge")));
 	tt_cleanup();
 	return wt_done("test_train_fit_memory_check");
 }

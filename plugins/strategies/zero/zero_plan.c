@@ -5,6 +5,7 @@
  * Exact: the resident shards, the staging buffer, the collectives' element
  * counts and the working set, which setup makes in full (gradient buckets,
  * gathered-parameter buffers, persistent units), reported apart. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "zero.h"
@@ -19,6 +20,7 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 	int64_t slots = (int64_t)q->n_slots, micro = q->n_micro;
 	const char *first = NULL;
 	double psi, n = (double)w;
+	int offload;
 
 	for (size_t i = 0; i < q->n_params; i++)
 		if (q->params[i].dtype == WEFT_F32)
@@ -62,6 +64,12 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 		numel += t->numel;
 	}
 	zero_auto_prefetch(z, gather_elems);
+	/* offload_optimizer {device: cpu} on an accelerator: the optimizer
+	 * slots, the fp32 master shard and a copy of the gradient shard in
+	 * host memory (zero_offload_setup); on the CPU it changes nothing */
+	offload = z->offload_asked &&
+		  q->struct_size >= offsetof(weft_plan_query, device) + sizeof(q->device) &&
+		  q->device.type != WEFT_DEVICE_CPU;
 	out->rank = 0;
 	out->numel = numel;
 	out->working_grads = zero_grad_buffers(z, units) * 4 * w * max_chunk;
@@ -87,6 +95,12 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 		out->collective_elements = micro * 3 * w * (chunk_sum - persist_sum) +
 					   (micro + 1) * w * persist_sum;
 		break;
+	}
+	if (offload) {
+		out->bytes[WEFT_MEM_OPTIM] = 4 * (slots + 1) * shard;
+		out->host_bytes[WEFT_MEM_OPTIM] = out->bytes[WEFT_MEM_OPTIM];
+		out->bytes[WEFT_MEM_GRADS] += 4 * shard;
+		out->host_bytes[WEFT_MEM_GRADS] = 4 * shard;
 	}
 	out->moved_elements = out->collective_elements * (w - 1) / w;
 	snprintf(out->layout, sizeof(out->layout), "ZeRO stage %d, %lld units, largest chunk %lld",

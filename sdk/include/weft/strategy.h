@@ -302,6 +302,11 @@ typedef struct weft_plan_query {
 	int64_t n_micro;        /* micro-batches per optimizer step (>= 1) */
 	size_t n_params;
 	const weft_plan_param *params; /* env->params as a list, flat order */
+	/* ---- since ABI 1.5 ---- */
+	weft_device device;     /* where the run's parameters will live
+				 * (trainer.accelerator; the env's device is the
+				 * CPU while planning); absent (struct_size) means
+				 * the CPU */
 } weft_plan_query;
 
 /* Since ABI 1.5: how a pipeline strategy holds activations, for the
@@ -365,6 +370,12 @@ typedef struct weft_plan_result {
 				 * 8; the plan adds the comm backend's own buffers of
 				 * each to the world's */
 	int32_t sub_comm_size[8]; /* their sizes (ranks) */
+	int64_t host_bytes[WEFT_MEM_NUM_CATEGORIES]; /* (optional) of bytes[], those
+						       * in host memory while the
+						       * parameters live on another
+						       * device (optimizer offload);
+						       * the rest is the device's.
+						       * All 0 on the CPU */
 } weft_plan_result;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
