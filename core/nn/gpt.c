@@ -398,55 +398,6 @@ static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tens
 			       x->shape, out);
 }
 
-/* The block's norm: LayerNorm (GPT-2's eps 1e-5 exactly as before) or
- * RMSNorm, in its module's begin/end. */
-static weft_status norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			weft_tensor **out)
-{
-	weft_status st;
-
-	if (m->arch.norm == NN_NORM_LAYERNORM && m->arch.norm_eps == (double)NN_LN_EPS)
-		return nn_layernorm(s, l, x, out);
-	if ((st = nn_enter(s, l->mod)))
-		return st;
-	if (m->arch.norm == NN_NORM_RMSNORM)
-		st = weft_op_rmsnorm(s->ctx, x, l->w, (float)m->arch.norm_eps, out);
-	else
-		st = weft_op_layernorm(s->ctx, x, l->w, l->b, (float)m->arch.norm_eps, out);
-	return st ? st : nn_leave(s);
-}
-
-/* Attention over the packed projection y of nh query and kv key/value
- * heads: GPT-2's multi-head attention, or rotary positions on q and k and
- * grouped-query attention (a tp shard's local heads, or all of them). */
-weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
-		      weft_tensor **out)
-{
-	int64_t hs = m->gpt.n_embd / m->gpt.n_head;
-	weft_status st;
-
-	if (m->arch.position == NN_POS_LEARNED && kv == nh)
-		return nn_gpt_attention(m, ctx, y, nh, out);
-	if (m->arch.position == NN_POS_ROPE &&
-	    (st = weft_op_rope(ctx, y, &m->arch.rope, nh + kv, hs, 0, &y)))
-		return st;
-	return nn_gqa_attention(m, ctx, y, nh, kv, out);
-}
-
-static weft_status attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
-{
-	return nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), out);
-}
-
-static weft_status activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
-{
-	if (m->arch.mlp == NN_MLP_SWIGLU)
-		return weft_op_swiglu(ctx, y, NULL, out);
-	if (m->arch.mlp == NN_MLP_GELU)
-		return weft_op_gelu_erf(ctx, y, out);
-	return weft_op_gelu(ctx, y, out);
-}
-
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				 weft_tensor **out)
 {
@@ -455,14 +406,14 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = norm(m, s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
-	    (st = attend(m, ctx, y, &y)) ||
+	    (st = nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = activation(m, ctx, y, &y)) ||
+	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_activation(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -490,7 +441,7 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 	if (m->stage & WEFT_STAGE_HEAD) {
 		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
 
-		if ((st = norm(m, &s, &m->ln_f, h, &h)) ||
+		if ((st = nn_block_norm(m, &s, &m->ln_f, h, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
 		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;
@@ -502,19 +453,6 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 out_unwind:
 	nn_unwind(&s);
 	return st;
-}
-
-/* ---- the block's pieces a tensor-parallel block reuses (gpt_tp.c) ---- */
-
-weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			  weft_tensor **out)
-{
-	return norm(m, s, l, x, out);
-}
-
-weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
-{
-	return activation(m, ctx, y, out);
 }
 
 /* ---- the whole model of a tensor-parallel one ---- */
@@ -568,15 +506,3 @@ static weft_status gpt_load(weft_model *m, const char *path)
 	return st;
 }
 
-/* ---- hooks for the cached decoder (gpt_decode.c) ---- */
-
-weft_status nn_gpt_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			weft_tensor **out)
-{
-	return norm(m, s, l, x, out);
-}
-
-weft_status nn_gpt_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
-{
-	return activation(m, ctx, y, out);
-}

@@ -198,7 +198,7 @@ static weft_status block_step(weft_model *m, nn_scope *s, nn_kv_cache *c, int64_
 	weft_tensor *h, *y, *a;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = nn_gpt_norm(m, s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)))
 		return st;
 	if (m->arch.position == NN_POS_ROPE &&
@@ -222,8 +222,8 @@ static weft_status block_step(weft_model *m, nn_scope *s, nn_kv_cache *c, int64_
 	if (st || (st = nn_linear(s, &b->attn_proj, a, &y)) || (st = nn_leave(s)) ||
 	    (st = weft_op_add(ctx, x, y, &x)))
 		return st;
-	if ((st = nn_gpt_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_gpt_activation(m, ctx, y, &y)) ||
+	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
+	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_activation(m, ctx, y, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = nn_leave(s)) ||
 	    (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -301,7 +301,7 @@ weft_status nn_gpt_decode(weft_model *m, weft_ctx *ctx, nn_kv_cache *c, const ui
 	{
 		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
 
-		if ((st = nn_gpt_norm(m, &s, &m->ln_f, &last, &h)) ||
+		if ((st = nn_block_norm(m, &s, &m->ln_f, &last, &h)) ||
 		    (st = nn_linear(&s, &head, h, &h)) || (st = nn_leave(&s)))
 			goto out_unwind;
 	}

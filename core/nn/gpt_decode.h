@@ -56,15 +56,7 @@ void nn_kv_cache_reset(nn_kv_cache *c);
 weft_status nn_gpt_decode(weft_model *m, weft_ctx *ctx, nn_kv_cache *c, const uint32_t *ids,
 			  size_t n, const float **logits, int64_t *v);
 
-/* ---- the forward's pieces gpt.c lends the decoder ---- */
-
-/* A block's norm as the forward runs it (LayerNorm or RMSNorm, its eps),
- * in its module's begin/end. */
-weft_status nn_gpt_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
-			weft_tensor **out);
-
-/* The MLP's activation as the forward runs it (GELU or SwiGLU on the
- * packed gate | up). */
-weft_status nn_gpt_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out);
+/* The block's norm and activation are gpt_layers.c's (nn_impl.h), as the
+ * forward runs them. */
 
 #endif /* WEFT_NN_GPT_DECODE_H */

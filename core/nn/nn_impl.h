@@ -224,7 +224,8 @@ weft_status nn_gqa_attention(weft_model *m, weft_ctx *ctx, weft_tensor *qkv, int
 /* A block's norm (LayerNorm or RMSNorm, in its module's begin/end); its
  * attention over a packed q | k | v of nh query and kv key/value heads
  * (GPT-2's, or rotary positions and grouped-query attention); its MLP's
- * activation (GELU-tanh, or SwiGLU over a packed gate | up). gpt.c. */
+ * activation (GELU-tanh, or SwiGLU over a packed gate | up). gpt_layers.c,
+ * for gpt.c's block and gpt_tp.c's. */
 weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
 			  weft_tensor **out);
 weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
