@@ -40,7 +40,8 @@
 
 typedef struct ft_row {
 	const char *name;      /* the CUDA run's name */
-	const char *strategy;  /* trainer.strategy (a flow mapping) */
+	const char *strategy;  /* trainer.strategy (a flow mapping); NULL: the default
+				* (single on 1 rank), no comm */
 	int devices;           /* ranks; 0: 2 */
 	const char *precision; /* trainer.precision; NULL: 32-true */
 	const char *model;     /* the model mapping's keys but block_size; NULL: FT_GPT */
@@ -69,7 +70,8 @@ static inline void ft_ref_name(const ft_row *r, char *out, size_t len)
 	unsigned long h = 5381;
 	char key[2048];
 
-	snprintf(key, sizeof(key), "%s|%d|%s|%s|%d|%s|%d|%d|%d", r->strategy, r->devices,
+	snprintf(key, sizeof(key), "%s|%d|%s|%s|%d|%s|%d|%d|%d",
+		 r->strategy ? r->strategy : "", r->devices,
 		 r->precision ? r->precision : "", r->model ? r->model : "", r->block,
 		 r->optimizer ? r->optimizer : "", r->accumulate, r->steps, r->no_clip);
 	for (const char *p = key; *p; p++)
@@ -95,8 +97,7 @@ static inline int ft_write_config(const char *dir, const char *config, const cha
 		"trainer:\n"
 		"  accelerator: cpu\n"
 		"  devices: %d\n"
-		"  comm: gloo\n"
-		"  strategy: %s\n"
+		"%s%s%s"
 		"  precision: %s\n"
 		"  accumulate_grad_batches: %d\n"
 		"  max_steps: %d\n"
@@ -110,7 +111,8 @@ static inline int ft_write_config(const char *dir, const char *config, const cha
 		"data: {class: text, paths: [%s], block_size: %d, batch_size: 2,\n"
 		"       val_fraction: 0.1, shuffle: false}\n"
 		"optimizer: %s\n",
-		r->devices ? r->devices : 2, r->strategy,
+		r->devices ? r->devices : 2, r->strategy ? "  comm: gloo\n  strategy: " : "",
+		r->strategy ? r->strategy : "", r->strategy ? "\n" : "",
 		r->precision ? r->precision : "32-true", r->accumulate ? r->accumulate : 1,
 		ft_steps(r), r->no_clip ? "" : "  gradient_clip_val: 0.5\n", dir,
 		r->model ? r->model : FT_GPT, block, corpus, block,
