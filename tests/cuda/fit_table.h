@@ -123,8 +123,7 @@ static inline int ft_write_config(const char *dir, const char *config, const cha
 /* The CPU reference of row r, run unless an equal configuration ran it;
  * its name (the config's and the run's) in `ref`. */
 static inline void ft_reference(const char *dir, const char *corpus, const ft_row *r,
-				char *ref,
-			 size_t len)
+				char *ref, size_t len)
 {
 	ft_ref_name(r, ref, len);
 	for (int i = 0; i < ft_nrefs; i++)
