@@ -47,75 +47,45 @@
 #ifndef WEFT_TEST_PRECISION_FIT_H
 #define WEFT_TEST_PRECISION_FIT_H
 
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda_test.h"
+#include "fit_table.h"
 
 #define STEPS 3
 
 static const struct {
 	const char *name;      /* the runs' names */
 	const char *strategy;  /* trainer.strategy */
-	int n_layer;
+	const char *model;
 	int accumulate;
 } cases[] = {
-	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", 1,
+	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", NULL,
 	  1 },
-	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", 1,
+	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", NULL,
 	  1 },
 	{ "zero_3", "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
 		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
-	  1, 1 },
-	{ "pp", "{name: pp, pp: 2, schedule: 1f1b}", 2, 2 },
-	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", 1, 1 },
+	  NULL, 1 },
+	{ "pp", "{name: pp, pp: 2, schedule: 1f1b}",
+	  "class: gpt, n_layer: 2, n_head: 2, n_embd: 16, vocab_size: 256, bias: true", 2 },
+	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", NULL, 1 },
 	{ "ddp_bf16", "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}",
-	  1, 1 },
+	  NULL, 1 },
 	{ "ddp_fp16", "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}",
-	  1, 1 },
+	  NULL, 1 },
 };
+#define PF_DDP 4 /* the ddp case */
 
 /* The bounds (relative), argued above. */
 #define PF_TOL_BF16 1e-4
 #define PF_TOL_F16 2e-4
 
-static int pf_write_config(const char *dir, const char *name, const char *corpus, int c,
-			   const char *precision)
+/* Case c at precision prec as a row of fit_table.h (its CUDA run named
+ * into `name`). */
+static ft_row pf_row(int c, const char *prec, double tol, char *name, size_t len)
 {
-	char path[1200];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: 2\n"
-		"  comm: gloo\n"
-		"  precision: %s\n"
-		"  strategy: %s\n"
-		"  accumulate_grad_batches: %d\n"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  gradient_clip_val: 0.5\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: %d, n_head: 2, n_embd: 16, vocab_size: 256,\n"
-		"        block_size: 8, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1}\n",
-		precision, cases[c].strategy, cases[c].accumulate, STEPS, dir, cases[c].n_layer,
-		corpus);
-	return fclose(f);
+	snprintf(name, len, "%s_%s_cuda", cases[c].name, prec);
+	return (ft_row){ .name = name, .strategy = cases[c].strategy, .model = cases[c].model,
+			 .accumulate = cases[c].accumulate, .precision = prec, .rtol = tol,
+			 .falls = 1 };
 }
 
 /* The relative difference of a and b (b the reference). */
@@ -124,45 +94,20 @@ static double pf_rel(double a, double b)
 	return fabs(a - b) / fabs(b);
 }
 
-/* Case c at precision prec, CUDA against the CPU within tol. */
-static void pf_case(const char *dir, const char *corpus, int c, const char *prec, double tol)
-{
-	double cl[STEPS], cn[STEPS], gl[STEPS], gn[STEPS], worst = 0.0;
-	char cname[64], gname[64];
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "%s_%s_cpu", cases[c].name, prec);
-	snprintf(gname, sizeof(gname), "%s_%s_cuda", cases[c].name, prec);
-	WT_REQUIRE(pf_write_config(dir, cname, corpus, c, prec) == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
-	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		WT_CLOSE(gl[s], cl[s], tol, 0.0);
-		WT_CLOSE(gn[s], cn[s], tol, 0.0);
-		worst = fmax(worst, fmax(pf_rel(gl[s], cl[s]), pf_rel(gn[s], cn[s])));
-	}
-	fprintf(stderr, "%s at %s: cuda vs cpu worst rel %.3g over %d steps (bound %g)\n",
-		cases[c].name, prec, worst, nc < ng ? nc : ng, tol);
-	/* the runs trained */
-	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
-}
-
-/* What the bound must tell apart: ddp's CPU run at prec (made by pf_case
- * before) against the same at 32-true, every step's loss and norm. */
+/* What the bound must tell apart: ddp's CPU run at prec (the reference
+ * its row made) against the same at 32-true, every step's loss and norm. */
 static void pf_autocast_effect(const char *dir, const char *corpus, const char *prec,
 			       double tol)
 {
 	double fl[STEPS], fn[STEPS], ml[STEPS], mn[STEPS], worst = 0.0;
-	char mixed[64];
+	char name[64], mixed[128], full[128];
+	ft_row r = pf_row(PF_DDP, prec, tol, name, sizeof(name)), r32 = r;
 	int nf, nm;
 
-	snprintf(mixed, sizeof(mixed), "ddp_%s_cpu", prec);
-	WT_REQUIRE(pf_write_config(dir, "ddp_32", corpus, 4, "32-true") == 0);
-	WT_CHECK(ct_fit(dir, "ddp_32", "ddp_32", "cpu", "") == 0);
-	nf = ct_read_metrics(dir, "ddp_32", 0, fl, fn, STEPS);
+	r32.precision = "32-true";
+	ft_ref_name(&r, mixed, sizeof(mixed));
+	ft_reference(dir, corpus, &r32, full, sizeof(full));
+	nf = ct_read_metrics(dir, full, 0, fl, fn, STEPS);
 	nm = ct_read_metrics(dir, mixed, 0, ml, mn, STEPS);
 	WT_CHECK(nf == STEPS && nm == STEPS);
 	for (int s = 0; s < nf && s < nm; s++)
@@ -183,8 +128,12 @@ static int pf_main(const char *test, const char *prec, double tol)
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
-	for (int c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++)
-		pf_case(dir, corpus, c, prec, tol);
+	for (int c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++) {
+		char name[64];
+		ft_row r = pf_row(c, prec, tol, name, sizeof(name));
+
+		ft_check_row(dir, corpus, &r, "");
+	}
 	pf_autocast_effect(dir, corpus, prec, tol);
 	ct_finish_dir(dir);
 	return wt_done(test);

@@ -14,74 +14,18 @@
  * before the all-reduce wrote it trains on zeros or one rank's gradients
  * and fails even that bound by step 2 or 3, and without device casts the
  * cuda run is refused at create.
+ * The rows and the comparison: fit_table.h.
  * Skips (77) without a GPU. */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "fit_table.h"
 
-#include "cuda_test.h"
-
-#define STEPS 3
-#define HOOK_TOL 2e-2
-
-static int write_config(const char *dir, const char *name, const char *corpus, const char *hook)
-{
-	char path[1200];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: 2\n"
-		"  comm: gloo\n"
-		"  strategy: {name: ddp, comm_hook: %s, bucket_cap_mb: 0.004,\n"
-		"             first_bucket_mb: 0.002}\n"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: 1, n_head: 2, n_embd: 16, vocab_size: 256,\n"
-		"        block_size: 8, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1}\n",
-		hook, STEPS, dir, corpus);
-	return fclose(f);
-}
-
-static void test_hook(const char *dir, const char *corpus, const char *hook)
-{
-	char cname[64], gname[64];
-	double cl[STEPS], gl[STEPS], worst = 0.0;
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "ddp_%s_cpu", hook);
-	snprintf(gname, sizeof(gname), "ddp_%s_cuda", hook);
-	WT_REQUIRE(write_config(dir, cname, corpus, hook) == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
-	nc = ct_read_metrics(dir, cname, 0, cl, NULL, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, NULL, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		double rel = fabs(gl[s] - cl[s]) / fabs(cl[s]);
-
-		WT_CLOSE(gl[s], cl[s], HOOK_TOL, 0.0);
-		worst = rel > worst ? rel : worst;
-	}
-	fprintf(stderr, "ddp comm_hook %s: cuda vs cpu worst loss rel %.3g over %d steps\n",
-		hook, worst, nc < ng ? nc : ng);
-	/* the runs trained */
-	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
-}
+/* No clipping (the hooks' rows compare the loss alone); the reference's
+ * loss falls within the 3 steps. */
+static const ft_row rows[] = {
+	{ .name = "ddp_bf16_cuda", .no_clip = 1, .rtol = 2e-2, .falls = 1,
+	  .strategy = "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}" },
+	{ .name = "ddp_fp16_cuda", .no_clip = 1, .rtol = 2e-2, .falls = 1,
+	  .strategy = "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}" },
+};
 
 int main(void)
 {
@@ -91,8 +35,7 @@ int main(void)
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
-	test_hook(dir, corpus, "bf16");
-	test_hook(dir, corpus, "fp16");
+	ft_check_rows(dir, corpus, rows, sizeof(rows) / sizeof(rows[0]));
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_ddp_hooks");
 }

@@ -2,7 +2,8 @@
  * strategies/pp/pp_dp.c: the dp group's average and zero_1's gather on
  * device buffers; pp_tp.c: tp shards as stages, the clipping norm of whole
  * and split parameters summed apart on the device), on a GPU
- * or under the CUDA emulator: `weft fit` of a small GPT (4 blocks) on 4
+ * or under the CUDA emulator: `weft fit` of a small GPT (2 blocks, one per
+ * stage) on 4
  * ranks over comm gloo (which stages the device buffers through host
  * memory), gpipe and 1f1b with dp_strategy ddp, 1f1b with zero_1, and
  * tp 2 x pp 2 with 1f1b, 4 micro-batches, 3 steps with AdamW and gradient clipping at 0.5; every
@@ -18,76 +19,26 @@
  * step 2 or 3 by 1e-4 or more at lr 3e-3; under tp a norm that counts
  * the whole parameters once per tp rank, or misses the split ones' other
  * shards, moves the clipped norm (reported every step) by far more.
+ * The rows and the comparison: fit_table.h.
  * Skips (77) without a GPU. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "fit_table.h"
 
-#include "cuda_test.h"
+/* 2 blocks: one per pipeline stage (schedules gpipe and 1f1b, 2 stages) */
+#define MODEL "class: gpt, n_layer: 2, n_head: 2, n_embd: 16, vocab_size: 256, bias: true"
 
-#define STEPS 3
-
-static int write_config(const char *dir, const char *name, const char *corpus, int devices,
-			const char *strategy)
-{
-	char path[1200];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: %d\n"
-		"  comm: gloo\n"
-		"  strategy: %s\n"
-		"  accumulate_grad_batches: 4\n"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  gradient_clip_val: 0.5\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: 4, n_head: 2, n_embd: 16, vocab_size: 256,\n"
-		"        block_size: 8, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1}\n",
-		devices, strategy, STEPS, dir, corpus);
-	return fclose(f);
-}
-
-/* dp x tp x pp on 4 ranks, `schedule`, the dp replicas by dp_strategy */
-static void test_mesh(const char *dir, const char *corpus, int dp, int tp,
-		      const char *schedule, const char *dp_strategy)
-{
-	char cname[64], gname[64], strategy[160];
-	double cl[STEPS], cn[STEPS], gl[STEPS], gn[STEPS];
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "hybrid_dp%d_tp%d_%s_%s_cpu", dp, tp, schedule,
-		 dp_strategy);
-	snprintf(gname, sizeof(gname), "hybrid_dp%d_tp%d_%s_%s_cuda", dp, tp, schedule,
-		 dp_strategy);
-	snprintf(strategy, sizeof(strategy), "{name: hybrid, dp: %d, tp: %d, pp: 2, schedule: %s, "
-		 "dp_strategy: %s}", dp, tp, schedule, dp_strategy);
-	WT_REQUIRE(write_config(dir, cname, corpus, 4, strategy) == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
-	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		WT_CLOSE(gl[s], cl[s], 1e-5, 0.0);
-		WT_CLOSE(gn[s], cn[s], 1e-5, 0.0);
-	}
-	/* the runs trained */
-	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
-}
+static const ft_row rows[] = {
+	{ .name = "hybrid_dp2_gpipe_ddp", .devices = 4, .model = MODEL, .accumulate = 4,
+	  .falls = 1,
+	  .strategy = "{name: hybrid, dp: 2, tp: 1, pp: 2, schedule: gpipe, dp_strategy: ddp}" },
+	{ .name = "hybrid_dp2_1f1b_ddp", .devices = 4, .model = MODEL, .accumulate = 4,
+	  .falls = 1,
+	  .strategy = "{name: hybrid, dp: 2, tp: 1, pp: 2, schedule: 1f1b, dp_strategy: ddp}" },
+	{ .name = "hybrid_dp2_1f1b_zero_1", .devices = 4, .model = MODEL, .accumulate = 4,
+	  .falls = 1,
+	  .strategy = "{name: hybrid, dp: 2, tp: 1, pp: 2, schedule: 1f1b, dp_strategy: zero_1}" },
+	{ .name = "hybrid_tp2_1f1b", .devices = 4, .model = MODEL, .accumulate = 4, .falls = 1,
+	  .strategy = "{name: hybrid, dp: 1, tp: 2, pp: 2, schedule: 1f1b, dp_strategy: ddp}" },
+};
 
 int main(void)
 {
@@ -97,10 +48,7 @@ int main(void)
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
-	test_mesh(dir, corpus, 2, 1, "gpipe", "ddp");
-	test_mesh(dir, corpus, 2, 1, "1f1b", "ddp");
-	test_mesh(dir, corpus, 2, 1, "1f1b", "zero_1");
-	test_mesh(dir, corpus, 1, 2, "1f1b", "ddp");
+	ft_check_rows(dir, corpus, rows, sizeof(rows) / sizeof(rows[0]));
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_hybrid_fit");
 }

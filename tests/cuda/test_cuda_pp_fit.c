@@ -1,5 +1,6 @@
 /* Pipeline parallelism (strategy pp) on CUDA, on a GPU or under the CUDA
- * emulator: `weft fit` of a small GPT (4 blocks) on 2 pipeline ranks over
+ * emulator: `weft fit` of a small GPT (a block per stage: 2, and 4 for
+ * interleaved) on 2 pipeline ranks over
  * comm gloo (which stages the device message buffers through host
  * memory), gpipe and 1f1b (2 stages) and interleaved_1f1b (4 stages) with
  * 4 micro-batches, 3 steps with AdamW and
@@ -15,48 +16,29 @@
  * A checkpoint written on cuda resumes to the CPU run's losses.
  * Also: lion on cuda is refused at create with one message saying what
  * runs. (hybrid dp x pp on cuda: test_cuda_hybrid_fit.)
+ * The rows and the comparison: fit_table.h.
  * Skips (77) without a GPU. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "fit_table.h"
 
-#include "cuda_test.h"
+/* 2 blocks for 2 stages (gpipe, 1f1b); 4 for interleaved_1f1b's 4 */
+#define MODEL2 "class: gpt, n_layer: 2, n_head: 2, n_embd: 16, vocab_size: 256, bias: true"
+#define MODEL4 "class: gpt, n_layer: 4, n_head: 2, n_embd: 16, vocab_size: 256, bias: true"
 
-#define STEPS 3
+static const ft_row rows[] = {
+	{ .name = "pp_gpipe_cuda", .model = MODEL2, .accumulate = 4, .falls = 1,
+	  .strategy = "{name: pp, pp: 2, schedule: gpipe, virtual_stages: 1}" },
+	{ .name = "pp_1f1b_cuda", .model = MODEL2, .accumulate = 4, .falls = 1,
+	  .strategy = "{name: pp, pp: 2, schedule: 1f1b, virtual_stages: 1}" },
+	{ .name = "pp_interleaved_1f1b_cuda", .model = MODEL4, .accumulate = 4, .falls = 1,
+	  .strategy = "{name: pp, pp: 2, schedule: interleaved_1f1b, virtual_stages: 2}" },
+};
 
-static int write_config(const char *dir, const char *name, const char *corpus,
-			const char *strategy, const char *optimizer)
-{
-	char path[1200];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: 2\n"
-		"  comm: gloo\n"
-		"  strategy: %s\n"
-		"  accumulate_grad_batches: 4\n"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  gradient_clip_val: 0.5\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: 4, n_head: 2, n_embd: 16, vocab_size: 256,\n"
-		"        block_size: 8, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: 8, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: %s\n",
-		strategy, STEPS, dir, corpus, optimizer);
-	return fclose(f);
-}
+/* the resumed run's configuration, and lion's (no device kernel) */
+static const ft_row resume = { .name = "resume", .model = MODEL2, .accumulate = 4,
+			       .strategy = "{name: pp, pp: 2, schedule: 1f1b}" };
+static const ft_row lion = { .name = "lion_cuda", .model = MODEL2, .accumulate = 4,
+			     .strategy = "{name: pp, pp: 2}",
+			     .optimizer = "{name: lion, lr: 1.0e-4}" };
 
 /* The optimizer state leaves the device for a checkpoint (a host mirror)
  * and goes back on resume: 3 steps on cuda, a checkpoint, a resumed run
@@ -67,8 +49,7 @@ static void test_resume(const char *dir, const char *corpus)
 	double cl[5], cn[5], gl[5], gn[5];
 	int nc, ng;
 
-	WT_REQUIRE(write_config(dir, "resume", corpus, "{name: pp, pp: 2, schedule: 1f1b}",
-				"{name: adamw, lr: 3.0e-3, weight_decay: 0.1}") == 0);
+	WT_REQUIRE(ft_write_config(dir, "resume", corpus, &resume) == 0);
 	WT_CHECK(ct_fit(dir, "resume", "resume", "cpu", "--trainer.max_steps=5") == 0);
 	WT_CHECK(ct_fit(dir, "resume", "resume_cuda", "cuda",
 			  "--trainer.enable_checkpointing=true --trainer.max_steps=3") == 0);
@@ -82,51 +63,20 @@ static void test_resume(const char *dir, const char *corpus)
 		WT_CLOSE(gl[s], cl[3 + s], 1e-5, 0.0);
 }
 
-static void test_schedule(const char *dir, const char *corpus, const char *schedule, int v)
-{
-	char cname[64], gname[64], strategy[128];
-	double cl[STEPS], cn[STEPS], gl[STEPS], gn[STEPS];
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "pp_%s_cpu", schedule);
-	snprintf(gname, sizeof(gname), "pp_%s_cuda", schedule);
-	snprintf(strategy, sizeof(strategy), "{name: pp, pp: 2, schedule: %s, virtual_stages: %d}",
-		 schedule, v);
-	WT_REQUIRE(write_config(dir, cname, corpus, strategy,
-				"{name: adamw, lr: 3.0e-3, weight_decay: 0.1}") == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
-	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		WT_CLOSE(gl[s], cl[s], 1e-5, 0.0);
-		WT_CLOSE(gn[s], cn[s], 1e-5, 0.0);
-	}
-	/* the runs trained */
-	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
-}
-
 int main(void)
 {
-	char dir[] = "/tmp/weft_test_cuda_pp_fit_XXXXXX", corpus[256], log[1200];
+	char dir[] = "/tmp/weft_test_cuda_pp_fit_XXXXXX", corpus[256];
 
 	ct_setup("test_cuda_pp_fit");
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
-	test_schedule(dir, corpus, "gpipe", 1);
-	test_schedule(dir, corpus, "1f1b", 1);
-	test_schedule(dir, corpus, "interleaved_1f1b", 2);
+	ft_check_rows(dir, corpus, rows, sizeof(rows) / sizeof(rows[0]));
 	test_resume(dir, corpus);
-
 	/* an optimizer without a device kernel: one clear refusal */
-	WT_REQUIRE(write_config(dir, "lion", corpus, "{name: pp, pp: 2}",
-				"{name: lion, lr: 1.0e-4}") == 0);
-	WT_CHECK(ct_fit(dir, "lion", "lion_cuda", "cuda", "") != 0);
-	snprintf(log, sizeof(log), "%s/lion_cuda.log", dir);
-	WT_CHECK(ct_file_has(log, "strategy 'pp' on accelerator: cuda steps the optimizer") &&
-		 ct_file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
+	ft_check_refused(dir, corpus, &lion,
+			 "strategy 'pp' on accelerator: cuda steps the optimizer",
+			 "use optimizer adam, adamw or sgd, or accelerator: cpu");
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_pp_fit");
 }

@@ -30,91 +30,36 @@
  * leaves room for many flips and still fails a step that went wrong.
  * Also: lion on cuda is refused at create with one message naming the
  * optimizers that run there.
+ * The rows and the comparison: fit_table.h.
  * Skips (77) without a GPU. */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda_test.h"
+#include "fit_table.h"
 
 #define STEPS 3
 
-#define ADAMW "{name: adamw, lr: 3.0e-3, weight_decay: 0.1}"
-#define SGD "{name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}"
 /* width 16, 2 heads, context 8, vocabulary 256 */
-#define EVEN "n_head: 2, n_embd: 16, vocab_size: 256, block_size: 8"
+#define EVEN FT_GPT
 /* width 24, 3 heads, context 7, vocabulary 255 (tp 3) */
-#define ODD3 "n_head: 3, n_embd: 24, vocab_size: 255, block_size: 7"
+#define ODD3 "class: gpt, n_layer: 1, n_head: 3, n_embd: 24, vocab_size: 255, bias: true"
 /* width 24, 2 heads, context 7, vocabulary 255 (tp 2) */
-#define ODD2 "n_head: 2, n_embd: 24, vocab_size: 255, block_size: 7"
+#define ODD2 "class: gpt, n_layer: 1, n_head: 2, n_embd: 24, vocab_size: 255, bias: true"
 
-static int write_config(const char *dir, const char *name, const char *corpus, int devices,
-			const char *strategy, const char *model, const char *optimizer,
-			const char *precision)
-{
-	char path[1200];
-	int block = strstr(model, "block_size: 7") ? 7 : 8;
-	FILE *f;
+static const ft_row rows[] = {
+	{ .name = "tp3_odd_cuda", .devices = 3, .model = ODD3, .block = 7,
+	  .strategy = "{name: tp, size: 3}" },
+	{ .name = "dp2_tp2_ddp_cuda", .devices = 4, .model = EVEN,
+	  .strategy = "{name: tp, size: 2, sequence_parallel: true}" },
+	{ .name = "dp2_tp2_zero1_cuda", .devices = 4, .model = ODD2, .block = 7,
+	  .optimizer = FT_SGD, .strategy = "{name: tp, size: 2, dp_strategy: zero_1}" },
+	{ .name = "tp2_bf16_cuda", .precision = "bf16-mixed", .rtol = 1e-3,
+	  .strategy = "{name: tp, size: 2, sequence_parallel: true}" },
+};
 
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: %d\n"
-		"  comm: gloo\n"
-		"  strategy: %s\n"
-		"  precision: %s\n"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  gradient_clip_val: 0.5\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: 1, %s, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: %d, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: %s\n",
-		devices, strategy, precision, STEPS, dir, model, corpus,
-		block, optimizer);
-	return fclose(f);
-}
-
-/* One configuration on the CPU and on cuda; every step's loss and
- * gradient norm within rtol. */
-static void test_case(const char *dir, const char *corpus, const char *name, int devices,
-		      const char *strategy, const char *model, const char *optimizer,
-		      const char *precision, double rtol)
-{
-	char cname[64], gname[64];
-	double cl[STEPS], cn[STEPS], gl[STEPS], gn[STEPS], worst = 0.0;
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "%s_cpu", name);
-	snprintf(gname, sizeof(gname), "%s_cuda", name);
-	WT_REQUIRE(write_config(dir, cname, corpus, devices, strategy, model, optimizer,
-				precision) == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "") == 0);
-	nc = ct_read_metrics(dir, cname, 0, cl, cn, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, gn, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		double d = fabs(gl[s] - cl[s]) / fabs(cl[s]);
-
-		worst = d > worst ? d : worst;
-		WT_CLOSE(gl[s], cl[s], rtol, 0.0);
-		WT_CLOSE(gn[s], cn[s], rtol, 0.0);
-	}
-	printf("%s: losses %.6f %.6f %.6f (cpu), worst relative difference on cuda %.3g "
-	       "(bound %g)\n", name, nc > 2 ? cl[0] : 0.0, nc > 2 ? cl[1] : 0.0,
-	       nc > 2 ? cl[2] : 0.0, worst, rtol);
-}
+/* the resumed run's configuration, and lion's (no device kernel) */
+static const ft_row sp_vocab = {
+	.name = "tp2_sp_vocab",
+	.strategy = "{name: tp, size: 2, sequence_parallel: true, vocab_parallel: true}" };
+static const ft_row lion = { .name = "lion_cuda", .strategy = "{name: tp, size: 2}",
+			     .optimizer = "{name: lion, lr: 1.0e-4}" };
 
 /* tp 2 with sequence parallelism and the vocabulary-parallel loss: 3
  * steps on cuda against the CPU's, then a checkpoint, and the resumed run
@@ -126,8 +71,7 @@ static void test_sp_vocab_resume(const char *dir, const char *corpus)
 	double cl[5], cn[5], gl[5], gn[5], rl[2], rn[2];
 	int nc, ng, nr;
 
-	WT_REQUIRE(write_config(dir, name, corpus, 2, "{name: tp, size: 2, sequence_parallel: "
-				"true, vocab_parallel: true}", EVEN, ADAMW, "32-true") == 0);
+	WT_REQUIRE(ft_write_config(dir, name, corpus, &sp_vocab) == 0);
 	WT_CHECK(ct_fit(dir, name, "sp_vocab_cpu", "cpu", "--trainer.max_steps=5") == 0);
 	WT_CHECK(ct_fit(dir, name, "sp_vocab_cuda", "cuda",
 			  "--trainer.enable_checkpointing=true --trainer.max_steps=3") == 0);
@@ -150,28 +94,18 @@ static void test_sp_vocab_resume(const char *dir, const char *corpus)
 
 int main(void)
 {
-	char dir[] = "/tmp/weft_test_cuda_tp_fit_XXXXXX", corpus[256], log[1200];
+	char dir[] = "/tmp/weft_test_cuda_tp_fit_XXXXXX", corpus[256];
 
 	ct_setup("test_cuda_tp_fit");
 	ct_teardown();
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
 	test_sp_vocab_resume(dir, corpus);
-	test_case(dir, corpus, "tp3_odd", 3, "{name: tp, size: 3}", ODD3, ADAMW, "32-true", 1e-5);
-	test_case(dir, corpus, "dp2_tp2_ddp", 4, "{name: tp, size: 2, sequence_parallel: true}",
-		  EVEN, ADAMW, "32-true", 1e-5);
-	test_case(dir, corpus, "dp2_tp2_zero1", 4, "{name: tp, size: 2, dp_strategy: zero_1}",
-		  ODD2, SGD, "32-true", 1e-5);
-	test_case(dir, corpus, "tp2_bf16", 2, "{name: tp, size: 2, sequence_parallel: true}",
-		  EVEN, ADAMW, "bf16-mixed", 1e-3);
-
+	ft_check_rows(dir, corpus, rows, sizeof(rows) / sizeof(rows[0]));
 	/* an optimizer without a device kernel: one clear refusal */
-	WT_REQUIRE(write_config(dir, "lion", corpus, 2, "{name: tp, size: 2}", EVEN,
-				"{name: lion, lr: 1.0e-4}", "32-true") == 0);
-	WT_CHECK(ct_fit(dir, "lion", "lion_cuda", "cuda", "") != 0);
-	snprintf(log, sizeof(log), "%s/lion_cuda.log", dir);
-	WT_CHECK(ct_file_has(log, "strategy 'tp' on accelerator: cuda steps the optimizer") &&
-		 ct_file_has(log, "use optimizer adam, adamw or sgd, or accelerator: cpu"));
+	ft_check_refused(dir, corpus, &lion,
+			 "strategy 'tp' on accelerator: cuda steps the optimizer",
+			 "use optimizer adam, adamw or sgd, or accelerator: cpu");
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_tp_fit");
 }

@@ -9,6 +9,7 @@
  *     and vocabulary parallelism; on 4 GPUs hybrid dp 2 x pp 2, dp 2 x tp 2
  *     and tp 3): a small GPT,
  *     3 steps with AdamW (interleaved: SGD, for the reason at its row),
+ *     1 block (pp: one per stage; fit_table.h's rows and comparison),
  *     every step's train loss within 1e-5 relative of the CPU run's.
  *     Why 1e-5: both runs are F32 and step the optimizer with the same
  *     rounding (the device kernels are bit-identical to the plugin); they
@@ -30,44 +31,33 @@
  *   - 16-mixed over nccl (the overflow flag is a host buffer reduced with
  *     max every step) runs with finite losses that fall.
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "fit_table.h"
 
-#include "cuda_test.h"
-
-#define STEPS 3
 #define RTOL 1e-5
+/* ddp, zero and tp need 1 block; pp's 2 stages 2, interleaved's 4 */
+#define GPT(layers) "class: gpt, n_layer: " #layers ", n_head: 2, n_embd: 16, " \
+	"vocab_size: 256, bias: true"
 
-/* One strategy's run: the trainer.strategy mapping and the trainer lines
- * it needs beyond the common ones. */
-typedef struct fit_run {
-	const char *name;
-	const char *strategy;
-	const char *trainer_extra;
-	int n_layer;            /* 0: 2 */
-	const char *optimizer;  /* NULL: AdamW at lr 3e-3, weight decay 0.1 */
-	int devices;            /* ranks, one GPU each; 0: 2 */
-	const char *shape;      /* the model's heads, width and vocabulary; NULL: 2, 16, 256 */
-	int block;              /* the context length; 0: 8 */
-} fit_run;
+/* Every row: no clipping (the loss alone is compared), the reference's
+ * loss falls within the 3 steps. */
+#define ROW .no_clip = 1, .falls = 1, .rtol = RTOL
 
-static const fit_run runs[] = {
-	{ "ddp", "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
-	{ "ddp_bf16", "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, "
-		      "first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
-	{ "ddp_fp16", "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, "
-		      "first_bucket_mb: 0.002}", "", 0, NULL, 0, NULL, 0 },
-	{ "zero_1", "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "",
-	  0, NULL, 0, NULL, 0 },
-	{ "zero_2", "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}", "",
-	  0, NULL, 0, NULL, 0 },
-	{ "zero_3", "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
-		    "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}",
-	  "", 0, NULL, 0, NULL, 0 },
-	{ "pp_gpipe", "{name: pp, pp: 2, schedule: gpipe}", "  accumulate_grad_batches: 4\n", 0,
-	  NULL, 0, NULL, 0 },
+static const ft_row runs[] = {
+	{ ROW, .name = "ddp", .model = GPT(1),
+	  .strategy = "{name: ddp, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}" },
+	{ ROW, .name = "ddp_bf16", .model = GPT(1),
+	  .strategy = "{name: ddp, comm_hook: bf16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}" },
+	{ ROW, .name = "ddp_fp16", .model = GPT(1),
+	  .strategy = "{name: ddp, comm_hook: fp16, bucket_cap_mb: 0.004, first_bucket_mb: 0.002}" },
+	{ ROW, .name = "zero_1", .model = GPT(1),
+	  .strategy = "{name: zero_1, reduce_bucket_size: 1000, allgather_bucket_size: 1000}" },
+	{ ROW, .name = "zero_2", .model = GPT(1),
+	  .strategy = "{name: zero_2, reduce_bucket_size: 1000, allgather_bucket_size: 1000}" },
+	{ ROW, .name = "zero_3", .model = GPT(1),
+	  .strategy = "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, "
+		      "stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}" },
+	{ ROW, .name = "pp_gpipe", .model = GPT(2), .accumulate = 4,
+	  .strategy = "{name: pp, pp: 2, schedule: gpipe}" },
 	/* 1f1b: in the steady state stage 0 sends an activation while stage 1
 	 * sends a gradient, and NCCL's sends wait for their receiver (a
 	 * rendezvous, which the emulated NCCL models); pp issues every rank's
@@ -75,8 +65,8 @@ static const fit_run runs[] = {
 	 * stream waits on the other. Without that order this row fails at the
 	 * emulated NCCL's deadline (EMU_NCCL_TIMEOUT_MS, 60 s here), naming
 	 * the stuck send. */
-	{ "pp_1f1b", "{name: pp, pp: 2, schedule: 1f1b}", "  accumulate_grad_batches: 4\n", 0,
-	  NULL, 0, NULL, 0 },
+	{ ROW, .name = "pp_1f1b", .model = GPT(2), .accumulate = 4,
+	  .strategy = "{name: pp, pp: 2, schedule: 1f1b}" },
 	/* interleaved_1f1b, 2 ranks x 2 chunks: activations and gradients share
 	 * the pair of ranks both ways. 4 stages need 4 blocks. SGD: with AdamW
 	 * a 4-block pp run on cuda differed from the CPU by ~3e-5 at step 3,
@@ -85,118 +75,65 @@ static const fit_run runs[] = {
 	 * messages), while with SGD the losses agree bit for bit (measured),
 	 * and a message delivered to the wrong micro-batch or chunk moves the
 	 * losses from step 1 on. */
-	{ "pp_interleaved", "{name: pp, pp: 2, schedule: interleaved_1f1b, virtual_stages: 2}",
-	  "  accumulate_grad_batches: 4\n", 4, "{name: sgd, lr: 0.3}", 0, NULL, 0 },
+	{ ROW, .name = "pp_interleaved", .model = GPT(4), .accumulate = 4,
+	  .strategy = "{name: pp, pp: 2, schedule: interleaved_1f1b, virtual_stages: 2}",
+	  .optimizer = "{name: sgd, lr: 0.3}" },
 	/* hybrid dp 2 x pp 2 on 4 GPUs: the pipelines' and the dp groups'
 	 * communicators split from the world (run under the emulator with
 	 * EMU_DEVICES=4 as test_nccl_fit_emu_hybrid; skipped on fewer GPUs) */
-	{ "hybrid_dp2_pp2", "{name: hybrid, dp: 2, pp: 2, schedule: 1f1b, dp_strategy: ddp}",
-	  "  accumulate_grad_batches: 4\n", 0, NULL, 4, NULL, 0 },
+	{ ROW, .name = "hybrid_dp2_pp2", .model = GPT(2), .accumulate = 4, .devices = 4,
+	  .strategy = "{name: hybrid, dp: 2, pp: 2, schedule: 1f1b, dp_strategy: ddp}" },
 	/* tensor parallel over nccl: the model's f/g collectives and the
 	 * sequence-parallel all-gathers and reduce-scatters on the tp group,
 	 * the vocabulary-parallel loss's statistics, the strategy's packed
 	 * partial gradients */
-	{ "tp2_sp", "{name: tp, size: 2, sequence_parallel: true, vocab_parallel: true}", "", 0,
-	  NULL, 0, NULL, 0 },
+	{ ROW, .name = "tp2_sp", .model = GPT(1),
+	  .strategy = "{name: tp, size: 2, sequence_parallel: true, vocab_parallel: true}" },
 	/* dp 2 x tp 2 on 4 GPUs: the tp and dp groups split from the world
 	 * (test_nccl_fit_emu_hybrid, 4 emulated devices) */
-	{ "dp2_tp2", "{name: tp, size: 2, sequence_parallel: true}", "", 0, NULL, 4, NULL, 0 },
+	{ ROW, .name = "dp2_tp2", .model = GPT(1), .devices = 4,
+	  .strategy = "{name: tp, size: 2, sequence_parallel: true}" },
 	/* tp 3: every split three ways (heads, width, vocabulary, and the
 	 * sequence: context 9), on 3 of the 4 GPUs */
-	{ "tp3_sp", "{name: tp, size: 3, sequence_parallel: true, vocab_parallel: true}", "", 0,
-	  NULL, 3, "n_head: 3, n_embd: 24, vocab_size: 255", 9 },
+	{ ROW, .name = "tp3_sp", .devices = 3, .block = 9,
+	  .model = "class: gpt, n_layer: 1, n_head: 3, n_embd: 24, vocab_size: 255, bias: true",
+	  .strategy = "{name: tp, size: 3, sequence_parallel: true, vocab_parallel: true}" },
 };
 
 static char dir[] = "/tmp/weft_test_nccl_fit_XXXXXX";
 
-/* DIR/NAME.yaml for run r: 2 ranks on accelerator: cpu over gloo; the
- * cuda runs override accelerator and comm on the command line. */
-static int write_config(const char *name, const char *corpus, const fit_run *r)
+/* Row r over nccl against its CPU reference (over gloo); every rank's
+ * communicator is on its own GPU. */
+static void test_run(const char *corpus, const ft_row *r)
 {
-	char path[1200];
-	FILE *f;
+	char log[1200];
 
-	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"seed_everything: 11\n"
-		"trainer:\n"
-		"  accelerator: cpu\n"
-		"  devices: %d\n"
-		"  comm: gloo\n"
-		"  strategy: %s\n"
-		"%s"
-		"  max_steps: %d\n"
-		"  log_every_n_steps: 1\n"
-		"  limit_val_batches: 0\n"
-		"  enable_checkpointing: false\n"
-		"  enable_progress_bar: false\n"
-		"  default_root_dir: %s/runs\n"
-		"model: {class: gpt, n_layer: %d, %s,\n"
-		"        block_size: %d, bias: true, dropout: 0.0}\n"
-		"data: {class: text, paths: [%s], block_size: %d, batch_size: 2,\n"
-		"       val_fraction: 0.1, shuffle: false}\n"
-		"optimizer: %s\n",
-		r->devices ? r->devices : 2, r->strategy, r->trainer_extra, STEPS, dir,
-		r->n_layer ? r->n_layer : 2,
-		r->shape ? r->shape : "n_head: 2, n_embd: 16, vocab_size: 256",
-		r->block ? r->block : 8, corpus, r->block ? r->block : 8,
-		r->optimizer ? r->optimizer : "{name: adamw, lr: 3.0e-3, weight_decay: 0.1}");
-	return fclose(f);
-}
-
-/* Run r on the CPU and over nccl; compares every step's loss. */
-static void test_run(const char *corpus, const fit_run *r)
-{
-	char cname[64], gname[64], log[1200];
-	double cl[STEPS], gl[STEPS], worst = 0.0;
-	int nc, ng;
-
-	snprintf(cname, sizeof(cname), "%s_cpu", r->name);
-	snprintf(gname, sizeof(gname), "%s_nccl", r->name);
-	WT_REQUIRE(write_config(cname, corpus, r) == 0);
-	WT_CHECK(ct_fit(dir, cname, cname, "cpu", "") == 0);
 	/* debug: the plugin logs the GPU each rank's communicator is on */
 	setenv("WEFT_LOG_LEVEL", "debug", 1);
-	WT_CHECK(ct_fit(dir, cname, gname, "cuda", "--trainer.comm=nccl") == 0);
+	ft_check_row(dir, corpus, r, "--trainer.comm=nccl");
 	unsetenv("WEFT_LOG_LEVEL");
-	snprintf(log, sizeof(log), "%s/%s.log", dir, gname);
+	snprintf(log, sizeof(log), "%s/%s.log", dir, r->name);
 	for (int d = 0, nd = r->devices ? r->devices : 2; d < nd; d++) {
 		char line[64];
 
 		snprintf(line, sizeof(line), "rank %d/%d connected on cuda:%d", d, nd, d);
 		WT_CHECK(ct_file_has(log, line));
 	}
-	nc = ct_read_metrics(dir, cname, 0, cl, NULL, STEPS);
-	ng = ct_read_metrics(dir, gname, 0, gl, NULL, STEPS);
-	WT_CHECK(nc == STEPS && ng == STEPS);
-	for (int s = 0; s < nc && s < ng; s++) {
-		double rel = fabs(gl[s] - cl[s]) / fabs(cl[s]);
-
-		WT_CLOSE(gl[s], cl[s], RTOL, 0.0);
-		worst = rel > worst ? rel : worst;
-	}
-	fprintf(stderr, "%s: nccl on cuda vs cpu: worst loss rel %.3g over %d steps\n", r->name,
-		worst, nc < ng ? nc : ng);
-	/* the runs trained: AdamW at this rate lowers the loss within 3 steps */
-	WT_CHECK(nc == STEPS && cl[STEPS - 1] < cl[0]);
 }
 
 static void test_16_mixed(const char *corpus)
 {
-	double l[STEPS];
+	double l[3];
 	int n;
 
-	WT_REQUIRE(write_config("mixed16", corpus, &runs[0]) == 0);
+	WT_REQUIRE(ft_write_config(dir, "mixed16", corpus, &runs[0]) == 0);
 	WT_CHECK(ct_fit(dir, "mixed16", "mixed16_nccl", "cuda", "--trainer.comm=nccl "
 			"--trainer.precision=16-mixed") == 0);
-	n = ct_read_metrics(dir, "mixed16_nccl", 0, l, NULL, STEPS);
-	WT_CHECK(n == STEPS);
+	n = ct_read_metrics(dir, "mixed16_nccl", 0, l, NULL, 3);
+	WT_CHECK(n == 3);
 	for (int s = 0; s < n; s++)
 		WT_CHECK(isfinite(l[s]));
-	WT_CHECK(n == STEPS && l[STEPS - 1] < l[0]);
+	WT_CHECK(n == 3 && l[2] < l[0]);
 }
 
 int main(int argc, char **argv)
