@@ -152,6 +152,7 @@ int main(void)
 	unlink(path);
 	if (n != 12) {
 		printf("FAIL: %d records in the counts file, expected 12\n", n);
+		free(host);
 		return 1;
 	}
 	expect(r[0].kind == 'C' && !strcmp(r[0].cls, "h2d") && r[0].wr == N * 4.0 && r[0].rd == 0,
@@ -183,5 +184,15 @@ int main(void)
 		printf("emu_counts: %d records, every count right (copy of %d floats: read %.0f, "
 		       "wrote %.0f bytes)\n", n, N, r[1].rd, r[1].wr);
 	cublasDestroy(h);
+	cudaFree(x);
+	cudaFree(y);
+	cudaFree(part);
+	cudaFree(a32);
+	cudaFree(b32);
+	cudaFree(c32);
+	cudaFree(a16);
+	cudaFree(b16);
+	cudaFree(c16);
+	free(host);
 	return failures ? 1 : 0;
 }
