@@ -10,7 +10,14 @@
  *   bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N]
  *             [--steps S] [--warmup W] [--no-yardstick] [--device cpu|cuda[:N]]
  *             [--precision 32-true|bf16-mixed] [--batch B]
- *             [--peak-tflops P] [--optimizer adamw|sgd]
+ *             [--peak-tflops P] [--optimizer adamw|sgd] [--context T]
+ *
+ * --context T trains on sequences of T tokens (1 to the shape's context;
+ * default the shape's): the roofline estimate (bench/roofline) runs
+ * gpt2-124m at a reduced batch and context under the CUDA emulator. When
+ * the process runs under the emulator with EMU_COUNTS set (the emulator
+ * exports emu_count_mark), the last timed step is bracketed by the marks
+ * "step begin" and "step end" in the counts file.
  *
  * AdamW is nanoGPT's (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1
  * on the tensors of 2 or more dimensions), the same as bench/gpt/
@@ -34,6 +41,7 @@
  *
  * The last line is machine-readable: "RESULT key=value ...".
  */
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +74,8 @@ static const shape shapes[] = {
 static const char usage[] =
 	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
 	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
-	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P] [--optimizer adamw|sgd]\n";
+	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P] [--optimizer adamw|sgd] "
+	"[--context T]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -188,7 +197,8 @@ static void adamw_free(adamw *a)
 int main(int argc, char **argv)
 {
 	const shape *sh = &shapes[0];
-	int64_t threads = 0, steps = 5, warmup = 2, batch = 0, B, T, n_tok;
+	int64_t threads = 0, steps = 5, warmup = 2, batch = 0, context = 0, B, T, n_tok;
+	void (*mark)(const char *) = NULL;
 	weft_device dev = WEFT_CPU;
 	const char *precision = "32-true";
 	double peak_tflops = 989.0, mfu = 0.0;
@@ -217,6 +227,8 @@ int main(int argc, char **argv)
 			yardstick = 0;
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
 			batch = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
+			context = atoll(argv[++i]);
 		} else if (!strcmp(argv[i], "--peak-tflops") && i + 1 < argc) {
 			peak_tflops = atof(argv[++i]);
 		} else if (!strcmp(argv[i], "--optimizer") && i + 1 < argc) {
@@ -260,7 +272,16 @@ int main(int argc, char **argv)
 	weft_cpu_set_threads(threads);
 	B = batch > 0 ? batch : sh->batch;
 	T = sh->cfg.block_size;
+	if (context < 0 || context > T) {
+		fprintf(stderr, "bench_gpt: --context %lld: shape %s takes 1 to %lld tokens\n",
+			(long long)context, sh->name, (long long)T);
+		return 2;
+	}
+	if (context > 0)
+		T = context;
 	n_tok = B * T;
+	/* the CUDA emulator's counts (EMU_COUNTS), when it is loaded */
+	*(void **)&mark = dlsym(RTLD_DEFAULT, "emu_count_mark");
 	if (dev.type != WEFT_DEVICE_CPU)
 		yardstick = 0; /* the sgemm yardstick is the CPU's */
 	if (use_adamw < 0)
@@ -307,6 +328,8 @@ int main(int argc, char **argv)
 	for (int64_t s = -warmup; s < steps; s++) {
 		weft_model_output o;
 
+		if (mark && s == steps - 1)
+			mark("step begin");
 		t0 = weft_bench_now();
 		c0 = cpu_now();
 		weft_ctx_step_begin(ctx);
@@ -319,6 +342,8 @@ int main(int argc, char **argv)
 								  flat_grad->data, flat->data)) ||
 		    (st = weft_tensor_copy_to_host(o.loss, &loss, sizeof(loss))))
 			return fail("training step", st);
+		if (mark && s == steps - 1)
+			mark("step end");
 		if (s >= 0) {
 			times[s] = weft_bench_now() - t0;
 			cpu[s] = cpu_now() - c0;

@@ -192,6 +192,13 @@ weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, w
 	shape[0] = B;
 	shape[1] = T;
 	shape[2] = C;
+	/* A table with fused attention (CUDA's) runs GPT's attention as
+	 * multi-head attention through it (one kv head per query head: the
+	 * same packed q, k, v layout), saving the log-sum-exp instead of the
+	 * (B, nh, T, T) probabilities; the CPU table keeps the materialized
+	 * path below. */
+	if (op_flash_fits(ctx, C / n_head))
+		return op_attention_flash(ctx, op, qkv, n_head, n_head, C / n_head, out);
 	bytes = ctx->k->attention_scratch(DT(qkv), B, T, C, n_head);
 	if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||

@@ -304,6 +304,41 @@ static weft_status attention_flash_backward(weft_ctx *ctx, weft_tape_node *n)
 						bw_grad(n, 0));
 }
 
+int op_flash_fits(const weft_ctx *ctx, int64_t hs)
+{
+	return HAS_KERNEL(ctx->k, flash_attention_forward) &&
+	       HAS_KERNEL(ctx->k, flash_attention_backward) && hs >= 1 &&
+	       hs <= WEFT_FLASH_MAX_HEAD_DIM;
+}
+
+weft_status op_attention_flash(weft_ctx *ctx, const char *op, weft_tensor *qkv, int64_t n_head,
+			       int64_t n_kv_head, int64_t hs, weft_tensor **out)
+{
+	int64_t B = qkv->shape[0], T = qkv->shape[1], shape[3] = { B, T, n_head * hs };
+	weft_tensor *y;
+	weft_tape_node *node;
+	void *lse;
+	weft_status st;
+
+	if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
+	    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||
+	    (st = op_scratch(ctx, op, (size_t)(B * n_head * T) * sizeof(float), &lse)))
+		return st;
+	if (B && T)
+		st = ctx->k->flash_attention_forward(ctx->kctx, DT(qkv), B, T, n_head, n_kv_head,
+						     hs, qkv->data, y->data, lse);
+	if (st || (st = op_record(ctx, op, attention_flash_backward, y, 1, &qkv, &node)))
+		return st;
+	if (node) {
+		node->i[0] = n_head;
+		node->i[1] = n_kv_head;
+		node->i[2] = hs;
+		node->saved[0] = lse;
+	}
+	*out = y;
+	return WEFT_OK;
+}
+
 weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
 				  int64_t n_kv_head, weft_tensor **out)
 {
@@ -341,23 +376,8 @@ weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_hea
 	shape[0] = B;
 	shape[1] = T;
 	shape[2] = n_head * hs;
-	/* A table with fused attention (CUDA's) saves the (B, nh, T) F32
-	 * log-sum-exp instead of the (B, nh, T, T) probabilities; the CPU
-	 * table has none and keeps the materialized path. */
-	if (HAS_KERNEL(ctx->k, flash_attention_forward) &&
-	    HAS_KERNEL(ctx->k, flash_attention_backward) && hs <= WEFT_FLASH_MAX_HEAD_DIM) {
-		if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
-		    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||
-		    (st = op_scratch(ctx, op, (size_t)(B * n_head * T) * sizeof(float), &att)))
-			return st;
-		if (B && T)
-			st = ctx->k->flash_attention_forward(ctx->kctx, DT(qkv), B, T, n_head,
-							     n_kv_head, hs, qkv->data, y->data,
-							     att);
-		if (st || (st = op_record(ctx, op, attention_flash_backward, y, 1, &qkv, &node)))
-			return st;
-		goto out_saved;
-	}
+	if (op_flash_fits(ctx, hs))
+		return op_attention_flash(ctx, op, qkv, n_head, n_kv_head, hs, out);
 	bytes = ctx->k->attention_gqa_scratch(DT(qkv), B, T, n_head, n_kv_head, hs);
 	if ((st = op_pre_use(ctx, op, qkv, WEFT_PASS_FORWARD)) ||
 	    (st = op_output(ctx, op, DT(qkv), 3, shape, &y)) ||
@@ -370,7 +390,6 @@ weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_hea
 						   qkv->data, y->data, att, scratch);
 	if (st || (st = op_record(ctx, op, attention_gqa_backward, y, 1, &qkv, &node)))
 		return st;
-out_saved:
 	if (node) {
 		node->i[0] = n_head;
 		node->i[1] = n_kv_head;

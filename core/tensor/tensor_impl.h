@@ -150,6 +150,17 @@ weft_status op_record_always(weft_ctx *ctx, const char *op, tape_backward_fn bw,
 			     weft_tensor *out, int32_t n_in, weft_tensor *const *in,
 			     weft_tape_node **node);
 
+/* Fused (flash) causal attention (ops_llama.c). op_flash_fits: the
+ * context's table has flash_attention_forward and _backward (CUDA's; the
+ * CPU table has neither) and they take head size hs. op_attention_flash:
+ * out (B, T, n_head hs) from the packed qkv (B, T, (n_head + 2 n_kv_head)
+ * hs) through them, saving the (B, n_head, T) F32 log-sum-exp instead of
+ * the (B, n_head, T, T) probabilities; recorded under `op`. The caller
+ * has checked the shapes and op_flash_fits. */
+int op_flash_fits(const weft_ctx *ctx, int64_t hs);
+weft_status op_attention_flash(weft_ctx *ctx, const char *op, weft_tensor *qkv, int64_t n_head,
+			       int64_t n_kv_head, int64_t hs, weft_tensor **out);
+
 /* Fires every hook of ev->kind. */
 weft_status hooks_fire(weft_ctx *ctx, const weft_hook_event *ev);
 

@@ -108,13 +108,40 @@ struct gemm_args {
 	int lda, ldb, ldc;
 	long long sA, sB, sC;
 	int batch;
+	cublasMath_t math;
 };
+
+static const char *type_name(cudaDataType t)
+{
+	return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "f16" : "f32";
+}
+
+/* EMU_COUNTS: a GEMM's traffic and FLOPs from its arguments, classed by
+ * the GPU units that run it (emu_count.cpp). */
+static void gemm_count(const gemm_args &g)
+{
+	double batch = (double)g.batch, m = (double)g.m, n = (double)g.n, k = (double)g.k;
+	double rd = batch * (m * k * (double)tsize(g.At) + k * n * (double)tsize(g.Bt) +
+			     (g.beta != 0.0f ? m * n * (double)tsize(g.Ct) : 0.0));
+	double wr = batch * m * n * (double)tsize(g.Ct);
+	const char *cls = g.At != CUDA_R_32F ? "tc16" :
+			  ((int)g.math & 0xf) == (int)CUBLAS_TF32_TENSOR_OP_MATH ? "tf32" : "fp32";
+	char name[96];
+
+	snprintf(name, sizeof(name), "cublasGemm %c%c %s->%s%s", g.ta == CUBLAS_OP_N ? 'N' : 'T',
+		 g.tb == CUBLAS_OP_N ? 'N' : 'T', type_name(g.At), type_name(g.Ct),
+		 g.batch > 1 ? " batched" : "");
+	emu_count_record('G', name, rd, wr, 2.0 * batch * m * n * k, cls);
+}
 
 /* op(A) row by row and op(B) column by column as floats, then each
  * element of C as a double sum over k. */
 static void gemm_run(const gemm_args &g)
 {
 	std::vector<float> a_rows((size_t)g.m * g.k), b_cols((size_t)g.n * g.k);
+
+	if (emu_counting())
+		gemm_count(g);
 
 	for (int bi = 0; bi < g.batch; bi++) {
 		const void *a = (const char *)g.A + (size_t)(bi * g.sA) * tsize(g.At);
@@ -205,7 +232,8 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
 	}
 	/* host pointer mode: alpha and beta are read now, as cuBLAS does */
 	g = gemm_args{ ta, tb, m, n, k, *(const float *)alpha, *(const float *)beta, A, B, C,
-		       At, Bt, Ct, lda, ldb, ldc, sA, sB, sC, batch };
+		       At, Bt, Ct, lda, ldb, ldc, sA, sB, sC, batch,
+		       ((emu_blas_handle *)h)->math };
 	if (emu_enqueue(((emu_blas_handle *)h)->stream, "cublasGemmStridedBatchedEx",
 			[g] { gemm_run(g); }) != cudaSuccess)
 		return CUBLAS_STATUS_EXECUTION_FAILED;

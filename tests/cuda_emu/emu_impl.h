@@ -84,6 +84,25 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 int emu_seeded(void);
 uint64_t emu_rand(void);
 
+/* Calls fn(base, bytes) for each cudaMalloc allocation of device dev. */
+void emu_dev_blocks(int dev, const std::function<void(uintptr_t, size_t)> &fn);
+
+/* ---- EMU_COUNTS: bytes and FLOPs per operation (emu_count.cpp) ---- */
+
+/* 1 when EMU_COUNTS names a file that is being written. */
+int emu_counting(void);
+/* One line of the counts file: kind 'K' kernel, 'G' GEMM, 'C' copy. */
+void emu_count_record(char kind, const char *name, double rd, double wr, double flops,
+		      const char *cls);
+/* Around one kernel's execution (the device is open): the pages of dev's
+ * allocations it reads and writes. */
+void emu_count_kernel_begin(int dev);
+void emu_count_kernel_end(const char *name);
+/* The SIGSEGV handler's first question: a fault of the launch being
+ * counted at addr (is_write 1 a store, 0 a load, -1 unknown)? Opens the
+ * page and returns 1 when so. */
+int emu_count_fault(const void *addr, int is_write);
+
 /* ---- counters for EMU_SUMMARY (launches and GEMMs counted in any thread) ---- */
 extern std::atomic<long> emu_launches, emu_gemms;
 extern long emu_deferred; /* under the stream graph's lock */

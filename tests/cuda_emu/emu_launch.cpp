@@ -457,13 +457,37 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 	cur_tid = saved_tid;
 }
 
+/* The most blocks one launch may have: EMU_MAX_BLOCKS, default 200000 (a
+ * bound on a test's time; the roofline bench runs a whole GPT-2 step). */
+static unsigned long long max_blocks(void)
+{
+	static unsigned long long n;
+
+	if (!n) {
+		const char *v = getenv("EMU_MAX_BLOCKS");
+		char *end;
+		unsigned long long k = v && *v ? strtoull(v, &end, 10) : 200000;
+
+		if (v && *v && (*end || k == 0)) {
+			fprintf(stderr, "emu: EMU_MAX_BLOCKS=%s: expected a positive count; using "
+				"200000\n", v);
+			k = 200000;
+		}
+		n = k;
+	}
+	return n;
+}
+
 /* Checks the configuration now (an invalid one is the launch's error, as
- * on a GPU) and queues the kernel on its stream. */
+ * on a GPU) and queues the kernel on its stream; under EMU_COUNTS its
+ * execution is counted (emu_count.cpp) against the memory of the device
+ * current at the launch. */
 void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body)
 {
 	const dim3 g = cfg.grid, bl = cfg.block;
 	unsigned long long nt = (unsigned long long)bl.x * bl.y * bl.z;
 	cudaError_t err;
+	int dev;
 
 	emu_launches++;
 	if (emu_tracing())
@@ -476,13 +500,19 @@ void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body)
 		emu_set_error(cudaErrorInvalidConfiguration);
 		return;
 	}
-	if ((unsigned long long)g.x * g.y * g.z > 200000) {
-		emu_report("kernel %s: %llu blocks is more than this emulator runs", name,
-			   (unsigned long long)g.x * g.y * g.z);
+	if ((unsigned long long)g.x * g.y * g.z > max_blocks()) {
+		emu_report("kernel %s: %llu blocks is more than this emulator runs (EMU_MAX_BLOCKS=%llu; "
+			   "raise it for a larger run)", name, (unsigned long long)g.x * g.y * g.z,
+			   max_blocks());
 		emu_set_error(cudaErrorInvalidConfiguration);
 		return;
 	}
-	err = emu_enqueue(cfg.stream, name, [cfg, name, body] { emu_kernel_exec(cfg, name, body); });
+	dev = emu_current_device();
+	err = emu_enqueue(cfg.stream, name, [cfg, name, body, dev] {
+		emu_count_kernel_begin(dev);
+		emu_kernel_exec(cfg, name, body);
+		emu_count_kernel_end(name);
+	});
 	if (err != cudaSuccess)
 		emu_set_error(err);
 }

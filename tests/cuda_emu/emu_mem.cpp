@@ -12,6 +12,7 @@
 #include "emu_impl.h"
 
 #include <signal.h>
+#include <ucontext.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,18 @@ void emu_dev_exit(int dev)
 		dev_protect_all(dev, PROT_NONE);
 }
 
+void emu_dev_blocks(int dev, const std::function<void(uintptr_t, size_t)> &fn)
+{
+	std::lock_guard<std::recursive_mutex> g(mem_mu);
+	auto o = dev_owner.begin();
+
+	for (auto &b : dev_blocks) {
+		if (o->second == dev)
+			fn(b.first, b.second);
+		++o;
+	}
+}
+
 /* The block of `blocks` holding p (base in *base, size in *bytes), or 0. */
 static int block_of(const std::map<uintptr_t, size_t> &blocks, const void *p, uintptr_t *base,
 		    size_t *bytes)
@@ -200,7 +213,9 @@ int emu_dev_range_ok(const void *p, size_t n)
 
 static struct sigaction old_segv;
 
-/* A fault on a device page outside emulated work: say which allocation,
+/* A fault of a launch being counted (EMU_COUNTS, emu_count.cpp) opens its
+ * page and returns, and the access is retried. Otherwise it is a fault on
+ * a device page outside emulated work: say which allocation,
  * then put the previous handler back and return, so the access faults
  * again and the process ends as it would have without the emulator (a
  * signal, a sanitizer report). The map is read without its lock: the
@@ -213,7 +228,17 @@ static void segv_handler(int sig, siginfo_t *si, void *uctx)
 	int n;
 
 	(void)sig;
+#if defined(__x86_64__)
+	/* bit 1 of the page-fault error code: the access was a store */
+	long err = (long)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_ERR];
+
+	if (emu_count_fault(si->si_addr, (int)(err >> 1 & 1)))
+		return;
+#else
 	(void)uctx;
+	if (emu_count_fault(si->si_addr, -1))
+		return;
+#endif
 	if (block_of(dev_blocks, si->si_addr, &base, &bytes)) {
 		auto o = dev_owner.find(base); /* no allocation in a signal handler */
 		int owner = o != dev_owner.end() ? o->second : 0, running = -1;

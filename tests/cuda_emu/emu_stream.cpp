@@ -370,6 +370,22 @@ static int copy_ok(void *d, const void *s, size_t n, cudaMemcpyKind k, const cha
 	return 1;
 }
 
+/* EMU_COUNTS: a copy (src_dev, dst_dev: which sides are device memory) or,
+ * with memset set, a memset of n bytes. */
+static void copy_count(int dst_dev, int src_dev, size_t n, int is_memset)
+{
+	if (!emu_counting())
+		return;
+	if (is_memset)
+		emu_count_record('C', "cudaMemset", 0.0, (double)n, 0.0, "-");
+	else if (dst_dev && src_dev)
+		emu_count_record('C', "cudaMemcpy DtoD", (double)n, (double)n, 0.0, "-");
+	else if (dst_dev)
+		emu_count_record('C', "cudaMemcpy HtoD", 0.0, (double)n, 0.0, "h2d");
+	else if (src_dev)
+		emu_count_record('C', "cudaMemcpy DtoH", (double)n, 0.0, 0.0, "d2h");
+}
+
 extern "C" {
 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
@@ -380,7 +396,10 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
 		return cudaSuccess;
 	if (!copy_ok(d, s, n, k, "cudaMemcpy", &dd, &sd))
 		return emu_set_error(cudaErrorInvalidValue);
-	auto work = [=] { memmove(d, s, n); };
+	auto work = [=] {
+		copy_count(dd, sd, n, 0);
+		memmove(d, s, n);
+	};
 	if (emu_in_host_fn()) {
 		run_now(work);
 		return cudaSuccess;
@@ -400,7 +419,10 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, 
 	if (!copy_ok(d, s, n, k, "cudaMemcpyAsync", &dd, &sd))
 		return emu_set_error(cudaErrorInvalidValue);
 	if (emu_in_host_fn()) {
-		run_now([=] { memmove(d, s, n); });
+		run_now([=] {
+			copy_count(dd, sd, n, 0);
+			memmove(d, s, n);
+		});
 		return cudaSuccess;
 	}
 	int src_pageable = !sd && !emu_is_pinned(s);
@@ -408,11 +430,17 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, 
 	if (src_pageable) {
 		auto staged = std::make_shared<std::vector<char>>((const char *)s,
 								  (const char *)s + n);
-		auto work = [=] { memmove(d, staged->data(), n); };
+		auto work = [=] {
+			copy_count(dd, sd, n, 0);
+			memmove(d, staged->data(), n);
+		};
 		return dst_pageable ? emu_enqueue_sync(st, "cudaMemcpyAsync", work) :
 				      emu_enqueue(st, "cudaMemcpyAsync", work);
 	}
-	auto work = [=] { memmove(d, s, n); };
+	auto work = [=] {
+		copy_count(dd, sd, n, 0);
+		memmove(d, s, n);
+	};
 	return dst_pageable ? emu_enqueue_sync(st, "cudaMemcpyAsync", work) :
 			      emu_enqueue(st, "cudaMemcpyAsync", work);
 }
@@ -431,7 +459,10 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
 		return cudaSuccess;
 	if (!set_ok(d, n, "cudaMemset"))
 		return emu_set_error(cudaErrorInvalidValue);
-	auto work = [=] { memset(d, v, n); };
+	auto work = [=] {
+		copy_count(1, 0, n, 1);
+		memset(d, v, n);
+	};
 	if (emu_in_host_fn()) {
 		run_now(work);
 		return cudaSuccess;
@@ -445,7 +476,10 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s)
 		return cudaSuccess;
 	if (!set_ok(d, n, "cudaMemsetAsync"))
 		return emu_set_error(cudaErrorInvalidValue);
-	auto work = [=] { memset(d, v, n); };
+	auto work = [=] {
+		copy_count(1, 0, n, 1);
+		memset(d, v, n);
+	};
 	if (emu_in_host_fn()) {
 		run_now(work);
 		return cudaSuccess;
