@@ -40,8 +40,9 @@ const nn_hf_family nn_hf_gpt2 = {
 	.embedding = "transformer.wte.weight",
 };
 
-/* Llama's names; q | k | v and gate | up are stacked by rows into weft's
- * packed c_attn and c_fc. */
+/* Llama's names (and, last, Qwen2's q/k/v biases); q | k | v and gate | up
+ * are stacked by rows into weft's packed c_attn and c_fc. */
+#define QWEN2_EXTRA 3
 static const nn_hf_rule llama_rules[] = {
 	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0, 0 },
 	{ "model.layers.{i}.input_layernorm.weight", "transformer.h.{i}.ln_1.weight",
@@ -63,6 +64,14 @@ static const nn_hf_rule llama_rules[] = {
 	{ "model.layers.{i}.mlp.down_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
 	  NN_HF_COPY, 0, 0 },
 	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0, 0 },
+	/* Qwen2's alone (nn_hf_qwen2): the biases of q, k and v, stacked into
+	 * c_attn's bias; Llama's family leaves these last QWEN2_EXTRA rules out */
+	{ "model.layers.{i}.self_attn.q_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
+	{ "model.layers.{i}.self_attn.k_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
+	{ "model.layers.{i}.self_attn.v_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
+	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
 };
 
 /* the rotary frequencies that transformers before 4.31 saved */
@@ -73,50 +82,18 @@ const nn_hf_family nn_hf_llama = {
 	.model_type = "llama",
 	.base_prefix = "model.",
 	.rules = llama_rules,
-	.n_rules = sizeof(llama_rules) / sizeof(llama_rules[0]),
+	.n_rules = sizeof(llama_rules) / sizeof(llama_rules[0]) - QWEN2_EXTRA,
 	.buffers = llama_buffers,
 	.head = "lm_head.weight",
 	.embedding = "transformer.wte.weight",
 };
 
-/* Qwen2's names: Llama's, and the biases of q, k and v stacked into
- * c_attn's bias. */
-static const nn_hf_rule qwen2_rules[] = {
-	{ "model.embed_tokens.weight", "transformer.wte.weight", NN_HF_COPY, 0, 0 },
-	{ "model.layers.{i}.input_layernorm.weight", "transformer.h.{i}.ln_1.weight",
-	  NN_HF_COPY, 0, 0 },
-	{ "model.layers.{i}.self_attn.q_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
-	{ "model.layers.{i}.self_attn.k_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
-	{ "model.layers.{i}.self_attn.v_proj.weight", "transformer.h.{i}.attn.c_attn.weight",
-	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
-	{ "model.layers.{i}.self_attn.q_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
-	  NN_HF_ROWS, 0, NN_HF_ROWS_EMBD },
-	{ "model.layers.{i}.self_attn.k_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
-	  NN_HF_ROWS, 1, NN_HF_ROWS_KV },
-	{ "model.layers.{i}.self_attn.v_proj.bias", "transformer.h.{i}.attn.c_attn.bias",
-	  NN_HF_ROWS, 2, NN_HF_ROWS_KV },
-	{ "model.layers.{i}.self_attn.o_proj.weight", "transformer.h.{i}.attn.c_proj.weight",
-	  NN_HF_COPY, 0, 0 },
-	{ "model.layers.{i}.post_attention_layernorm.weight", "transformer.h.{i}.ln_2.weight",
-	  NN_HF_COPY, 0, 0 },
-	{ "model.layers.{i}.mlp.gate_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_ROWS, 0, NN_HF_ROWS_INNER },
-	{ "model.layers.{i}.mlp.up_proj.weight", "transformer.h.{i}.mlp.c_fc.weight",
-	  NN_HF_ROWS, 1, NN_HF_ROWS_INNER },
-	{ "model.layers.{i}.mlp.down_proj.weight", "transformer.h.{i}.mlp.c_proj.weight",
-	  NN_HF_COPY, 0, 0 },
-	{ "model.norm.weight", "transformer.ln_f.weight", NN_HF_COPY, 0, 0 },
-};
-
-
 const nn_hf_family nn_hf_qwen2 = {
 	.architecture = "Qwen2ForCausalLM",
 	.model_type = "qwen2",
 	.base_prefix = "model.",
-	.rules = qwen2_rules,
-	.n_rules = sizeof(qwen2_rules) / sizeof(qwen2_rules[0]),
+	.rules = llama_rules, /* Llama's names and the q/k/v biases */
+	.n_rules = sizeof(llama_rules) / sizeof(llama_rules[0]),
 	.buffers = llama_buffers,
 	.head = "lm_head.weight",
 	.embedding = "transformer.wte.weight",
