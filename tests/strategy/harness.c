@@ -666,16 +666,19 @@ weft_status h_run(const h_config *c, h_result *out)
 		goto out;
 	j.sops = vt;
 	/* the model as the trainer builds it: the build plan's no_grads (the
-	 * harness sets tensor parallelism itself, from c) */
+	 * harness sets tensor parallelism itself, from c). A plan that
+	 * refuses the job leaves the model with gradients: the error tests
+	 * build jobs the trainer would refuse there, to reach setup's checks */
 	if (WEFT_HAS_MEMBER(j.sops, weft_strategy_ops, plan) && j.sops->plan) {
 		weft_model_options pmo = { .device = WEFT_CPU, .seed = c->seed };
 		int32_t dr = rank, dw = world;
 
-		st = j.sops->plan(section, rank, world, &pmo, &dr, &dw);
-		no_grads = pmo.no_grads;
+		if (j.sops->plan(section, rank, world, &pmo, &dr, &dw))
+			weft_error_clear();
+		else
+			no_grads = pmo.no_grads;
 	}
-	if (!st)
-		st = model_create(c, rank, no_grads, &j.tr.main);
+	st = model_create(c, rank, no_grads, &j.tr.main);
 	if (!st)
 		st = job_optim(&j, c);
 	if (st)
