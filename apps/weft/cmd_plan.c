@@ -111,6 +111,8 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 		       "   buckets, gathered-parameter buffers and persistent units;\n"
 		       "   summary.json reports the measured peaks beside these)\n");
 	}
+	if (p->setup_bytes)
+		row("setup peak (before step 1)", p->setup_bytes);
 	printf("communication per step per rank: %lld elements moved (%lld bytes)",
 	       (long long)p->moved_elements, (long long)p->moved_elements * 4);
 	if (p->comm_formula[0])

@@ -221,6 +221,7 @@ static void copy_result(const weft_plan_result *r, weft_plan *p)
 	memcpy(p->host_bytes, r->host_bytes, sizeof(p->host_bytes));
 	p->working_params = r->working_params;
 	p->working_grads = r->working_grads;
+	p->setup_bytes = r->setup_bytes;
 	p->moved_elements = r->moved_elements;
 	p->collective_elements = r->collective_elements;
 	snprintf(p->layout, sizeof(p->layout), "%.*s", (int)sizeof(r->layout), r->layout);

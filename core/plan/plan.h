@@ -62,6 +62,9 @@ typedef struct weft_plan {
 	int64_t comm_backend_bytes;
 	char comm_backend[128];
 	weft_plan_pipeline pipeline;      /* a pipeline's stages and schedule (pp 0: none) */
+	int64_t setup_bytes;              /* the most held during the strategy's setup,
+					   * comm backend excluded, when the strategy
+					   * says (0: no more than the steps) */
 } weft_plan;
 
 /* Reads trainer.strategy (a name or a mapping), trainer.devices x

@@ -53,6 +53,9 @@ int64_t weft_plan_rank_total(const weft_plan *p, const weft_plan_act *act)
 		t += p->bytes[c];
 	if (act && act->predicted)
 		t += act->bytes;
+	/* setup holds no activations; its peak counts when it is the larger */
+	if (p->setup_bytes + p->comm_backend_bytes > t)
+		t = p->setup_bytes + p->comm_backend_bytes;
 	return t;
 }
 

@@ -30,7 +30,8 @@ weft_status weft_plan_parse_bytes(const char *what, const char *text, int64_t *o
 
 /* The bytes rank p->rank (the largest) holds at its peak: the plan's
  * categories, working sets and backend buffers, plus act->bytes where act
- * is non-NULL and predicted. */
+ * is non-NULL and predicted; or the strategy's setup peak plus the backend
+ * buffers when that is larger. */
 int64_t weft_plan_rank_total(const weft_plan *p, const weft_plan_act *act);
 
 /* The what-to-change inputs beside the plan: the activations with full

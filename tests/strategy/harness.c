@@ -133,9 +133,11 @@ weft_status h_model_create(const h_config *c, const weft_model_options *mo, weft
 	return weft_model_create_gpt(&gc, mo, out);
 }
 
-static weft_status model_create(const h_config *c, int rank, h_model *hm)
+/* no_grads: the strategy's build plan asks for no gradient buffers (the
+ * trainer honours it the same way). */
+static weft_status model_create(const h_config *c, int rank, int no_grads, h_model *hm)
 {
-	weft_model_options mo = { .device = WEFT_CPU, .seed = c->seed };
+	weft_model_options mo = { .device = WEFT_CPU, .seed = c->seed, .no_grads = no_grads };
 	weft_ctx_options co = { .device = WEFT_CPU, .seed = c->seed };
 	weft_status st;
 
@@ -272,7 +274,7 @@ static weft_status cb_replica_create(void *tr, int32_t index, weft_device dev, v
 	(void)dev;
 	if (!hm)
 		return weft_error_set(WEFT_ERR_NOMEM, "harness: replica");
-	st = model_create(t->c, t->rank, hm);
+	st = model_create(t->c, t->rank, 0, hm);
 	if (st) {
 		model_free(hm);
 		free(hm);
@@ -633,7 +635,7 @@ weft_status h_run(const h_config *c, h_result *out)
 	weft_strategy_env env;
 	const void *vt;
 	const weft_cfg *section = NULL;
-	int rank = 0, world = 1, data_rank = 0;
+	int rank = 0, world = 1, data_rank = 0, no_grads = 0;
 	int64_t rows;
 	double t_steps = 0.0;
 	weft_status st;
@@ -654,11 +656,7 @@ weft_status h_run(const h_config *c, h_result *out)
 	}
 	j.tr.c = c;
 	j.tr.rank = rank;
-	st = model_create(c, rank, &j.tr.main);
-	if (!st)
-		st = job_optim(&j, c);
-	if (!st)
-		st = weft_registry_find(j.reg, WEFT_PLUGIN_STRATEGY, c->strategy, &vt, NULL);
+	st = weft_registry_find(j.reg, WEFT_PLUGIN_STRATEGY, c->strategy, &vt, NULL);
 	if (!st && c->strategy_yaml) {
 		st = weft_config_load_string("strategy", c->strategy_yaml, strlen(c->strategy_yaml),
 					     &j.strat_cfg);
@@ -667,6 +665,24 @@ weft_status h_run(const h_config *c, h_result *out)
 	if (st)
 		goto out;
 	j.sops = vt;
+	/* the model as the trainer builds it: the build plan's no_grads (the
+	 * harness sets tensor parallelism itself, from c). A plan that
+	 * refuses the job leaves the model with gradients: the error tests
+	 * build jobs the trainer would refuse there, to reach setup's checks */
+	if (WEFT_HAS_MEMBER(j.sops, weft_strategy_ops, plan) && j.sops->plan) {
+		weft_model_options pmo = { .device = WEFT_CPU, .seed = c->seed };
+		int32_t dr = rank, dw = world;
+
+		if (j.sops->plan(section, rank, world, &pmo, &dr, &dw))
+			weft_error_clear();
+		else
+			no_grads = pmo.no_grads;
+	}
+	st = model_create(c, rank, no_grads, &j.tr.main);
+	if (!st)
+		st = job_optim(&j, c);
+	if (st)
+		goto out;
 	env = (weft_strategy_env){
 		.struct_size = sizeof(env),
 		.rank = rank,
@@ -714,6 +730,13 @@ weft_status h_run(const h_config *c, h_result *out)
 		st = job_load(&j, c->load_dir);
 	if (st)
 		goto out;
+	{
+		weft_mem_stats ms;
+
+		weft_mem_get_stats(&ms);
+		out->setup_peak_total = ms.peak_total;
+		memcpy(out->setup_current, ms.current, sizeof(out->setup_current));
+	}
 	weft_mem_reset_peaks();
 	data_rank = c->data_ranks > 0 ?
 		    (rank / (c->data_stride > 0 ? c->data_stride : 1)) % c->data_ranks : rank;

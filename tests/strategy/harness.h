@@ -117,6 +117,10 @@ typedef struct h_result {
 	/* ---- appended (zero) ---- */
 	int64_t mem_peak[WEFT_MEM_NUM_CATEGORIES]; /* allocator peaks over the steps
 						      * (peaks reset after setup) */
+	int64_t setup_peak_total;  /* the allocator's peak total from the start of the
+				    * process to the end of the strategy's setup
+				    * (model built as the strategy's build plan says) */
+	int64_t setup_current[WEFT_MEM_NUM_CATEGORIES]; /* held at the end of setup */
 } h_result;
 
 /* Runs a whole training in this process (as a rank when WEFT_RANK is set,

@@ -129,6 +129,10 @@ typedef struct zero {
 	zpool ppool, gpool;        /* stage 3 parameters; stages 2, 3 gradients */
 	int64_t persist_bytes;     /* stage 3: resident buffers of persistent units */
 	int gathered_whole;        /* gather_params(1) is in effect */
+	weft_tensor *own_grads;    /* stages 2, 3 on a model built without gradients:
+				    * the parameters' gradient tensors (no data of
+				    * their own; attach_grads), per parameter index */
+	size_t n_own_grads;
 
 	/* hooks */
 	int64_t hooks[6];
@@ -306,6 +310,10 @@ weft_status zero_refresh_persistent(zero *z);
 /* ---- zero_step.c (top): the strategy's members (entry.c's vtables) ---- */
 weft_status zero_create_stage(const weft_cfg *section, const weft_strategy_env *env, int stage,
 			      void **out);
+/* weft/strategy.h's plan (what the trainer builds): stages 2 and 3 (the
+ * stage from the options, `stage` fixed by the strategy's name or 0) ask
+ * for a model without gradient buffers. Errors: the options' CONFIG. */
+weft_status zero_build_plan_stage(const weft_cfg *section, int stage, weft_model_options *mo);
 weft_status zero_setup(void *p);
 void zero_destroy(void *p);
 weft_status zero_state(void *p, weft_strategy_state *out);

@@ -4,7 +4,9 @@
  * every unit gives it a whole chunk (or the whole unit when shorter).
  * Exact: the resident shards, the staging buffer, the collectives' element
  * counts and the working set, which setup makes in full (gradient buckets,
- * gathered-parameter buffers, persistent units), reported apart. */
+ * gathered-parameter buffers, persistent units), reported apart; stage 3's
+ * setup peak (the whole parameters beside the shard), which exceeds the
+ * steps' on many ranks. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -94,6 +96,12 @@ weft_status zero_memory_plan(void *p, const weft_plan_query *q, weft_plan_result
 				      gather_elems + persist_bytes;
 		out->collective_elements = micro * 3 * w * (chunk_sum - persist_sum) +
 					   (micro + 1) * w * persist_sum;
+		/* setup's peak (zero_setup): the whole parameters (the model
+		 * built without gradients) beside the shard and the persistent
+		 * units taken from them, before they are freed */
+		if (out->struct_size >= offsetof(weft_plan_result, setup_bytes) +
+					sizeof(out->setup_bytes))
+			out->setup_bytes = 4 * numel + 4 * shard + persist_bytes;
 		break;
 	}
 	if (offload) {

@@ -222,6 +222,68 @@ out_free:
 	return st;
 }
 
+weft_status zero_build_plan_stage(const weft_cfg *section, int stage, weft_model_options *mo)
+{
+	zero *z = calloc(1, sizeof(*z));
+	weft_status st;
+
+	if (!z)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy 'zero': out of memory");
+	st = read_options(z, section, stage);
+	/* stages 2 and 3 keep gradients in their own buckets and shard: the
+	 * model's whole gradient buffer would only raise the setup peak */
+	if (!st && z->stage >= 2)
+		mo->no_grads = 1;
+	free(z);
+	return st;
+}
+
+/* Stages 2, 3 on a model built without gradients (the build plan's
+ * no_grads): each float32 parameter gets a gradient tensor with no data,
+ * which the hooks point at a bucket while its unit reduces. */
+static weft_status attach_grads(zero *z)
+{
+	weft_params *ps = z->env->params;
+	size_t n = g_host->params_count(ps);
+
+	z->own_grads = calloc(n ? n : 1, sizeof(*z->own_grads));
+	if (!z->own_grads)
+		return g_host->error_set(WEFT_ERR_NOMEM, "strategy '%s': out of memory", z->label);
+	z->n_own_grads = n;
+	for (size_t i = 0; i < n; i++) {
+		weft_tensor *t = g_host->params_at(ps, i), *g = &z->own_grads[i];
+
+		if (t->dtype != WEFT_F32 || t->grad)
+			continue;
+		*g = *t;
+		g->flags = 0;
+		g->mem_category = WEFT_MEM_GRADS;
+		g->param_index = -1;
+		g->data = g->base = NULL;
+		g->offset = 0;
+		g->grad = NULL;
+		t->grad = g;
+		t->flags |= WEFT_TENSOR_REQUIRES_GRAD;
+	}
+	return WEFT_OK;
+}
+
+/* Undoes attach_grads (destroy: the model outlives the strategy). */
+static void detach_grads(zero *z)
+{
+	for (size_t i = 0; i < z->n_own_grads; i++) {
+		weft_tensor *t = g_host->params_at(z->env->params, i);
+
+		if (t->grad == &z->own_grads[i]) {
+			t->grad = NULL;
+			t->flags &= ~(uint32_t)WEFT_TENSOR_REQUIRES_GRAD;
+		}
+	}
+	free(z->own_grads);
+	z->own_grads = NULL;
+	z->n_own_grads = 0;
+}
+
 weft_status zero_setup(void *p)
 {
 	zero *z = p;
@@ -230,17 +292,19 @@ weft_status zero_setup(void *p)
 	weft_status st;
 
 	g_host->params_flat(env->params, WEFT_F32, &flat, &flat_grad);
-	if (!flat || !flat_grad)
+	if (!flat || (!flat_grad && z->stage < 2))
 		return g_host->error_set(WEFT_ERR_UNSUPPORTED,
 					 "strategy '%s': the model has no float32 parameters with "
 					 "gradients; only float32 master weights are supported",
 					 z->label);
 	z->flat = flat;
 	z->full_params = flat->data;
-	z->full_grads = flat_grad->data;
+	z->full_grads = flat_grad ? flat_grad->data : NULL;
 	z->numel = g_host->tensor_numel(flat);
 	z->n_slots = env->optim_ops->state_slots(env->optim);
-	st = zero_dev_init(z);
+	st = flat_grad ? WEFT_OK : attach_grads(z);
+	if (!st)
+		st = zero_dev_init(z);
 	if (st)
 		return st;
 	if (z->n_slots > ZERO_MAX_SLOTS)
@@ -255,6 +319,18 @@ weft_status zero_setup(void *p)
 	if (st)
 		return st;
 	zero_auto_prefetch(z, z->gather_elems);
+	/* Setup's peak: what the model holds goes before what the strategy
+	 * makes. Stages 2 and 3 keep no whole gradients (the model built
+	 * without them, or they are freed now) and stage 3 takes its
+	 * parameter shard and frees the whole parameters before the
+	 * optimizer slots and the working set are made (zero_memory_plan
+	 * counts what remains: the whole parameters beside the shard). */
+	if (z->stage >= 2) {
+		for (size_t k = 0; k < z->n_units; k++)
+			zero_point_grads(z, &z->units[k], NULL);
+		zero_drop_flat(z, flat_grad, WEFT_MEM_GRADS);
+		z->full_grads = NULL;
+	}
 	if (z->world > 1) {
 		weft_comm_buf all = zero_buf(z, z->full_params, z->numel);
 
@@ -264,11 +340,29 @@ weft_status zero_setup(void *p)
 						  "parameters at setup", z->label,
 						  (long long)z->numel);
 	}
+	/* offload fills its host master from the whole parameters */
 	if (z->offload) {
 		st = zero_offload_setup(z);
 		if (st)
 			return st;
-	} else if (z->n_slots) {
+	}
+	if (z->stage == 3) {
+		z->pshard = zero_alloc_f32(z, WEFT_MEM_PARAMS, z->shard_numel,
+					   "the parameter shard");
+		if (!z->pshard)
+			return WEFT_ERR_NOMEM;
+		st = zero_take_shard(z, z->full_params);
+		if (st)
+			return st;
+		for (size_t k = 0; k < z->n_units; k++)
+			zero_point_params(z, &z->units[k], NULL);
+		st = zero_place_persistent(z, z->full_params);
+		if (st)
+			return st;
+		zero_drop_flat(z, flat, WEFT_MEM_PARAMS);
+		z->full_params = NULL;
+	}
+	if (!z->offload && z->n_slots) {
 		z->slot_mem = zero_alloc_f32(z, WEFT_MEM_OPTIM,
 					     (int64_t)z->n_slots * z->shard_numel,
 					     "the optimizer state shard");
@@ -299,26 +393,6 @@ weft_status zero_setup(void *p)
 					   "the gradient shard");
 		if (!z->gshard)
 			return WEFT_ERR_NOMEM;
-		for (size_t k = 0; k < z->n_units; k++)
-			zero_point_grads(z, &z->units[k], NULL);
-		zero_drop_flat(z, flat_grad, WEFT_MEM_GRADS);
-		z->full_grads = NULL;
-	}
-	if (z->stage == 3) {
-		z->pshard = zero_alloc_f32(z, WEFT_MEM_PARAMS, z->shard_numel,
-					   "the parameter shard");
-		if (!z->pshard)
-			return WEFT_ERR_NOMEM;
-		st = zero_take_shard(z, z->full_params);
-		if (st)
-			return st;
-		for (size_t k = 0; k < z->n_units; k++)
-			zero_point_params(z, &z->units[k], NULL);
-		st = zero_place_persistent(z, z->full_params);
-		if (st)
-			return st;
-		zero_drop_flat(z, flat, WEFT_MEM_PARAMS);
-		z->full_params = NULL;
 	}
 	st = zero_hooks_add(z);
 	if (st)
@@ -506,6 +580,7 @@ void zero_destroy(void *p)
 	}
 	zero_offload_fini(z);
 	zero_dev_fini(z);
+	detach_grads(z);
 	free(z->q);
 	free(z->units);
 	free(z->unit_of);

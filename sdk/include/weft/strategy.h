@@ -376,6 +376,12 @@ typedef struct weft_plan_result {
 						       * device (optimizer offload);
 						       * the rest is the device's.
 						       * All 0 on the CPU */
+	int64_t setup_bytes;    /* (optional) since ABI 1.5: the most out->rank holds
+				 * during setup, before the first step (the whole
+				 * parameters beside the shard being taken from
+				 * them, say), comm backend excluded; the plan's
+				 * total is the larger of this and the steps'.
+				 * 0: setup holds no more than the steps */
 } weft_plan_result;
 
 /* The strategy vtable (kind WEFT_PLUGIN_STRATEGY). head.name is what
@@ -438,7 +444,10 @@ typedef struct weft_strategy_ops {
 	 * world size. May set the tensor-parallel fields of *mo (tp_size,
 	 * tp_rank, tp_flags: the model is then built as this rank's shards),
 	 * no_grads (1: the model gets no gradient buffers, for a strategy
-	 * whose own copies of the parameters hold them, as pp's stages do)
+	 * whose own copies of the parameters hold them, as pp's stages do,
+	 * or that keeps gradients in its own buckets and shards, as zero_2
+	 * and zero_3 do: their setup gives the parameters gradient tensors
+	 * without data; the parameters' grad is NULL until then)
 	 * and *data_rank / *data_world, preset to rank and world_size: the
 	 * rank and number of ranks the distributed sampler splits the data
 	 * over (the ranks of one tensor-parallel group read the same rows).
