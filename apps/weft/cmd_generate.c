@@ -23,6 +23,7 @@ static void usage(FILE *out)
 		"                     [--tokenizer tokenizer.json] [--max-new-tokens N]\n"
 		"                     [--temperature T | --greedy] [--top-k K] [--top-p P]\n"
 		"                     [--seed S] [--no-stop] [--no-kv-cache]\n"
+		"                     [--accelerator cpu|cuda]\n"
 		"\nprints the prompt and what the model writes after it. CHECKPOINT is a\n"
 		"checkpoint directory of weft fit (its model.safetensors), a safetensors file,\n"
 		"or a Hugging Face directory (config.json and its weights, as save_pretrained\n"
@@ -37,7 +38,11 @@ static void usage(FILE *out)
 		"A transformer runs the prompt once and then each new token alone, with its\n"
 		"keys and values cached (past the block size the window slides and is run\n"
 		"again for each token); --no-kv-cache runs the model over the whole window\n"
-		"for every token instead. Tokens/s goes to stderr.\n");
+		"for every token instead. --accelerator runs the model on the CPU or on\n"
+		"cuda:0 (weights loaded there, the logits copied back for sampling);\n"
+		"default: the config's trainer.accelerator, where the run was trained (cpu\n"
+		"without one, as for a Hugging Face directory; auto: cuda where a CUDA\n"
+		"device is usable). Tokens/s goes to stderr.\n");
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -133,9 +138,38 @@ static int print_token(void *arg, uint32_t id)
 	return 0;
 }
 
+/* The device of `--accelerator` (accel, may be NULL) or else of the
+ * config's trainer.accelerator: cpu, cuda (gpu: cuda) or auto (cuda where
+ * the CUDA kernels load, else cpu). */
+static weft_status pick_device(const weft_config *cfg, const char *accel, weft_device *out)
+{
+	static const char *const accels[] = { "cpu", "cuda", "gpu", "auto", NULL };
+	const weft_kernel_table *k;
+	int which = 0;
+	weft_status st;
+
+	*out = WEFT_CPU;
+	if (accel)
+		which = !strcmp(accel, "cuda"); /* checked with the options */
+	else if ((st = weft_cfg_choice(weft_cfg_get(weft_config_root(cfg), "trainer"),
+				       "accelerator", accels, "cpu", &which)))
+		return st;
+	if (which == 3) {
+		weft_device cuda = { .type = WEFT_DEVICE_CUDA, .index = 0 };
+
+		which = weft_kernels_get(cuda, &k) == WEFT_OK;
+		weft_error_clear();
+	}
+	if (which)
+		out->type = WEFT_DEVICE_CUDA;
+	return WEFT_OK;
+}
+
 int weft_cmd_generate(int argc, char **argv)
 {
 	const char *ckpt = NULL, *cfg_path = NULL, *tok_path = NULL, *prompt = NULL;
+	const char *accel = NULL;
+	char dev[32];
 	char cfg_buf[PATH_MAX + 32], weights[PATH_MAX + 32], tok_buf[PATH_MAX + 32];
 	weft_gen_options o = { .max_new_tokens = 200, .temperature = 0.8, .top_k = 200,
 			       .top_p = 1.0, .seed = 1337, .eos_id = -1 };
@@ -199,6 +233,11 @@ int weft_cmd_generate(int argc, char **argv)
 			no_stop = 1;
 		} else if (!strcmp(a, "--no-kv-cache")) {
 			o.no_kv_cache = 1;
+		} else if (!strcmp(a, "--accelerator") && has) {
+			accel = argv[++i];
+			if (strcmp(accel, "cpu") && strcmp(accel, "cuda"))
+				return bad_usage("--accelerator must be cpu or cuda, got '%s'",
+						 accel);
 		} else {
 			return bad_usage("unknown option or missing value: '%s'", a);
 		}
@@ -217,8 +256,9 @@ int weft_cmd_generate(int argc, char **argv)
 			cfg_path = cfg_buf;
 		st = weft_config_load_file(cfg_path, &cfg);
 	}
-	if (st)
+	if (st || (st = pick_device(cfg, accel, &mo.device)))
 		goto out;
+	co.device = mo.device;
 	st = weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), &mo, &m);
 	if (st)
 		goto out;
@@ -302,11 +342,12 @@ int weft_cmd_generate(int argc, char **argv)
 		goto out;
 	printf("\n");
 	fflush(stdout); /* the text before the figures, also when both go to one pipe */
-	fprintf(stderr, "weft generate: %" PRId64 " new tokens in %.2f s, %.1f tokens/s%s (%s)\n",
-		stats.new_tokens, stats.seconds,
+	fprintf(stderr, "weft generate: %" PRId64 " new tokens in %.2f s, %.1f tokens/s%s (%s, "
+		"on %s)\n", stats.new_tokens, stats.seconds,
 		stats.seconds > 0 ? (double)stats.new_tokens / stats.seconds : 0,
 		stats.stopped_at_eos ? ", stopped at end-of-text" : "",
-		stats.kv_cache ? "KV cache" : "full forward over the window for each token");
+		stats.kv_cache ? "KV cache" : "full forward over the window for each token",
+		weft_device_str(mo.device, dev, sizeof(dev)));
 out:
 	free(ids.ids);
 	free(out.ids);

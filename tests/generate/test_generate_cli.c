@@ -2,7 +2,8 @@
  * found two levels up), greedy output is the prompt followed by exactly the
  * bytes weft_generate picks in process for the same weights; a seed repeats
  * its sample; --no-kv-cache gives the same greedy text; a BPE model goes
- * through --tokenizer; tokens/s is printed, saying whether the KV cache ran;
+ * through --tokenizer; tokens/s is printed, saying whether the KV cache ran
+ * and on which device;
  * each user error is one clear message. */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -114,7 +115,7 @@ int main(void)
 	WT_CHECK(run(args, 0) == 0);
 	WT_CHECK(out_len == first_len && !memcmp(out, first, first_len));
 	WT_CHECK(run(args, 1) == 0);
-	WT_CHECK(has("(full forward over the window for each token)"));
+	WT_CHECK(has("(full forward over the window for each token, on cpu)"));
 	/* a seed repeats its sample */
 	snprintf(args, sizeof(args), "--ckpt %s --prompt 'Hi ' --seed 5 --top-k 0 "
 		 "--temperature 1 --max-new-tokens 40", ckpt);
@@ -124,7 +125,7 @@ int main(void)
 	WT_CHECK(run(args, 1) == 0);
 	WT_CHECK(out_len > first_len && !memcmp(out, first, first_len));
 	WT_CHECK(has("tokens/s"));
-	WT_CHECK(has("(KV cache)"));
+	WT_CHECK(has("(KV cache, on cpu)"));
 	free(ids.ids);
 	weft_ctx_free(ctx);
 	weft_model_free(m);
@@ -150,6 +151,9 @@ int main(void)
 	snprintf(args, sizeof(args), "--ckpt %s --prompt x --top-p 0", ckpt);
 	WT_CHECK(run(args, 1) == 2);
 	WT_STR_CONTAINS(out, "--top-p must be in (0, 1], got '0'");
+	snprintf(args, sizeof(args), "--ckpt %s --prompt x --accelerator tpu", ckpt);
+	WT_CHECK(run(args, 1) == 2);
+	WT_STR_CONTAINS(out, "--accelerator must be cpu or cuda, got 'tpu'");
 	snprintf(args, sizeof(args), "--ckpt %s --prompt x", dir);
 	WT_CHECK(run(args, 1) == 1);
 	WT_STR_CONTAINS(out, "no config beside checkpoint");
