@@ -29,10 +29,16 @@ typedef struct block_header {
 	uint32_t category;
 } block_header;
 
-static atomic_llong cur[WEFT_MEM_NUM_CATEGORIES];
-static atomic_llong peak[WEFT_MEM_NUM_CATEGORIES];
-static atomic_llong cur_total;
-static atomic_llong peak_total;
+/* one set of counters: current and peak per category and of their sum */
+typedef struct counters {
+	atomic_llong cur[WEFT_MEM_NUM_CATEGORIES];
+	atomic_llong peak[WEFT_MEM_NUM_CATEGORIES];
+	atomic_llong cur_total;
+	atomic_llong peak_total;
+} counters;
+
+/* all: everything; host, device: the two places apart */
+static counters all, host, device;
 static atomic_llong fail_countdown;
 
 static const char *const cat_names[WEFT_MEM_NUM_CATEGORIES] = {
@@ -54,18 +60,32 @@ static void raise_peak(atomic_llong *p, long long v)
 		;
 }
 
-void weft_mem_account(weft_mem_category cat, int64_t delta)
+static void count(counters *k, weft_mem_category cat, int64_t delta)
 {
 	long long now, total;
 
+	now = atomic_fetch_add(&k->cur[cat], (long long)delta) + (long long)delta;
+	total = atomic_fetch_add(&k->cur_total, (long long)delta) + (long long)delta;
+	if (delta > 0) {
+		raise_peak(&k->peak[cat], now);
+		raise_peak(&k->peak_total, total);
+	}
+}
+
+void weft_mem_account(weft_mem_category cat, int64_t delta)
+{
 	if ((int)cat < 0 || cat >= WEFT_MEM_NUM_CATEGORIES)
 		cat = WEFT_MEM_OTHER;
-	now = atomic_fetch_add(&cur[cat], (long long)delta) + (long long)delta;
-	total = atomic_fetch_add(&cur_total, (long long)delta) + (long long)delta;
-	if (delta > 0) {
-		raise_peak(&peak[cat], now);
-		raise_peak(&peak_total, total);
-	}
+	count(&all, cat, delta);
+	count(&host, cat, delta);
+}
+
+void weft_mem_account_device(weft_mem_category cat, int64_t delta)
+{
+	if ((int)cat < 0 || cat >= WEFT_MEM_NUM_CATEGORIES)
+		cat = WEFT_MEM_OTHER;
+	count(&all, cat, delta);
+	count(&device, cat, delta);
 }
 
 static int injected_failure(void)
@@ -142,19 +162,39 @@ void weft_mem_free(void *ptr)
 	free(h);
 }
 
-void weft_mem_get_stats(weft_mem_stats *out)
+static void read_counters(counters *k, weft_mem_stats *out)
 {
 	for (int i = 0; i < WEFT_MEM_NUM_CATEGORIES; i++) {
-		out->current[i] = atomic_load(&cur[i]);
-		out->peak[i] = atomic_load(&peak[i]);
+		out->current[i] = atomic_load(&k->cur[i]);
+		out->peak[i] = atomic_load(&k->peak[i]);
 	}
-	out->current_total = atomic_load(&cur_total);
-	out->peak_total = atomic_load(&peak_total);
+	out->current_total = atomic_load(&k->cur_total);
+	out->peak_total = atomic_load(&k->peak_total);
+}
+
+void weft_mem_get_stats(weft_mem_stats *out)
+{
+	read_counters(&all, out);
+}
+
+void weft_mem_get_split_stats(weft_mem_stats *host_out, weft_mem_stats *device_out)
+{
+	if (host_out)
+		read_counters(&host, host_out);
+	if (device_out)
+		read_counters(&device, device_out);
+}
+
+static void reset_counters(counters *k)
+{
+	for (int i = 0; i < WEFT_MEM_NUM_CATEGORIES; i++)
+		atomic_store(&k->peak[i], atomic_load(&k->cur[i]));
+	atomic_store(&k->peak_total, atomic_load(&k->cur_total));
 }
 
 void weft_mem_reset_peaks(void)
 {
-	for (int i = 0; i < WEFT_MEM_NUM_CATEGORIES; i++)
-		atomic_store(&peak[i], atomic_load(&cur[i]));
-	atomic_store(&peak_total, atomic_load(&cur_total));
+	reset_counters(&all);
+	reset_counters(&host);
+	reset_counters(&device);
 }

@@ -154,6 +154,7 @@ static const weft_host host = {
 	.parallel_for = weft_cpu_parallel_for,
 	.cuda_extras = weft_cuda_extras_find,
 	.tp_param_runs = weft_tp_host_param_runs,
+	.mem_account_device = weft_mem_account_device,
 };
 
 const weft_host *weft_host_services(void)

@@ -117,6 +117,36 @@ static void metrics_object(weft_json_writer *w, const char *key, const weft_metr
 	weft_json_end_object(w);
 }
 
+/* `key`: {category: peak, "total": peak} of *m, then `rank_key`:
+ * {category: rank, "total": rank} when rank is given; nothing when m is
+ * NULL. */
+static void peaks_object(weft_json_writer *w, const char *key, const weft_mem_stats *m,
+			 const char *rank_key, const int64_t *rank)
+{
+	if (!m)
+		return;
+	weft_json_key(w, key);
+	weft_json_begin_object(w);
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
+		weft_json_key(w, weft_mem_category_name((weft_mem_category)c));
+		weft_json_int(w, m->peak[c]);
+	}
+	weft_json_key(w, "total");
+	weft_json_int(w, m->peak_total);
+	weft_json_end_object(w);
+	if (!rank)
+		return;
+	weft_json_key(w, rank_key);
+	weft_json_begin_object(w);
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
+		weft_json_key(w, weft_mem_category_name((weft_mem_category)c));
+		weft_json_int(w, rank[c]);
+	}
+	weft_json_key(w, "total");
+	weft_json_int(w, rank[WEFT_MEM_NUM_CATEGORIES]);
+	weft_json_end_object(w);
+}
+
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 {
 	char tmp[4200];
@@ -156,50 +186,9 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 		metrics_object(&w, "totals", s->totals, s->n_totals);
 	if (s->n_pipeline)
 		metrics_object(&w, "pipeline", s->pipeline, s->n_pipeline);
-	if (s->memory) {
-		weft_json_key(&w, "peak_bytes");
-		weft_json_begin_object(&w);
-		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
-			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
-			weft_json_int(&w, s->memory->peak[c]);
-		}
-		weft_json_key(&w, "total");
-		weft_json_int(&w, s->memory->peak_total);
-		weft_json_end_object(&w);
-	}
-	if (s->memory && s->memory_rank) {
-		weft_json_key(&w, "peak_rank");
-		weft_json_begin_object(&w);
-		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
-			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
-			weft_json_int(&w, s->memory_rank[c]);
-		}
-		weft_json_key(&w, "total");
-		weft_json_int(&w, s->memory_rank[WEFT_MEM_NUM_CATEGORIES]);
-		weft_json_end_object(&w);
-	}
-	if (s->steady_memory) {
-		weft_json_key(&w, "steady_peak_bytes");
-		weft_json_begin_object(&w);
-		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
-			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
-			weft_json_int(&w, s->steady_memory->peak[c]);
-		}
-		weft_json_key(&w, "total");
-		weft_json_int(&w, s->steady_memory->peak_total);
-		weft_json_end_object(&w);
-	}
-	if (s->steady_memory && s->steady_memory_rank) {
-		weft_json_key(&w, "steady_peak_rank");
-		weft_json_begin_object(&w);
-		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
-			weft_json_key(&w, weft_mem_category_name((weft_mem_category)c));
-			weft_json_int(&w, s->steady_memory_rank[c]);
-		}
-		weft_json_key(&w, "total");
-		weft_json_int(&w, s->steady_memory_rank[WEFT_MEM_NUM_CATEGORIES]);
-		weft_json_end_object(&w);
-	}
+	peaks_object(&w, "peak_bytes", s->memory, "peak_rank", s->memory_rank);
+	peaks_object(&w, "steady_peak_bytes", s->steady_memory, "steady_peak_rank",
+		     s->steady_memory_rank);
 	if (s->plan_bytes) {
 		weft_json_key(&w, "plan_bytes");
 		weft_json_begin_object(&w);
@@ -211,6 +200,14 @@ weft_status weft_run_summary_write(const char *path, const weft_run_summary *s)
 		}
 		weft_json_end_object(&w);
 	}
+	peaks_object(&w, "host_peak_bytes", s->host_memory, "host_peak_rank",
+		     s->host_memory_rank);
+	peaks_object(&w, "device_peak_bytes", s->device_memory, "device_peak_rank",
+		     s->device_memory_rank);
+	peaks_object(&w, "steady_host_peak_bytes", s->steady_host_memory,
+		     "steady_host_peak_rank", s->steady_host_memory_rank);
+	peaks_object(&w, "steady_device_peak_bytes", s->steady_device_memory,
+		     "steady_device_peak_rank", s->steady_device_memory_rank);
 	weft_json_end_object(&w);
 	st = weft_json_finish(&w, NULL);
 	bad = ferror(f);

@@ -95,6 +95,13 @@ typedef struct weft_run_summary {
 	/* `weft plan`'s bytes per category for the rank that holds the most,
 	 * -1 where it plans none; NULL: omitted */
 	const int64_t *plan_bytes;
+	/* the host's and the device's own peaks (weft_mem_get_split_stats),
+	 * max over ranks, and the rank of each, for the whole run and the
+	 * steady steps as above; NULL: omitted */
+	const weft_mem_stats *host_memory, *device_memory;
+	const int64_t *host_memory_rank, *device_memory_rank;
+	const weft_mem_stats *steady_host_memory, *steady_device_memory;
+	const int64_t *steady_host_memory_rank, *steady_device_memory_rank;
 } weft_run_summary;
 
 /* Writes `path` (through path.tmp and a rename) as a JSON object:
@@ -106,7 +113,10 @@ typedef struct weft_run_summary {
  *    memory_rank is given), "steady_peak_bytes" and "steady_peak_rank" (the
  *    same from the third step on, when steady_memory is given),
  *    "plan_bytes": {category: bytes} (the planned
- *    categories, when plan_bytes is given)}
+ *    categories, when plan_bytes is given), "host_peak_bytes",
+ *    "host_peak_rank", "device_peak_bytes", "device_peak_rank" and their
+ *    "steady_" forms (the host's and the device's own peaks, each when
+ *    given)}
  * Errors: WEFT_ERR_IO naming the path. */
 weft_status weft_run_summary_write(const char *path, const weft_run_summary *s);
 

@@ -279,6 +279,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->global_step++;
 	if (++t->steps_here == 2) {
 		weft_mem_get_stats(&t->first_peaks);
+		weft_mem_get_split_stats(&t->first_host_peaks, &t->first_device_peaks);
 		weft_mem_reset_peaks();
 	} else if (t->steps_here > 2) {
 		t->steady_steps++;
@@ -592,60 +593,80 @@ out:
 	return st;
 }
 
-/* The memory peaks for summary.json: each category's (and the total's)
- * largest peak over the ranks into *mem, and the rank that reached it
- * (the lowest on a tie) into rank[]; the same for the steady peaks (those
- * since the end of the second step, trainer_impl.h) into *steady and
- * steady_rank[] (meaningful when t->steady_steps > 0). Collective. */
-static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats *mem, int64_t *rank,
-				    weft_mem_stats *steady, int64_t *steady_rank)
+/* The memory peaks for summary.json, for each of the three counter sets
+ * (WHERE_ALL: host and device together, WHERE_HOST, WHERE_DEVICE): each
+ * category's (and the total's) largest peak over the ranks into mem[w],
+ * and the rank that reached it (the lowest on a tie) into rank[w][]; the
+ * same for the steady peaks (those since the end of the second step,
+ * trainer_impl.h) into steady[w] and steady_rank[w][] (meaningful when
+ * t->steady_steps > 0). Collective. */
+enum { WHERE_ALL, WHERE_HOST, WHERE_DEVICE, WHERE_N };
+enum { PEAK_N = WEFT_MEM_NUM_CATEGORIES + 1 };
+
+/* a set's row of PEAK_N numbers: the peaks per category, then the total's */
+static void peak_row(const weft_mem_stats *m, int64_t *row)
 {
-	enum { N = WEFT_MEM_NUM_CATEGORIES + 1 };
-	int64_t mine[2 * N], *all;
+	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+		row[c] = m->peak[c];
+	row[WEFT_MEM_NUM_CATEGORIES] = m->peak_total;
+}
+
+static void set_peak(weft_mem_stats *m, int c, int64_t v)
+{
+	if (c < WEFT_MEM_NUM_CATEGORIES)
+		m->peak[c] = v;
+	else
+		m->peak_total = v;
+}
+
+static weft_status peaks_over_ranks(weft_trainer *t, weft_mem_stats mem[WHERE_N],
+				    int64_t rank[WHERE_N][PEAK_N],
+				    weft_mem_stats steady[WHERE_N],
+				    int64_t steady_rank[WHERE_N][PEAK_N])
+{
+	enum { ROW = 2 * WHERE_N * PEAK_N };
+	const weft_mem_stats *first[WHERE_N] = { &t->first_peaks, &t->first_host_peaks,
+						 &t->first_device_peaks };
+	int64_t mine[ROW], *all;
 	weft_status st;
 
-	weft_mem_get_stats(steady);
-	*mem = *steady;
-	if (t->steps_here >= 2) {
-		/* the whole run's peak: the larger of the first steps' and
-		 * the steady one */
-		for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
-			if (t->first_peaks.peak[c] > mem->peak[c])
-				mem->peak[c] = t->first_peaks.peak[c];
-		if (t->first_peaks.peak_total > mem->peak_total)
-			mem->peak_total = t->first_peaks.peak_total;
+	weft_mem_get_stats(&steady[WHERE_ALL]);
+	weft_mem_get_split_stats(&steady[WHERE_HOST], &steady[WHERE_DEVICE]);
+	for (int w = 0; w < WHERE_N; w++) {
+		mem[w] = steady[w];
+		if (t->steps_here >= 2) {
+			/* the whole run's peak: the larger of the first
+			 * steps' and the steady one */
+			for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++)
+				if (first[w]->peak[c] > mem[w].peak[c])
+					mem[w].peak[c] = first[w]->peak[c];
+			if (first[w]->peak_total > mem[w].peak_total)
+				mem[w].peak_total = first[w]->peak_total;
+		}
+		peak_row(&mem[w], mine + (2 * w) * PEAK_N);
+		peak_row(&steady[w], mine + (2 * w + 1) * PEAK_N);
 	}
-	for (int c = 0; c < WEFT_MEM_NUM_CATEGORIES; c++) {
-		mine[c] = mem->peak[c];
-		mine[N + c] = steady->peak[c];
-	}
-	mine[WEFT_MEM_NUM_CATEGORIES] = mem->peak_total;
-	mine[N + WEFT_MEM_NUM_CATEGORIES] = steady->peak_total;
-	all = calloc((size_t)t->world * 2 * N, sizeof(*all));
+	all = calloc((size_t)t->world * ROW, sizeof(*all));
 	if (!all)
 		return weft_error_set(WEFT_ERR_NOMEM, "out of memory gathering the memory peaks");
-	st = weft_trainer_all_gather_i64(t, mine, 2 * N, all);
-	for (int c = 0; !st && c < 2 * N; c++) {
-		int64_t best = all[c], who = 0;
+	st = weft_trainer_all_gather_i64(t, mine, ROW, all);
+	for (int i = 0; !st && i < ROW; i++) {
+		int64_t best = all[i], who = 0;
+		int w = i / (2 * PEAK_N), is_steady = (i / PEAK_N) % 2, c = i % PEAK_N;
 
 		for (int r = 1; r < t->world; r++) {
-			if (all[(size_t)r * 2 * N + c] > best) {
-				best = all[(size_t)r * 2 * N + c];
+			if (all[(size_t)r * ROW + i] > best) {
+				best = all[(size_t)r * ROW + i];
 				who = r;
 			}
 		}
-		if (c < N)
-			rank[c] = who;
-		else
-			steady_rank[c - N] = who;
-		if (c < WEFT_MEM_NUM_CATEGORIES)
-			mem->peak[c] = best;
-		else if (c == WEFT_MEM_NUM_CATEGORIES)
-			mem->peak_total = best;
-		else if (c < 2 * N - 1)
-			steady->peak[c - N] = best;
-		else
-			steady->peak_total = best;
+		if (is_steady) {
+			steady_rank[w][c] = who;
+			set_peak(&steady[w], c, best);
+		} else {
+			rank[w][c] = who;
+			set_peak(&mem[w], c, best);
+		}
 	}
 	free(all);
 	return st;
@@ -655,7 +676,7 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 {
 	weft_metric fin[4], tm[4], tot[10];
 	size_t nf = 0, nt = 0, ntot = 0;
-	weft_mem_stats mem;
+	weft_mem_stats mem[WHERE_N];
 	weft_run_summary s;
 	char path[WEFT_TRAINER_PATH + 32];
 	double wall = weft_trainer_now() - t->t_start;
@@ -663,16 +684,17 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	double steps = t->global_step > 0 ? (double)t->global_step : 1.0;
 	weft_metric pipe[4];
 	size_t npipe = 0;
-	int64_t peak_rank[WEFT_MEM_NUM_CATEGORIES + 1], planned[WEFT_MEM_NUM_CATEGORIES];
-	int64_t steady_rank[WEFT_MEM_NUM_CATEGORIES + 1];
-	weft_mem_stats steady;
+	int64_t peak_rank[WHERE_N][PEAK_N], planned[WEFT_MEM_NUM_CATEGORIES];
+	int64_t steady_rank[WHERE_N][PEAK_N];
+	weft_mem_stats steady[WHERE_N];
+	int steady_ok;
 	weft_status st;
 
 	/* collective: every rank, before rank 0 alone writes */
 	st = weft_trainer_pipeline_summary(t, pipe, &npipe);
 	if (st)
 		return st;
-	st = peaks_over_ranks(t, &mem, peak_rank, &steady, steady_rank);
+	st = peaks_over_ranks(t, mem, peak_rank, steady, steady_rank);
 	if (st)
 		return st;
 	if (t->rank != 0)
@@ -681,14 +703,15 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 	/* the plan predicts the steady peaks: the first steps' arena growth
 	 * is not compared (a run of two steps or fewer has none to compare
 	 * activations with) */
-	if (t->steady_steps > 0) {
-		weft_trainer_plan_check(planned, &steady, steady_rank);
+	steady_ok = t->steady_steps > 0;
+	if (steady_ok) {
+		weft_trainer_plan_check(planned, &steady[WHERE_ALL], steady_rank[WHERE_ALL]);
 	} else {
 		int64_t resident[WEFT_MEM_NUM_CATEGORIES];
 
 		memcpy(resident, planned, sizeof(resident));
 		resident[WEFT_MEM_ACTIVATIONS] = -1;
-		weft_trainer_plan_check(resident, &mem, peak_rank);
+		weft_trainer_plan_check(resident, &mem[WHERE_ALL], peak_rank[WHERE_ALL]);
 	}
 	fin[nf++] = (weft_metric){ "train_loss", t->last_train_loss };
 	if (t->have_val) {
@@ -726,14 +749,22 @@ weft_status weft_trainer_write_summary(weft_trainer *t)
 		.throughput_unit = lm ? "tokens/s" : "samples/s",
 		.step_time = tm,
 		.n_step_time = nt,
-		.memory = &mem,
+		.memory = &mem[WHERE_ALL],
 		.totals = tot,
 		.n_totals = ntot,
 		.pipeline = pipe,
 		.n_pipeline = npipe,
-		.memory_rank = peak_rank,
-		.steady_memory = t->steady_steps > 0 ? &steady : NULL,
-		.steady_memory_rank = steady_rank,
+		.memory_rank = peak_rank[WHERE_ALL],
+		.steady_memory = steady_ok ? &steady[WHERE_ALL] : NULL,
+		.steady_memory_rank = steady_rank[WHERE_ALL],
+		.host_memory = &mem[WHERE_HOST],
+		.host_memory_rank = peak_rank[WHERE_HOST],
+		.device_memory = &mem[WHERE_DEVICE],
+		.device_memory_rank = peak_rank[WHERE_DEVICE],
+		.steady_host_memory = steady_ok ? &steady[WHERE_HOST] : NULL,
+		.steady_host_memory_rank = steady_rank[WHERE_HOST],
+		.steady_device_memory = steady_ok ? &steady[WHERE_DEVICE] : NULL,
+		.steady_device_memory_rank = steady_rank[WHERE_DEVICE],
 		.plan_bytes = planned,
 	};
 	snprintf(path, sizeof(path), "%s/summary.json", t->run_dir);

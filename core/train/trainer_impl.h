@@ -141,9 +141,10 @@ struct weft_trainer {
 	 * arenas (up to twice their steady size) until the second step's end,
 	 * where the peaks so far are kept in first_peaks and the allocator's
 	 * are reset; from the third step on they are the steady ones, which
-	 * the plan predicts (steady_steps counts those steps) */
+	 * the plan predicts (steady_steps counts those steps); the host's
+	 * and the device's own peaks (weft_mem_get_split_stats) the same */
 	int64_t steps_here, steady_steps;
-	weft_mem_stats first_peaks;
+	weft_mem_stats first_peaks, first_host_peaks, first_device_peaks;
 
 	/* the data split, from the strategy's plan: this rank's index among
 	 * the ranks the data is divided over, and their number (the dp

@@ -11,6 +11,15 @@
 
 const weft_host *cuda_host;
 
+void cuda_account_device(weft_mem_category cat, int64_t delta)
+{
+	if (WEFT_HAS_MEMBER(cuda_host, weft_host, mem_account_device) &&
+	    cuda_host->mem_account_device)
+		cuda_host->mem_account_device(cat, delta);
+	else
+		cuda_host->mem_account(cat, delta);
+}
+
 weft_status cuda_status_for(cudaError_t err)
 {
 	switch (err) {
@@ -192,7 +201,7 @@ weft_status cuda_rows_reserve(cuda_ctx *c, const char *kernel, size_t bytes)
 	}
 	c->rows = p;
 	c->rows_bytes = bytes;
-	cuda_host->mem_account(WEFT_MEM_OTHER, (int64_t)bytes);
+	cuda_account_device(WEFT_MEM_OTHER, (int64_t)bytes);
 	return WEFT_OK;
 }
 

@@ -63,6 +63,11 @@ struct cuda_retired {
 /* The host services from the entry call; set once before any table use. */
 extern const weft_host *cuda_host;
 
+/* Counts `delta` bytes of device memory under `cat`: with the host's
+ * mem_account_device (ABI 1.5), else, on an older host, with mem_account
+ * (in the totals only). Pinned host memory is counted with mem_account. */
+void cuda_account_device(weft_mem_category cat, int64_t delta);
+
 /* The status for a CUDA error: WEFT_ERR_NOMEM for allocation failures,
  * WEFT_ERR_UNSUPPORTED when the device, driver or this build's GPU code
  * cannot run here, else WEFT_ERR_INTERNAL. */

@@ -76,14 +76,14 @@ static void cuda_ctx_destroy(void *kctx)
 		cudaStreamSynchronize(c->stream);
 	if (c->rows) {
 		cudaFree(c->rows);
-		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
+		cuda_account_device(WEFT_MEM_OTHER, -(int64_t)c->rows_bytes);
 	}
 	while (c->retired) {
 		struct cuda_retired *r = c->retired;
 
 		c->retired = r->next;
 		cudaFree(r->ptr);
-		cuda_host->mem_account(WEFT_MEM_OTHER, -(int64_t)r->bytes);
+		cuda_account_device(WEFT_MEM_OTHER, -(int64_t)r->bytes);
 		cuda_host->mem_free(r);
 	}
 	if (c->check_host)
@@ -213,7 +213,7 @@ static weft_status cuda_mem_alloc(int32_t index, weft_mem_category cat, size_t b
 		}
 		return cuda_fail("mem_alloc", index, err, "%zu bytes for %s", bytes, cat_name(cat));
 	}
-	cuda_host->mem_account(cat, (int64_t)bytes);
+	cuda_account_device(cat, (int64_t)bytes);
 	return WEFT_OK;
 }
 
@@ -223,7 +223,7 @@ static void cuda_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_
 		return;
 	cudaSetDevice(index);
 	cudaFree(ptr); /* waits for work on the block */
-	cuda_host->mem_account(cat, -(int64_t)bytes);
+	cuda_account_device(cat, -(int64_t)bytes);
 }
 
 static const char *kind_name(weft_copy_kind kind)

@@ -8,6 +8,9 @@
  * while the whole run's activation peak (the first steps' arena growth)
  * may be up to twice it; and the trainer does not warn that plan and peak
  * differ. A run of 2 steps has no steady peak and no warning either.
+ * The host/device split ("host_peak_bytes", "device_peak_bytes", their
+ * ranks and "steady_" forms): on the CPU every device peak is 0 and every
+ * host peak equals the total's, exactly.
  * Skipped (77) without the gloo plugin. */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,28 @@ static int64_t field(const weft_json_value *js, const char *obj, const char *key
 	return v->integer;
 }
 
+/* No device: the device's peaks are 0 and the host's are the totals'
+ * (prefix "" or "steady_"), with a rank named for each. */
+static void check_split(const weft_json_value *js, const char *prefix, int world)
+{
+	static const char *const keys[] = { "params", "grads", "optim", "activations",
+					    "comm", "other", "total" };
+	char all[64], host[64], dev[64], host_rank[64], dev_rank[64];
+
+	snprintf(all, sizeof(all), "%speak_bytes", prefix);
+	snprintf(host, sizeof(host), "%shost_peak_bytes", prefix);
+	snprintf(dev, sizeof(dev), "%sdevice_peak_bytes", prefix);
+	snprintf(host_rank, sizeof(host_rank), "%shost_peak_rank", prefix);
+	snprintf(dev_rank, sizeof(dev_rank), "%sdevice_peak_rank", prefix);
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		WT_CHECK(field(js, dev, keys[k]) == 0);
+		WT_CHECK(field(js, host, keys[k]) == field(js, all, keys[k]));
+		WT_CHECK(field(js, host_rank, keys[k]) >= 0 &&
+			 field(js, host_rank, keys[k]) < world);
+		WT_CHECK(field(js, dev_rank, keys[k]) == 0); /* a tie: the lowest */
+	}
+}
+
 static void run(const char *name, const char *devices, const char *strategy, const char *mode)
 {
 	char a_name[64], a_dev[64], a_strat[64], a_mode[80], path[256];
@@ -65,6 +90,8 @@ static void run(const char *name, const char *devices, const char *strategy, con
 	WT_CHECK(field(js, "steady_peak_bytes", "total") <= field(js, "peak_bytes", "total"));
 	WT_CHECK(field(js, "steady_peak_rank", "total") >= 0 &&
 		 field(js, "steady_peak_rank", "total") < atoi(devices));
+	check_split(js, "", atoi(devices));
+	check_split(js, "steady_", atoi(devices));
 	weft_json_free(js);
 }
 
@@ -93,6 +120,8 @@ int main(void)
 	snprintf(path, sizeof(path), "runs/short/version_0/summary.json");
 	WT_REQUIRE(weft_json_parse_file(tt_path("%s", path), &js) == WEFT_OK);
 	WT_CHECK(weft_json_get(js, "steady_peak_bytes") == NULL);
+	WT_CHECK(weft_json_get(js, "steady_device_peak_bytes") == NULL);
+	check_split(js, "", 1);
 	WT_CHECK(weft_json_get(js, "peak_bytes") != NULL);
 	weft_json_free(js);
 	tt_cleanup();

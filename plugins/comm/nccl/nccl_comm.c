@@ -55,6 +55,15 @@
 
 const weft_host *nccl_host;
 
+void nccl_account_device(weft_mem_category cat, int64_t delta)
+{
+	if (WEFT_HAS_MEMBER(nccl_host, weft_host, mem_account_device) &&
+	    nccl_host->mem_account_device)
+		nccl_host->mem_account_device(cat, delta);
+	else
+		nccl_host->mem_account(cat, delta);
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -240,7 +249,8 @@ static weft_status take_stage_locked(weft_comm *c, size_t need, const char *what
 		nccl_host->mem_free(b);
 		return st;
 	}
-	nccl_host->mem_account(WEFT_MEM_COMM, 2 * (int64_t)b->cap);
+	nccl_account_device(WEFT_MEM_COMM, (int64_t)b->cap);
+	nccl_host->mem_account(WEFT_MEM_COMM, (int64_t)b->cap);
 	b->all_next = c->all_stages;
 	c->all_stages = b;
 	*out = b;
@@ -675,13 +685,14 @@ void nccl_destroy(weft_comm *c)
 		c->all_stages = b->all_next;
 		cudaFreeHost(b->host);
 		cudaFree(b->dev);
-		nccl_host->mem_account(WEFT_MEM_COMM, -2 * (int64_t)b->cap);
+		nccl_account_device(WEFT_MEM_COMM, -(int64_t)b->cap);
+		nccl_host->mem_account(WEFT_MEM_COMM, -(int64_t)b->cap);
 		nccl_host->mem_free(b);
 	}
 	c->free_stages = NULL;
 	if (c->barrier_buf) {
 		cudaFree(c->barrier_buf);
-		nccl_host->mem_account(WEFT_MEM_COMM, -(int64_t)sizeof(int32_t));
+		nccl_account_device(WEFT_MEM_COMM, -(int64_t)sizeof(int32_t));
 	}
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
@@ -800,7 +811,7 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 					  cudaGetErrorName(err), cudaGetErrorString(err));
 		goto out_destroy;
 	}
-	nccl_host->mem_account(WEFT_MEM_COMM, (int64_t)sizeof(int32_t));
+	nccl_account_device(WEFT_MEM_COMM, (int64_t)sizeof(int32_t));
 	if ((st = exchange_id(a, c, &id)))
 		goto out_destroy;
 	cfg.blocking = 0;

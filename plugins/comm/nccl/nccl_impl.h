@@ -18,6 +18,10 @@
 
 extern const weft_host *nccl_host; /* nccl_comm.c; set by the entry symbol */
 
+/* Counts `delta` bytes of device memory under `cat` with the host's
+ * mem_account_device (ABI 1.5), else with mem_account (totals only). */
+void nccl_account_device(weft_mem_category cat, int64_t delta);
+
 /* Smallest scratch area for host buffers (bytes, device and pinned each). */
 #define NCCL_STAGE_MIN_BYTES 4096
 

@@ -4,7 +4,9 @@
  * the current and peak bytes per category are exact at any moment; ZeRO's
  * memory claims are checked against them. Host (CPU) memory is counted
  * here; device memory is counted by the device layer with the same
- * categories (weft_mem_account).
+ * categories (weft_mem_account_device, since ABI 1.5; before, with
+ * weft_mem_account). The totals (weft_mem_get_stats) count both; the
+ * host's and the device's own counters are apart (weft_mem_get_split_stats).
  */
 #ifndef WEFT_MEMORY_H
 #define WEFT_MEMORY_H
@@ -56,7 +58,21 @@ WEFT_API void weft_mem_account(weft_mem_category cat, int64_t delta);
 /* Current and peak bytes per category. Thread-safe. */
 WEFT_API void weft_mem_get_stats(weft_mem_stats *out);
 
-/* Sets every peak to the current value (start of a measured region). */
+/* As weft_mem_account, for device memory (a device allocator's blocks):
+ * counted in the totals (weft_mem_get_stats) and in the device's own
+ * counters, where weft_mem_account counts in the host's. Since ABI 1.5. */
+WEFT_API void weft_mem_account_device(weft_mem_category cat, int64_t delta);
+
+/* The host's and the device's counters apart: *host the bytes counted by
+ * weft_mem_alloc and weft_mem_account, *device those counted by
+ * weft_mem_account_device (all 0 in a process without a device), each
+ * with its own peaks (the peak of the host's total is not the total's
+ * peak less the device's). Either pointer may be NULL. Thread-safe.
+ * Since ABI 1.5. */
+WEFT_API void weft_mem_get_split_stats(weft_mem_stats *host, weft_mem_stats *device);
+
+/* Sets every peak (the totals', the host's, the device's) to the current
+ * value (start of a measured region). */
 WEFT_API void weft_mem_reset_peaks(void);
 
 /* A short name: "params", "grads", "optim", "activations", "comm", "other". */

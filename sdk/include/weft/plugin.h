@@ -350,6 +350,16 @@ typedef struct weft_host {
 	 * block. */
 	int (*tp_param_runs)(const struct weft_params *ps, size_t index, int64_t local[3],
 			     int64_t whole[3], int64_t count[3], int shared[3]);
+
+	/* ---- since ABI 1.5: device memory counted apart; check
+	 * WEFT_HAS_MEMBER(host, weft_host, mem_account_device) first, and use
+	 * mem_account on a host without it. ----
+	 * As mem_account, for bytes on a device (a device allocator's blocks,
+	 * not pinned host memory): counted in the totals as mem_account's are
+	 * and in the device's own counters per category (weft/memory.h,
+	 * weft_mem_account_device), so summary.json can show the host/device
+	 * split. Thread-safe; does not block. */
+	void (*mem_account_device)(weft_mem_category cat, int64_t delta);
 } weft_host;
 
 /* The entry symbol's name and type. */
