@@ -22,7 +22,15 @@
  *   for byte;
  * - zero_3: a run resumed with offload from the checkpoint of the run
  *   without it (2 more steps) saves the same bytes as the run resumed
- *   without it.
+ *   without it;
+ * - summary.json's host/device split (host_peak_bytes, device_peak_bytes):
+ *   offloaded, the optimizer state is all on the host (device optim 0;
+ *   host optim the device optim of the run without offload, AdamW's two
+ *   fp32 moments, and half as much again, the fp32 master shard), while
+ *   params and grads have device bytes; without offload the optimizer
+ *   state is on the device (measured: 30144 B on the device, offloaded
+ *   45216 B on the host, each stage).
+ *   Exact (0 bytes, or an inequality): the split is counted to the byte.
  * Why 1e-6 (and bytes for the checkpoints): both runs compute the same
  * gradients on the same device in the same order; the step differs only
  * in where it runs, and the CPU table's optim_step gives the bits of the
@@ -41,6 +49,7 @@
 #include <string.h>
 
 #include "fit_table.h"
+#include "base/json.h"
 
 #define ZERO_3 "{name: zero_3, reduce_bucket_size: 1000, allgather_bucket_size: 1000, " \
 	"stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000}"
@@ -81,6 +90,48 @@ static int same_ckpt(const char *dir, const char *a, const char *b)
 	return same;
 }
 
+/* summary.json's peak of `cat` in `obj` ("host_peak_bytes" or
+ * "device_peak_bytes") for DIR/runs/RUN; -1 when it is missing. */
+static long long split_peak(const char *dir, const char *run, const char *obj, const char *cat)
+{
+	char path[1200];
+	weft_json_value *js = NULL;
+	const weft_json_value *o, *v;
+	long long got = -1;
+
+	snprintf(path, sizeof(path), "%s/runs/%s/version_0/summary.json", dir, run);
+	if (weft_json_parse_file(path, &js) != WEFT_OK)
+		return -1;
+	o = weft_json_get(js, obj);
+	v = o ? weft_json_get(o, cat) : NULL;
+	if (v && v->kind == WEFT_JSON_NUMBER && v->is_integer)
+		got = (long long)v->integer;
+	weft_json_free(js);
+	return got;
+}
+
+/* The optimizer state of run `off` (offloaded) all on the host, that of
+ * run `on` (not offloaded) on the device; params and grads on the device
+ * in both. */
+static void check_split(const char *dir, const char *on, const char *off)
+{
+	long long dev_on = split_peak(dir, on, "device_peak_bytes", "optim");
+	long long dev_off = split_peak(dir, off, "device_peak_bytes", "optim");
+	long long host_off = split_peak(dir, off, "host_peak_bytes", "optim");
+
+	fprintf(stderr, "%s: optim on the device %lld B; offloaded: device %lld B, host %lld B\n",
+		on, dev_on, dev_off, host_off);
+	WT_CHECK(dev_on > 0);
+	WT_CHECK(dev_off == 0);
+	WT_CHECK(host_off == dev_on + dev_on / 2);
+	for (int r = 0; r < 2; r++) {
+		const char *run = r ? off : on;
+
+		WT_CHECK(split_peak(dir, run, "device_peak_bytes", "params") > 0);
+		WT_CHECK(split_peak(dir, run, "device_peak_bytes", "grads") > 0);
+	}
+}
+
 /* ZeRO stage `stage` with offload_optimizer {device: DEVICE} as a
  * --trainer.strategy argument (after `more`). */
 static void offload_arg(char *out, size_t len, const ft_row *r, const char *device,
@@ -114,6 +165,7 @@ static void test_offload(const char *dir, const ft_row *r)
 		WT_CLOSE(norm[1][s], norm[0][s], OFFLOAD_TOL, 0.0);
 	}
 	WT_CHECK(same_ckpt(dir, r->name, off));
+	check_split(dir, r->name, off);
 	if (strcmp(r->strategy, ZERO_3))
 		return;
 
