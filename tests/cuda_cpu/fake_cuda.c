@@ -145,6 +145,16 @@ static void fake_ctx_destroy(void *kctx)
 		note_bad();
 }
 
+/* device bytes on the host's device counters (ABI 1.5), as the real
+ * library counts them */
+static void account_device(weft_mem_category cat, int64_t delta)
+{
+	if (WEFT_HAS_MEMBER(host, weft_host, mem_account_device) && host->mem_account_device)
+		host->mem_account_device(cat, delta);
+	else
+		host->mem_account(cat, delta);
+}
+
 static weft_status fake_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)
 {
 	char *p = calloc(1, bytes ? bytes : 1);
@@ -153,7 +163,7 @@ static weft_status fake_mem_alloc(int32_t index, weft_mem_category cat, size_t b
 	if (!p)
 		return host->error_set(WEFT_ERR_NOMEM, "fake cuda: no room for %zu device bytes",
 				       bytes);
-	host->mem_account(cat, (int64_t)bytes);
+	account_device(cat, (int64_t)bytes);
 	pthread_mutex_lock(&mu);
 	stats.dev_live++;
 	pthread_mutex_unlock(&mu);
@@ -170,7 +180,7 @@ static void fake_mem_free(int32_t index, weft_mem_category cat, void *ptr, size_
 		note_bad();
 		return;
 	}
-	host->mem_account(cat, -(int64_t)bytes);
+	account_device(cat, -(int64_t)bytes);
 	pthread_mutex_lock(&mu);
 	stats.dev_live--;
 	pthread_mutex_unlock(&mu);

@@ -27,6 +27,8 @@
  *     rank 1 starting from other weights) equals the CPU run bit for bit;
  *   - every pinned and device block is freed with the strategy;
  *   - strategies that cannot run on CUDA refuse it at create with advice;
+ *   - a tensor allocated on cuda:0 is counted on the device's memory
+ *     counters (weft_mem_get_split_stats), to the byte, not the host's;
  *   - on an older weft whose host table lacks cuda_extras (ABI 1.3) the
  *     strategy refuses cuda naming both versions. */
 #include <dlfcn.h>
@@ -726,6 +728,26 @@ static void refusals(void)
 	}
 }
 
+/* A PARAMS tensor on cuda:0 lands on the device's counters, exactly, and
+ * leaves the host's as they were; freeing it takes it off again. */
+static void device_counted(void)
+{
+	int64_t shape[1] = { 1000 };
+	weft_mem_stats h0, d0, h1, d1;
+	weft_tensor *t = NULL;
+
+	weft_mem_get_split_stats(&h0, &d0);
+	WT_OK(weft_tensor_alloc("p", WEFT_F32, 1, shape,
+				(weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 },
+				WEFT_MEM_PARAMS, &t));
+	weft_mem_get_split_stats(&h1, &d1);
+	WT_CHECK(d1.current[WEFT_MEM_PARAMS] - d0.current[WEFT_MEM_PARAMS] == 4000);
+	WT_CHECK(h1.current[WEFT_MEM_PARAMS] == h0.current[WEFT_MEM_PARAMS]);
+	weft_tensor_free(t);
+	weft_mem_get_split_stats(&h1, &d1);
+	WT_CHECK(d1.current[WEFT_MEM_PARAMS] == d0.current[WEFT_MEM_PARAMS]);
+}
+
 int main(void)
 {
 	void *fake;
@@ -761,6 +783,7 @@ int main(void)
 	if (!dev_host || !get_stats || !offer_fused || !kernels)
 		return wt_done("test_replicated_cuda");
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CUDA, kernels()));
+	device_counted();
 
 	/* adamw: decay on the two matrices, none on the vectors between them:
 	 * 3 fused launches per step */
