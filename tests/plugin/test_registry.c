@@ -140,10 +140,10 @@ static void test_refusals(void)
 
 	WT_FAILS(scan_file(FX("abi_major/fx_abi2.so")), WEFT_ERR_ABI,
 		 "plugin " FX("abi_major/fx_abi2.so") " was built for weft plugin ABI 2.0",
-		 "this weft has ABI 1.5", "rebuild it against this weft's SDK");
+		 "this weft has ABI 1.6", "rebuild it against this weft's SDK");
 	WT_FAILS(scan_file(FX("abi_vtable/fx_abi_vtable.so")), WEFT_ERR_ABI,
 		 FX("abi_vtable/fx_abi_vtable.so"), "(strategy plugin 'future')",
-		 "was built for weft plugin ABI 2.0", "this weft has ABI 1.5", "rebuild");
+		 "was built for weft plugin ABI 2.0", "this weft has ABI 1.6", "rebuild");
 	WT_FAILS(scan_file(FX("no_entry/fx_noentry.so")), WEFT_ERR_PLUGIN,
 		 FX("no_entry/fx_noentry.so"), "does not export the entry symbol 'weft_plugin_entry'",
 		 "WEFT_PLUGIN_ENTRY(host)");
@@ -386,7 +386,7 @@ static void test_newer_minor_accepted(void)
 	WT_OK(weft_registry_list(reg, &e, &n));
 	WT_REQUIRE(n == 1);
 	WT_CHECK(!strcmp(e[0].name, "newer"));
-	WT_CHECK(e[0].abi_version == WEFT_ABI_MAKE(WEFT_ABI_MAJOR, 5));
+	WT_CHECK(e[0].abi_version == WEFT_ABI_MAKE(WEFT_ABI_MAJOR, 99));
 	weft_registry_free(reg);
 }
 
