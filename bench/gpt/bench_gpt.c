@@ -11,6 +11,7 @@
  *             [--steps S] [--warmup W] [--no-yardstick] [--device cpu|cuda[:N]]
  *             [--precision 32-true|bf16-mixed] [--batch B]
  *             [--peak-tflops P] [--optimizer adamw|sgd] [--context T]
+ *             [--phases] [--gemm-ceiling]
  *
  * --context T trains on sequences of T tokens (1 to the shape's context;
  * default the shape's): the roofline estimate (bench/roofline) runs
@@ -38,6 +39,19 @@
  * GPU at hand). --precision bf16-mixed is trainer.precision's autocast
  * (linear layers in bf16 with F32 accumulation, F32 parameters); the
  * figure is printed with the precision it was measured in.
+ *
+ * --phases (a device only) times the three phases of a step apart, in extra
+ * steps after the timed ones that wait for the device after each phase:
+ * forward with the loss, backward, optimizer (medians, ms). The timed
+ * steps themselves never wait inside a step.
+ *
+ * --gemm-ceiling (a device only) measures the device's 16-bit GEMM
+ * ceiling: the kernel table's gemm_lowp (bf16 operands, F32 accumulation
+ * and output, cuBLAS on CUDA) at the forward shapes of the model's linear
+ * layers for this batch (qkv, attention projection, MLP up and down, the
+ * head), several runs of each after a warm-up; the ceiling is their FLOPs
+ * over their time, and the model step's achieved FLOP/s is also given as a
+ * fraction of it (MFU over what the GEMMs alone reach on this device).
  *
  * The last line is machine-readable: "RESULT key=value ...".
  */
@@ -75,7 +89,7 @@ static const char usage[] =
 	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
 	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
 	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P] [--optimizer adamw|sgd] "
-	"[--context T]\n";
+	"[--context T] [--phases] [--gemm-ceiling]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -194,6 +208,68 @@ static void adamw_free(adamw *a)
 	weft_registry_free(a->reg);
 }
 
+/* The device's 16-bit GEMM ceiling in GFLOP/s (see --gemm-ceiling): each
+ * forward linear shape of the model, `runs` times after one warm-up run,
+ * waited for; the sum of FLOPs over the sum of seconds. */
+static weft_status gemm_ceiling(weft_ctx *ctx, weft_device dev, const weft_gpt_config *c,
+				int64_t n_tok, double *out_gflops)
+{
+	const weft_kernel_table *k = weft_ctx_kernels(ctx);
+	void *kc = weft_ctx_kctx(ctx);
+	int64_t C = c->n_embd, V = c->vocab_size;
+	/* (out features, in features) of qkv, attn proj, fc, mlp proj, head */
+	const int64_t sh[5][2] = { { 3 * C, C }, { C, C }, { 4 * C, C }, { C, 4 * C }, { V, C } };
+	int64_t max_in = 4 * C, max_out = V > 4 * C ? V : 4 * C;
+	size_t xb = (size_t)(n_tok * max_in) * 2, wb = (size_t)(max_out * max_in) * 2;
+	size_t yb = (size_t)(n_tok * max_out) * 4;
+	void *x = NULL, *w = NULL, *y = NULL;
+	double flops = 0.0, secs = 0.0;
+	const int runs = 5;
+	weft_status st;
+
+	*out_gflops = 0.0;
+	if (!WEFT_HAS_MEMBER(k, weft_kernel_table, gemm_lowp_scratch) || !k->gemm_lowp)
+		return weft_error_set(WEFT_ERR_UNSUPPORTED, "this device's kernels have no 16-bit "
+				      "GEMM (gemm_lowp)");
+	if ((st = weft_device_alloc(dev, WEFT_MEM_OTHER, xb, &x)) ||
+	    (st = weft_device_alloc(dev, WEFT_MEM_OTHER, wb, &w)) ||
+	    (st = weft_device_alloc(dev, WEFT_MEM_OTHER, yb, &y)))
+		goto out;
+	/* small values: the time of a GEMM does not depend on them */
+	if ((st = k->fill(kc, WEFT_BF16, (int64_t)(xb / 2), 0.015625f, x)) ||
+	    (st = k->fill(kc, WEFT_BF16, (int64_t)(wb / 2), -0.0078125f, w)))
+		goto out;
+	for (int s = 0; s < 5 && !st; s++) {
+		int64_t m = n_tok, n = sh[s][0], kk = sh[s][1];
+
+		for (int r = -1; r < runs && !st; r++) {
+			double t0;
+
+			if ((st = k->synchronize(kc)))
+				break;
+			t0 = weft_bench_now();
+			st = k->gemm_lowp(kc, WEFT_BF16, 0, 1, m, n, kk, 1.0f, x, kk, 0, w, kk, 0,
+					  0.0f, y, n, 0, 1, NULL);
+			if (!st)
+				st = k->synchronize(kc);
+			if (!st && r >= 0) {
+				secs += weft_bench_now() - t0;
+				flops += 2.0 * (double)m * (double)n * (double)kk;
+			}
+		}
+	}
+	if (!st && secs > 0)
+		*out_gflops = flops / secs / 1e9;
+out:
+	if (x)
+		weft_device_free(dev, WEFT_MEM_OTHER, x, xb);
+	if (w)
+		weft_device_free(dev, WEFT_MEM_OTHER, w, wb);
+	if (y)
+		weft_device_free(dev, WEFT_MEM_OTHER, y, yb);
+	return st;
+}
+
 int main(int argc, char **argv)
 {
 	const shape *sh = &shapes[0];
@@ -212,7 +288,8 @@ int main(int argc, char **argv)
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	double sg_table = 0.0, sg_openblas = 0.0;
 	float loss = 0;
-	int yardstick = 1, use_adamw = -1;
+	int yardstick = 1, use_adamw = -1, phases = 0, ceiling = 0;
+	double ph[3] = { 0 }, *ph_t[3] = { NULL }, ceil_gflops = 0.0;
 	adamw opt = { 0 };
 	weft_status st;
 
@@ -223,6 +300,10 @@ int main(int argc, char **argv)
 			steps = atoll(argv[++i]);
 		} else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
 			warmup = atoll(argv[++i]);
+		} else if (!strcmp(argv[i], "--phases")) {
+			phases = 1;
+		} else if (!strcmp(argv[i], "--gemm-ceiling")) {
+			ceiling = 1;
 		} else if (!strcmp(argv[i], "--no-yardstick")) {
 			yardstick = 0;
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
@@ -286,6 +367,11 @@ int main(int argc, char **argv)
 		yardstick = 0; /* the sgemm yardstick is the CPU's */
 	if (use_adamw < 0)
 		use_adamw = dev.type == WEFT_DEVICE_CPU;
+	if ((phases || ceiling) && dev.type == WEFT_DEVICE_CPU) {
+		fprintf(stderr, "bench_gpt: --phases and --gemm-ceiling time a device (--device "
+			"cuda); on the CPU the sgemm yardstick is the ceiling\n");
+		return 2;
+	}
 	if (use_adamw && dev.type != WEFT_DEVICE_CPU) {
 		fprintf(stderr, "bench_gpt: --optimizer adamw steps host memory; on a GPU use "
 			"--optimizer sgd\n");
@@ -349,6 +435,44 @@ int main(int argc, char **argv)
 			cpu[s] = cpu_now() - c0;
 		}
 	}
+	/* --phases: the same step, waiting for the device after each phase */
+	for (int i = 0; phases && i < 3; i++)
+		if (!(ph_t[i] = calloc((size_t)steps, sizeof(double))))
+			return fail("--phases", WEFT_ERR_NOMEM);
+	for (int64_t s = 0; phases && s < steps; s++) {
+		const weft_kernel_table *k = weft_ctx_kernels(ctx);
+		void *kc = weft_ctx_kctx(ctx);
+		weft_model_output o;
+		double p0, p1, p2, p3;
+
+		weft_ctx_step_begin(ctx);
+		if ((st = k->synchronize(kc)))
+			return fail("--phases", st);
+		p0 = weft_bench_now();
+		if ((st = weft_params_zero_grad(weft_model_params(m))) ||
+		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)) ||
+		    (st = k->synchronize(kc)))
+			return fail("--phases: forward", st);
+		p1 = weft_bench_now();
+		if ((st = weft_backward(ctx, o.loss)) || (st = k->synchronize(kc)))
+			return fail("--phases: backward", st);
+		p2 = weft_bench_now();
+		if ((st = k->axpy(kc, WEFT_F32, weft_tensor_numel(flat), -1e-3f, flat_grad->data,
+				  flat->data)) ||
+		    (st = k->synchronize(kc)))
+			return fail("--phases: optimizer", st);
+		p3 = weft_bench_now();
+		ph_t[0][s] = p1 - p0;
+		ph_t[1][s] = p2 - p1;
+		ph_t[2][s] = p3 - p2;
+	}
+	for (int i = 0; phases && i < 3; i++) {
+		qsort(ph_t[i], (size_t)steps, sizeof(double), cmp_double);
+		ph[i] = ph_t[i][steps / 2];
+		free(ph_t[i]);
+	}
+	if (ceiling && (st = gemm_ceiling(ctx, dev, &sh->cfg, n_tok, &ceil_gflops)))
+		return fail("--gemm-ceiling", st);
 	qsort(times, (size_t)steps, sizeof(double), cmp_double);
 	qsort(cpu, (size_t)steps, sizeof(double), cmp_double);
 	median = times[steps / 2];
@@ -384,12 +508,24 @@ int main(int argc, char **argv)
 		printf("MFU %.1f%% (%.1f TFLOP/s achieved, %s, over a %.0f TFLOP/s dense bf16 "
 		       "peak; 6 N + 12 L C T FLOPs per token)\n", 100.0 * mfu, gflops / 1e3, precision,
 		       peak_tflops);
+	if (phases)
+		printf("phases (median, waiting for the device after each): forward and loss "
+		       "%.2f ms, backward %.2f ms, optimizer (sgd) %.2f ms\n", ph[0] * 1e3,
+		       ph[1] * 1e3, ph[2] * 1e3);
+	if (ceiling)
+		printf("gemm ceiling %.1f TFLOP/s (bf16 gemm_lowp at the model's forward linear "
+		       "shapes, batch %lld x %lld); the step reaches %.1f%% of it\n",
+		       ceil_gflops / 1e3, (long long)B, (long long)T,
+		       ceil_gflops > 0 ? 100.0 * gflops / ceil_gflops : 0.0);
 	printf("RESULT impl=weft shape=%s threads=%lld tokens_per_s=%.1f gflops=%.2f "
 	       "sgemm_gflops=%.2f sgemm_weft=%.2f sgemm_openblas=%.2f ratio=%.3f step_ms=%.2f min_step_ms=%.2f cpu_ms=%.2f device=%s "
-	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f optimizer=%s\n", sh->name,
+	       "precision=%s batch=%lld mfu=%.4f peak_tflops=%.1f optimizer=%s forward_ms=%.3f "
+	       "backward_ms=%.3f optim_ms=%.3f gemm_ceiling_tflops=%.2f mfu_of_ceiling=%.4f\n",
+	       sh->name,
 	       (long long)threads, tok_s, gflops, sgemm, sg_table, sg_openblas, sgemm > 0 ? gflops / sgemm : 0.0, median * 1e3,
 	       times[0] * 1e3, cpu_med * 1e3, devname, precision, (long long)B, mfu, peak_tflops,
-	       use_adamw ? "adamw" : "sgd");
+	       use_adamw ? "adamw" : "sgd", ph[0] * 1e3, ph[1] * 1e3, ph[2] * 1e3,
+	       ceil_gflops / 1e3, ceil_gflops > 0 ? gflops / ceil_gflops : 0.0);
 	free(times);
 	free(cpu);
 	adamw_free(&opt);
