@@ -14,6 +14,8 @@
  *   rows past one partial-sum run (several slots);
  * - determinism: the same inputs twice give the same bits (column sums,
  *   statistics, loss);
+ * - no member waits for the device (test_no_wait), and the second call of
+ *   each allocates nothing that would make it wait;
  * - errors: a dtype that is not 16-bit, a residual without `sum`.
  *
  * Tolerances, per result:
@@ -33,6 +35,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cuda_test.h"
 #include "weft/half.h"
@@ -444,6 +447,82 @@ static void test_ce(weft_dtype dt, const ce_shape *cs)
 	free(tg32);
 }
 
+/* ---- nothing waits for the device ----
+ * A host function queued on the legacy default stream holds back the
+ * context's (blocking) stream until the test opens the gate. Each member
+ * is called behind it; one that waited for its stream (a synchronize, a
+ * copy to the host) would wait for the gate, which opens only after every
+ * member has returned, so the function gives up after GATE_SECONDS and
+ * says so. The emulator runs the function only when something waits for
+ * the stream, so there it fails as surely. */
+#define GATE_SECONDS 3
+static int gate_open, gate_gave_up;
+
+static void gate_fn(void *arg)
+{
+	struct timespec pause = { 0, 1000000 }; /* 1 ms */
+
+	(void)arg;
+	for (int i = 0; i < GATE_SECONDS * 1000 && !__atomic_load_n(&gate_open, __ATOMIC_ACQUIRE);
+	     i++)
+		nanosleep(&pause, NULL);
+	if (!__atomic_load_n(&gate_open, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&gate_gave_up, 1, __ATOMIC_RELEASE);
+}
+
+/* Calls every member once on the GPU (the first round grows the row
+ * scratch; the second, behind the gate, must not wait). */
+static void call_all(ct_dev *d, weft_dtype dt, void **p, float **f)
+{
+	const int64_t rows = 40, cols = 768, ld = 1008, vocab = 1003;
+
+	WT_OK(d->t->sum_rows_lowp(d->kctx, dt, rows, cols, p[0], f[0]));
+	WT_OK(d->t->layernorm_lowp_forward(d->kctx, dt, rows, cols, 1e-5f, p[0], p[1], p[2], f[1],
+					   NULL, p[3], f[2], f[3]));
+	WT_OK(d->t->layernorm_lowp_backward(d->kctx, dt, rows, cols, p[2], f[1], f[2], f[3], p[1],
+					    p[0], 0, f[0], f[4]));
+	WT_OK(d->t->cross_entropy_lowp_forward(d->kctx, dt, rows, vocab, ld, p[4], WEFT_I32, p[5],
+					       -100, f[5], f[6], f[6] + 1));
+	WT_OK(d->t->cross_entropy_lowp_backward(d->kctx, dt, rows, vocab, ld, p[4], WEFT_I32, p[5],
+						-100, f[5], f[6], f[6] + 1, p[4]));
+}
+
+static void test_no_wait(weft_dtype dt)
+{
+	ct_dev d = side(1, dt);
+	const char *sync_check = getenv("WEFT_CUDA_SYNC_CHECK");
+	float *x = ct_random(700, 40 * 1008, -2.0f, 2.0f, dt), *w = ct_random(701, 768, 0.5f, 1.5f,
+									 WEFT_F32);
+	void *p[6];
+	float *f[7];
+
+	if (sync_check && strcmp(sync_check, "0")) { /* it waits for every kernel */
+		printf("test_cuda_lowp: no-wait check skipped under WEFT_CUDA_SYNC_CHECK\n");
+		goto out_free;
+	}
+	for (int i = 0; i < 5; i++)
+		p[i] = put(&d, x, 40 * 1008, 0);
+	p[5] = ct_alloc(&d, 40 * 4); /* targets 0 */
+	for (int i = 0; i < 7; i++)
+		f[i] = i == 1 ? put_f32(&d, w, 768) : ct_alloc(&d, 1008 * 4);
+	call_all(&d, dt, p, f);
+	WT_OK(d.t->synchronize(d.kctx));
+	gate_open = gate_gave_up = 0;
+	WT_REQUIRE(cudaLaunchHostFunc(0, gate_fn, NULL) == cudaSuccess);
+	call_all(&d, dt, p, f);
+	__atomic_store_n(&gate_open, 1, __ATOMIC_RELEASE);
+	WT_OK(d.t->synchronize(d.kctx));
+	WT_REQUIRE(cudaStreamSynchronize(0) == cudaSuccess);
+	if (gate_gave_up)
+		fprintf(stderr, "test_cuda_lowp (%s): a member waited for the device\n",
+			ct_name(dt));
+	WT_CHECK(!__atomic_load_n(&gate_gave_up, __ATOMIC_ACQUIRE));
+	ct_release(&d);
+out_free:
+	free(x);
+	free(w);
+}
+
 static void test_errors(void)
 {
 	ct_dev d = side(1, WEFT_BF16);
@@ -472,6 +551,7 @@ int main(void)
 		test_ln_backward(lp_dts[i]);
 		for (size_t s = 0; s < sizeof(ce_shapes) / sizeof(ce_shapes[0]); s++)
 			test_ce(lp_dts[i], &ce_shapes[s]);
+		test_no_wait(lp_dts[i]);
 	}
 	test_errors();
 	ct_teardown();
