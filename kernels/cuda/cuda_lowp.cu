@@ -23,10 +23,12 @@
 #define LP_THREADS 256 /* threads of a row block */
 #define LP_WARPS (LP_THREADS / 32)
 /* Rows of one partial sum: a layernorm-backward block's, and a
- * sum_rows_lowp block's. The slots cost 8 bytes per column (written, then
- * read) per run of rows, against 2 bytes per element of each 16-bit
- * operand: about 6 % more traffic for sum_rows_lowp, 4 % for layernorm
- * backward (3 operands). */
+ * sum_rows_lowp block's. A slot costs 4 bytes per column and sum, written
+ * and read once more, per run of rows, against 2 bytes per element of each
+ * 16-bit operand: bench/kernels/bench_lowp_bytes counts 6 % more bytes
+ * than the operands' for sum_rows_lowp and 8 % for layernorm backward
+ * (two sums over 32 rows of s, dy and dx); fewer, longer runs would leave
+ * a GPU's SMs idle at a training step's 8192 rows. */
 #define LN_BWD_ROWS 32
 #define SUM_ROWS 64
 #define SUM_THREADS 128
@@ -170,36 +172,45 @@ __global__ void k_sum_rows_part(int64_t rows, int64_t cols, int dt, const void *
 
 /* ---- layernorm ---- */
 
+/* s = a + b rounded to dt (b NULL: a) at elements e..e+n, as ld8. */
+__device__ __forceinline__ void ld_sum(const void *a, const void *b, int64_t e, int n, int dt,
+				       float *v)
+{
+	float q[8];
+
+	ld8(a, e, n, dt, v);
+	if (!b)
+		return;
+	ld8(b, e, n, dt, q);
+	for (int k = 0; k < n; k++)
+		v[k] = h2f(f2h(v[k] + q[k], dt), dt);
+}
+
 /* A warp per row: s = x (+ r) rounded (to sum), mean and variance of s as
  * stored (two passes: the mean, then squared deviations from it), then
- * y = (s - mean) rstd w + b. Passes after the first read s back from the
- * lane's own earlier loads or stores (cache hits). */
+ * y = (s - mean) rstd w + b. The later passes take s again from x and r
+ * (from sum when it is x), the lane's own earlier loads (cache hits), so
+ * sum is only written. */
 __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, const void *x,
 			      const void *r, void *sum, const float *w, const float *b, void *y,
 			      float *mean, float *rstd)
 {
 	int lane = threadIdx.x & 31;
-	const void *s = r ? sum : x; /* s as stored */
+	const void *sa = r && sum == x ? sum : x, *sb = r && sum != x ? r : NULL;
 
 	for (int64_t row = (int64_t)blockIdx.x * LP_WARPS + (threadIdx.x >> 5); row < rows;
 	     row += (int64_t)gridDim.x * LP_WARPS) {
 		int64_t off = row * cols;
 		int64_t c8 = al16(x, off) && al16(r, off) && al16(sum, off) && al16(y, off) ?
 				     cols & ~(int64_t)7 : 0;
-		float v[8], q[8], acc = 0.0f, m, sd;
+		float v[8], acc = 0.0f, m, sd;
 
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(x, off + j, n, dt, v);
-			if (r) {
-				ld8(r, off + j, n, dt, q);
-				for (int k = 0; k < n; k++)
-					v[k] = h2f(f2h(v[k] + q[k], dt), dt);
+			ld_sum(x, r, off + j, n, dt, v);
+			if (sum && (r || sum != x))
 				st8(sum, off + j, n, dt, v);
-			} else if (sum && sum != x) {
-				st8(sum, off + j, n, dt, v);
-			}
 			for (int k = 0; k < n; k++)
 				acc += v[k];
 		}
@@ -208,7 +219,7 @@ __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, con
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(s, off + j, n, dt, v);
+			ld_sum(sa, sb, off + j, n, dt, v);
 			for (int k = 0; k < n; k++)
 				acc += (v[k] - m) * (v[k] - m);
 		}
@@ -216,7 +227,7 @@ __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, con
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(s, off + j, n, dt, v);
+			ld_sum(sa, sb, off + j, n, dt, v);
 			for (int k = 0; k < n; k++)
 				v[k] = (v[k] - m) * sd * w[j + k] + (b ? b[j + k] : 0.0f);
 			st8(y, off + j, n, dt, v);
