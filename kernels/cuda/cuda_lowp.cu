@@ -8,10 +8,10 @@
  *   padding of ld) are never touched.
  * - Every computation is in F32; a 16-bit result is rounded once.
  * - Column sums (sum_rows_lowp, layernorm's dw and db) are deterministic:
- *   each block sums a fixed run of rows in row order into its own slot of
- *   the context's row scratch, then one pass adds the slots to the output
- *   in block order. No float atomics; the order depends on (rows, cols)
- *   alone.
+ *   each block sums a fixed run of rows, in an order fixed by the run
+ *   (col_tile), into its own slot of the context's row scratch, then one
+ *   pass adds the slots to the output in block order. No float atomics;
+ *   the order depends on (rows, cols) alone.
  * - The loss's mean is a fixed tree over per-row terms, in double.
  * - Nothing waits for the device and nothing is allocated once the
  *   context's scratch is large enough (cuda_rows_reserve); targets are not
