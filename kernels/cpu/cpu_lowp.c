@@ -203,7 +203,7 @@ weft_status cpu_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t ro
 		float mx, log_sum, zt = 0.0f;
 
 		cpu_convert(kctx, vocab, dt, at(logits, r * ld), WEFT_F32, z);
-		if (t != ignore_index)
+		if (t != ignore_index && t >= 0 && t < vocab) /* the caller checked targets */
 			zt = z[t];
 		mx = ce_row(z, vocab, &log_sum);
 		lse[r] = log_sum + mx;
