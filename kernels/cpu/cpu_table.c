@@ -128,6 +128,7 @@ static const weft_kernel_table cpu_table = {
 	.attention_gqa_scratch = cpu_attention_gqa_scratch,
 	.gelu_erf_forward = cpu_gelu_erf_forward,
 	.gelu_erf_backward = cpu_gelu_erf_backward,
+	.gemm_lowp_ex = cpu_gemm_lowp_ex,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)
