@@ -115,31 +115,16 @@ static void check_against_cpu(void)
 	 * ldb odd by the transposes), and the first again misaligned */
 	static const int64_t sizes[][4] = { { 24, 40, 72, 0 }, { 7, 13, 29, 0 }, { 16, 24, 9, 0 },
 					    { 24, 40, 72, 1 } };
-	const weft_dtype los[] = { WEFT_BF16, WEFT_F16 };
 	double worst = 0.0;
 	int cases = 0;
+	ex_case x;
 
-	for (int li = 0; li < 2; li++)
-		for (int ci = 0; ci < 2; ci++)
-			for (int32_t epi = WEFT_EPI_NONE; epi <= WEFT_EPI_DGELU; epi++)
-				for (int v = 0; v < 4; v++) /* bias x beta */
-					for (int t = 0; t < 4; t++)
-						for (int s = 0; s < 4; s++) {
-							ex_case x = {
-								.lo = los[li],
-								.c_dt = ci ? los[li] : WEFT_F32,
-								.epi = epi, .bias = v & 1,
-								.beta = (v & 2) ? 1.0f : 0.0f,
-								.ta = t & 1, .tb = t >> 1,
-								.shift = (int)sizes[s][3],
-								.m = sizes[s][0], .n = sizes[s][1],
-								.k = sizes[s][2] };
-
-							if (!ex_case_valid(&x) || (x.shift && t != 0))
-								continue;
-							worst = fmax(worst, run_case(&x));
-							cases++;
-						}
+	for (int i = 0; ex_case_at(i, sizes, 4, &x); i++) {
+		if (!ex_case_valid(&x) || (x.shift && (x.ta || x.tb)))
+			continue;
+		worst = fmax(worst, run_case(&x));
+		cases++;
+	}
 	printf("%d cases, worst |cuda - cpu| / tolerance %.3f\n", cases, worst);
 	WT_CHECK(worst <= 1.0);
 }

@@ -30,6 +30,31 @@ static inline int ex_case_valid(const ex_case *x)
 	       !(x->bias && x->epi == WEFT_EPI_DGELU);
 }
 
+/* Case number idx of the grid: operands BF16 and F16, C of F32 and of the
+ * operands' dtype, each epilogue, bias x beta, the four transposes, the
+ * sizes (m, n, k, shift). 0 past the end. Combinations the contract
+ * refuses are in the grid: skip them with ex_case_valid. */
+static inline int ex_case_at(int idx, const int64_t (*sizes)[4], int nsizes, ex_case *x)
+{
+	int s = idx % nsizes, t = (idx /= nsizes) % 4, v = (idx /= 4) % 4, e = (idx /= 4) % 3;
+	int ci = (idx /= 3) % 2, li = (idx /= 2);
+
+	if (li > 1)
+		return 0;
+	x->lo = li ? WEFT_F16 : WEFT_BF16;
+	x->c_dt = ci ? x->lo : WEFT_F32;
+	x->epi = e;
+	x->bias = v & 1;
+	x->beta = (v & 2) ? 1.0f : 0.0f;
+	x->ta = t & 1;
+	x->tb = t >> 1;
+	x->m = sizes[s][0];
+	x->n = sizes[s][1];
+	x->k = sizes[s][2];
+	x->shift = (int)sizes[s][3];
+	return 1;
+}
+
 static uint64_t ex_rng = 0x2545f4914f6cdd1dull;
 
 /* Uniform in [-1, 1). */
