@@ -14,9 +14,13 @@
  * made, then every 3rd through the copy).
  * `fit` of two steps saving a checkpoint (the trainer's setup, steps and
  * save, ~620 allocations at the time of writing, 0.6 s a run): every 11th
- * N, then every N of the last 80, where the save is. About 60 s in all;
- * under the sanitizers every stride is 4x longer to stay near that. */
+ * N, then every N of the last 80, where the save is. About 1900 runs in
+ * all, each one process (the command; the run folder is cleared in this
+ * process, not by a shell): 15 s of CPU, 76 s of wall time on 2 loaded
+ * cores, where a shell and rm per run made it 22 s and 142 s. Under the
+ * sanitizers every stride is 4x longer to stay near that. */
 #include <dirent.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +110,24 @@ static int bad_checkpoints(const char *dir)
 	return bad;
 }
 
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(path);
+}
+
+/* Removes `path` and everything under it, in this process (a sweep point
+ * then starts one process, the command, not a shell and rm as well);
+ * 0, also when it does not exist. */
+static int remove_tree(const char *path)
+{
+	if (access(path, F_OK) != 0)
+		return 0;
+	return nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* Allocations of a run without faults. */
 static long count_allocations(char *const *argv)
 {
@@ -127,16 +149,16 @@ static void drive(const char *name, char *const *argv, long stride, long dense_t
 		  long dense_from, const char *saves, const char *out_file)
 {
 	long n, runs = 0, failed = 0, tolerated = 0;
+	char runs_dir[600];
 
+	snprintf(runs_dir, sizeof(runs_dir), "%s/runs", work);
 	stride *= SLOW;
 	for (n = 1;; n += n < dense_to || n >= dense_from ? SLOW : stride) {
-		char cmd[1200];
 		int st;
 		const char *err;
 
 		unlink(hit_path);
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s/runs'", work);
-		WT_REQUIRE(system(cmd) == 0);
+		WT_REQUIRE(remove_tree(runs_dir) == 0);
 		if (out_file)
 			unlink(out_file);
 		st = run(n, argv);
@@ -192,11 +214,8 @@ static void drive(const char *name, char *const *argv, long stride, long dense_t
 			}
 		}
 		{
-			char runs_dir[600];
-			int bad;
+			int bad = bad_checkpoints(runs_dir);
 
-			snprintf(runs_dir, sizeof(runs_dir), "%s/runs", work);
-			bad = bad_checkpoints(runs_dir);
 			if (bad) {
 				wt_failures++;
 				fprintf(stderr, "%s: allocation %ld failed and left %d incomplete "

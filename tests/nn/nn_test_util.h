@@ -1,5 +1,6 @@
-/* Helpers shared by the nn tests: fixture paths, golden files, and
- * element-wise comparison with a written-down tolerance. */
+/* Helpers shared by the nn tests (and the trainer's Hugging Face tests):
+ * fixture paths, golden files, a model from init_from, weights compared
+ * exactly, and element-wise comparison with a written-down tolerance. */
 #ifndef WEFT_NN_TEST_UTIL_H
 #define WEFT_NN_TEST_UTIL_H
 
@@ -61,6 +62,39 @@ static inline weft_model *fixture_model(const char *name, const weft_model_optio
 	WT_OK(weft_config_check_unused(cfg));
 	weft_config_free(cfg);
 	return m;
+}
+
+/* The model of `model: {class: gpt, KEYS init_from: FROM}` (keys: more of
+ * the section, each followed by ", ", or ""). Free with weft_model_free. */
+static inline weft_model *model_init_from(const char *keys, const char *from)
+{
+	char yaml[4096];
+	weft_config *cfg;
+	weft_model *m = NULL;
+
+	snprintf(yaml, sizeof(yaml), "model: {class: gpt, %sinit_from: '%s'}\n", keys, from);
+	WT_OK(weft_config_load_string("m.yaml", yaml, strlen(yaml), &cfg));
+	WT_OK(weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), NULL, &m));
+	weft_config_free(cfg);
+	return m;
+}
+
+/* Whether two models hold the same parameters: names, sizes and bytes, in
+ * order. */
+static inline int same_weights(const weft_model *a, const weft_model *b)
+{
+	const weft_params *pa = weft_model_params(a), *pb = weft_model_params(b);
+
+	if (weft_params_count(pa) != weft_params_count(pb))
+		return 0;
+	for (size_t i = 0; i < weft_params_count(pa); i++) {
+		const weft_tensor *x = weft_params_at(pa, i), *y = weft_params_at(pb, i);
+
+		if (strcmp(x->name, y->name) || weft_tensor_nbytes(x) != weft_tensor_nbytes(y) ||
+		    memcmp(x->data, y->data, weft_tensor_nbytes(x)))
+			return 0;
+	}
+	return 1;
 }
 
 /* Largest |a - b| / (atol + rtol |b|) over n floats (<= 1 passes); the

@@ -164,22 +164,6 @@ static void check_gelu_logits(weft_model *m)
 	weft_st_close(ft);
 }
 
-static int same_weights(const weft_model *a, const weft_model *b)
-{
-	const weft_params *pa = weft_model_params(a), *pb = weft_model_params(b);
-
-	if (weft_params_count(pa) != weft_params_count(pb))
-		return 0;
-	for (size_t i = 0; i < weft_params_count(pa); i++) {
-		const weft_tensor *x = weft_params_at(pa, i), *y = weft_params_at(pb, i);
-
-		if (strcmp(x->name, y->name) || weft_tensor_nbytes(x) != weft_tensor_nbytes(y) ||
-		    memcmp(x->data, y->data, weft_tensor_nbytes(x)))
-			return 0;
-	}
-	return 1;
-}
-
 static void test_loads(void)
 {
 	char path[1024];

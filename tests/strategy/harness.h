@@ -151,6 +151,34 @@ int h_spawn(int n, char *const argv[], double deadline_s, h_spawn_result *res);
 /* Whether rank r exited with status 0; prints its stderr when not. */
 int h_spawn_ok(const h_spawn_result *res, int r);
 
+/* ---- a job of ranks against one process (the equivalence tests) ---- */
+
+/* The rank side: runs h_run(c) as this rank and writes its result to
+ * PREFIX-rankR.bin (R: its rank). Returns the rank's exit status: 0; 3
+ * when the run failed (its error printed); 1 when the file cannot be
+ * written. */
+int h_rank_write(const h_config *c, const char *prefix);
+
+/* The test side: runs n ranks of `self` as "self rank ARGS..." (args
+ * NULL-terminated, at most 13, the last one PREFIX) within deadline_s and
+ * reads rank r's result (h_rank_write) into got[r], removing the files.
+ * Returns 1 when every rank started, none hung, each exited 0 and its
+ * result was read (free each got[r] then); else 0 with nothing to free,
+ * having printed why (a failed rank's stderr). */
+int h_run_ranks(const char *self, int n, char *const args[], double deadline_s, h_result *got);
+
+/* The deadline of a job of up to H_MAX_RANKS ranks training the harness's
+ * small models for a few steps, even under ASan on two loaded cores. */
+#define H_JOB_DEADLINE_S 90.0
+
+/* A rank's n weights w against the reference's: with sgd the largest
+ * |w - ref| / (|ref| + floor), else the relative L2 error (AdamW: its
+ * first update, lr * sign(g), can flip an element whose gradient is zero
+ * up to rounding). Prints `who`, the measure and the element when the
+ * error exceeds tol. Returns the error; the test asserts it <= tol. */
+double h_weight_error(const float *w, const float *ref, int64_t n, int sgd, double floor,
+		      double tol, const char *who);
+
 /* Largest |a - b| / (|b| + floor) over n elements, and its index. */
 double h_max_rel(const float *a, const float *b, int64_t n, double floor, int64_t *where);
 

@@ -5,7 +5,7 @@
  *   test_strategy_dp errors
  *   test_strategy_dp logonce      the "ddp is recommended" line, once per process
  *
- * Tolerances as in test_strategy_ddp.c (same reasons: dp sums each
+ * Tolerances and steps (6) as in test_strategy_ddp.c (same reasons: dp sums each
  * gradient as per-replica partial sums, then device 0 adds them): loss of
  * every step within 1e-5 relative; with SGD every weight within 1e-5
  * relative to max(|w|, 1e-2); with AdamW the weight vector within 1e-4
@@ -30,7 +30,7 @@ static h_config base(const char *model, int accum)
 		.model = k,
 		.batch = k == H_MODEL_GPT ? 8 : 16,
 		.n_micro = accum,
-		.steps = 20,
+		.steps = 6,
 		.seed = 77,
 		.lr = 1e-3,
 		.toy_unused_rank = -1,

@@ -111,9 +111,6 @@ static void tp_shape(h_config *c, int T)
 static int rank_main(int argc, char **argv)
 {
 	h_config c;
-	h_result r;
-	char path[512];
-	weft_status st;
 
 	if (argc < 8)
 		return 2;
@@ -151,45 +148,7 @@ static int rank_main(int argc, char **argv)
 		return 2;
 	}
 	c.strategy_yaml = yaml;
-	st = h_run(&c, &r);
-	if (st) {
-		fprintf(stderr, "rank failed: %s: %s\n", weft_status_str(st), weft_error_last());
-		return 3;
-	}
-	snprintf(path, sizeof(path), "%s-rank%d.bin", argv[argc - 1], r.rank);
-	if (h_result_write(&r, path)) {
-		fprintf(stderr, "cannot write %s\n", path);
-		return 1;
-	}
-	h_result_free(&r);
-	return 0;
-}
-
-/* Spawns n ranks of this program with args (NULL-terminated) and reads
- * their results from PREFIX-rankR.bin (PREFIX is the last argument). */
-static int run_ranks(const char *self, int n, char **args, h_result *got)
-{
-	h_spawn_result sp;
-	char *argv[16], path[512];
-	int k = 0, ok = 1;
-	const char *prefix = NULL;
-
-	argv[k++] = (char *)self;
-	argv[k++] = "rank";
-	for (int i = 0; args[i] && k < 15; i++)
-		prefix = argv[k++] = args[i];
-	argv[k] = NULL;
-	WT_REQUIRE(h_spawn(n, argv, 90, &sp) == 0);
-	WT_CHECK(!sp.hung);
-	for (int r = 0; r < n; r++) {
-		ok &= h_spawn_ok(&sp, r);
-		snprintf(path, sizeof(path), "%s-rank%d.bin", prefix, r);
-		if (ok && h_result_read(&got[r], path) != 0)
-			ok = 0;
-		unlink(path);
-	}
-	WT_CHECK(ok);
-	return ok;
+	return h_rank_write(&c, argv[argc - 1]);
 }
 
 /* Every step's loss (and, clipped SGD runs, gradient norm) of run `got`
@@ -211,12 +170,8 @@ static void compare_steps(const h_result *ref, const h_result *got, int sgd)
  * (SGD) or relative L2 (AdamW); checked against the tolerance. */
 static double weight_error(const float *w, const float *ref, int64_t n, int sgd, const char *who)
 {
-	int64_t where = 0;
-	double e = sgd ? h_max_rel(w, ref, n, WEIGHT_FLOOR, &where) : h_rel_l2(w, ref, n);
+	double e = h_weight_error(w, ref, n, sgd, WEIGHT_FLOOR, sgd ? TOL : 1e-4, who);
 
-	if (e > (sgd ? TOL : 1e-4))
-		fprintf(stderr, "%s: weights off by %.3g (%s, element %lld)\n", who, e,
-			sgd ? "max rel" : "rel L2", (long long)where);
 	WT_CHECK(e <= (sgd ? TOL : 1e-4));
 	return e;
 }
@@ -326,6 +281,7 @@ static void run_pp(const char *self, int p, const char *sched, int v, int64_t kv
 {
 	h_config c = llama_config(kv, sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], vs[8], ks[8], sg[8];
 	char *args[] = { "pp", (char *)sched, vs, ks, sg, prefix, NULL };
 	double worst;
@@ -335,7 +291,9 @@ static void run_pp(const char *self, int p, const char *sched, int v, int64_t kv
 	snprintf(vs, sizeof(vs), "%d", v);
 	snprintf(ks, sizeof(ks), "%lld", (long long)kv);
 	snprintf(sg, sizeof(sg), "%d", sgd);
-	if (!run_ranks(self, p, args, got))
+	ran = h_run_ranks(self, p, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	worst = compare(&ref, got, p, sgd);
 	fprintf(stderr, "llama pp %d %s v=%d kv %lld %s: step-%d loss %.6f (ref %.6f), worst "
@@ -350,6 +308,7 @@ static void run_tp(const char *self, int T, int sp, int vp, int64_t kv, int sgd)
 {
 	h_config c = llama_config(kv, sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], ts[8], sps[8], vps[8], ks[8], sg[8];
 	char *args[] = { "tp", ts, sps, vps, ks, sg, prefix, NULL };
 	double worst;
@@ -364,7 +323,9 @@ static void run_tp(const char *self, int T, int sp, int vp, int64_t kv, int sgd)
 	snprintf(vps, sizeof(vps), "%d", vp);
 	snprintf(ks, sizeof(ks), "%lld", (long long)kv);
 	snprintf(sg, sizeof(sg), "%d", sgd);
-	if (!run_ranks(self, T, args, got))
+	ran = h_run_ranks(self, T, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	worst = compare_shards(&c, &ref, got, T, T, sgd);
 	fprintf(stderr, "llama tp %d sp %d vocab %d kv %lld (%s) %s: step-%d loss %.6f (ref %.6f), "
@@ -382,6 +343,7 @@ static void run_hybrid(const char *self, int dp, int tp, int pp, const char *sch
 {
 	h_config c = llama_config(kv, sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], ds[8], ts[8], ps[8], ks[8], sg[8];
 	char *args[] = { "hybrid", ds, ts, ps, (char *)sched, ks, sg, prefix, NULL };
 	int n = dp * tp * pp;
@@ -396,7 +358,9 @@ static void run_hybrid(const char *self, int dp, int tp, int pp, const char *sch
 	snprintf(ps, sizeof(ps), "%d", pp);
 	snprintf(ks, sizeof(ks), "%lld", (long long)kv);
 	snprintf(sg, sizeof(sg), "%d", sgd);
-	if (!run_ranks(self, n, args, got))
+	ran = h_run_ranks(self, n, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	worst = tp > 1 ? compare_shards(&c, &ref, got, n, tp, sgd) : compare(&ref, got, n, sgd);
 	fprintf(stderr, "llama hybrid dp %d x tp %d x pp %d %s kv %lld %s: step-%d loss %.6f (ref "

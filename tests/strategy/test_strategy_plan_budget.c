@@ -11,17 +11,16 @@
  *   ranks;
  * - end to end (when the weft binary and the plugins are built): weft
  *   plan --memory prints the verdict line, and a bad size exits 2. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plan/plan_act.h"
 #include "plan/plan_budget.h"
 #include "weft/config.h"
 #include "weft/status.h"
+#include "cli_run.h"
 #include "weft_test.h"
 
 static void parse(void)
@@ -146,30 +145,6 @@ static void activations(void)
 	WT_STR_CONTAINS(lp, "no change fits it");
 }
 
-static char outbuf[65536];
-static const char *out = outbuf; /* the last command's output */
-
-static int run(const char *fmt, ...) WEFT_PRINTF(1, 2);
-static int run(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	FILE *p;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	n = fread(outbuf, 1, sizeof(outbuf) - 1, p);
-	outbuf[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void cli(void)
 {
@@ -199,13 +174,13 @@ static void cli(void)
 	for (int i = 0; i < 200; i++)
 		fprintf(f, "the warp and the weft of a plan, line %d\n", i);
 	fclose(f);
-	WT_CHECK(run("%s plan --config %s --memory 1GB", bin, cfg) == 0);
-	WT_STR_CONTAINS(out, "verdict: rank 0 fits");
-	WT_CHECK(run("%s plan --config %s --memory=1KiB --world-size 3", bin, cfg) == 0);
-	WT_STR_CONTAINS(out, "verdict: rank 0 does not fit");
-	WT_STR_CONTAINS(out, "no change fits it");
-	WT_CHECK(run("%s plan --config %s --memory lots", bin, cfg) == 2);
-	WT_STR_CONTAINS(out, "weft plan --memory: 'lots' is not a memory size");
+	WT_CHECK(cli_run("%s plan --config %s --memory 1GB", bin, cfg) == 0);
+	WT_STR_CONTAINS(cli_out, "verdict: rank 0 fits");
+	WT_CHECK(cli_run("%s plan --config %s --memory=1KiB --world-size 3", bin, cfg) == 0);
+	WT_STR_CONTAINS(cli_out, "verdict: rank 0 does not fit");
+	WT_STR_CONTAINS(cli_out, "no change fits it");
+	WT_CHECK(cli_run("%s plan --config %s --memory lots", bin, cfg) == 2);
+	WT_STR_CONTAINS(cli_out, "weft plan --memory: 'lots' is not a memory size");
 	unlink(cfg);
 	unlink(txt);
 }

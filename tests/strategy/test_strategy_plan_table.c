@@ -50,12 +50,10 @@
  * The "other" category (loaders, bookkeeping) is not planned and not
  * compared. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plan/plan.h"
@@ -63,6 +61,7 @@
 #include "weft/config.h"
 #include "weft/module.h"
 #include "weft/status.h"
+#include "cli_run.h"
 #include "weft_test.h"
 
 #define TOL 0.05
@@ -93,29 +92,7 @@ typedef struct row {
 	int pp, v;             /* F_PP: pipeline ranks (0: all) and stages per rank (0: 1) */
 } row;
 
-static char weft_bin[1024], work[256], corpus[320], outbuf[65536];
-
-static int run(const char *fmt, ...) WEFT_PRINTF(1, 2);
-static int run(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	FILE *p;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	n = fread(outbuf, 1, sizeof(outbuf) - 1, p);
-	outbuf[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static char weft_bin[1024], work[256], corpus[320];
 
 /* A text of words from a fixed list, long enough for every run's batches. */
 static void write_corpus(void)
@@ -270,9 +247,9 @@ static void one(const shape *s, int n, const row *r, int *k)
 			 r->sp && 256 % n == 0 ? ", vocab_parallel: true" : "");
 	snprintf(cfg, sizeof(cfg), "%s/run%d.yaml", work, *k);
 	write_config(cfg, s, n, r, strategy);
-	WT_REQUIRE(run("rm -rf %s/runs", work) == 0);
-	if (run("%s fit --config %s --memory off", weft_bin, cfg) != 0) {
-		fprintf(stderr, "%s", outbuf);
+	WT_REQUIRE(cli_run("rm -rf %s/runs", work) == 0);
+	if (cli_run("%s fit --config %s --memory off", weft_bin, cfg) != 0) {
+		fprintf(stderr, "%s", cli_out);
 		WT_REQUIRE(0);
 	}
 	snprintf(summary, sizeof(summary), "%s/runs/run%d/version_0/summary.json", work, *k);
@@ -387,6 +364,6 @@ int main(int argc, char **argv)
 		if (!s->arch[0])
 			one(s, n, !strcmp(s->name, "a") ? &gpipe : &inter, &k);
 	}
-	WT_CHECK(run("rm -rf %s", work) == 0);
+	WT_CHECK(cli_run("rm -rf %s", work) == 0);
 	return wt_done("test_strategy_plan_table");
 }

@@ -93,9 +93,6 @@ static h_config tp_config(int sgd)
 static int rank_main(int argc, char **argv)
 {
 	h_config c;
-	h_result r;
-	char path[512];
-	weft_status st;
 
 	if (argc < 5)
 		return 2;
@@ -140,69 +137,23 @@ static int rank_main(int argc, char **argv)
 		c.strategy = "pp";
 		c.strategy_yaml = yaml;
 	}
-	st = h_run(&c, &r);
-	if (st) {
-		fprintf(stderr, "rank failed: %s: %s\n", weft_status_str(st), weft_error_last());
-		return 3;
-	}
-	snprintf(path, sizeof(path), "%s-rank%d.bin", argv[argc - 1], r.rank);
-	if (h_result_write(&r, path)) {
-		fprintf(stderr, "cannot write %s\n", path);
-		return 1;
-	}
-	h_result_free(&r);
-	return 0;
-}
-
-/* Spawns n ranks of this program with args (NULL-terminated) and reads
- * their results from PREFIX-rankR.bin (PREFIX is the last argument). */
-static int run_ranks(const char *self, int n, char **args, h_result *got)
-{
-	h_spawn_result sp;
-	char *argv[16], path[512];
-	int k = 0, ok = 1;
-	const char *prefix = NULL;
-
-	argv[k++] = (char *)self;
-	argv[k++] = "rank";
-	for (int i = 0; args[i] && k < 15; i++)
-		prefix = argv[k++] = args[i];
-	argv[k] = NULL;
-	WT_REQUIRE(h_spawn(n, argv, 90, &sp) == 0);
-	WT_CHECK(!sp.hung);
-	for (int r = 0; r < n; r++) {
-		ok &= h_spawn_ok(&sp, r);
-		snprintf(path, sizeof(path), "%s-rank%d.bin", prefix, r);
-		if (ok && h_result_read(&got[r], path) != 0)
-			ok = 0;
-		unlink(path);
-	}
-	WT_CHECK(ok);
-	return ok;
+	return h_rank_write(&c, argv[argc - 1]);
 }
 
 /* Every rank's losses and gathered weights against the reference. */
 static void compare(const h_result *ref, h_result *got, int n, int sgd)
 {
 	for (int r = 0; r < n; r++) {
-		int64_t where;
+		char who[32];
 		double w;
 
 		WT_REQUIRE(got[r].steps == ref->steps && got[r].numel == ref->numel);
 		for (int s = 0; s < ref->steps; s++)
 			WT_CLOSE(got[r].loss[s], ref->loss[s], TOL, 0);
-		if (sgd) {
-			w = h_max_rel(got[r].weights, ref->weights, ref->numel, WEIGHT_FLOOR, &where);
-			if (w > TOL)
-				fprintf(stderr, "rank %d: weight %lld off by %.3g relative\n", r,
-					(long long)where, w);
-			WT_CHECK(w <= TOL);
-		} else {
-			w = h_rel_l2(got[r].weights, ref->weights, ref->numel);
-			if (w > 1e-4)
-				fprintf(stderr, "rank %d: weights off by %.3g (rel L2)\n", r, w);
-			WT_CHECK(w <= 1e-4);
-		}
+		snprintf(who, sizeof(who), "rank %d", r);
+		w = h_weight_error(got[r].weights, ref->weights, ref->numel, sgd, WEIGHT_FLOOR,
+				   sgd ? TOL : 1e-4, who);
+		WT_CHECK(w <= (sgd ? TOL : 1e-4));
 		/* gathered weights are the same on every rank */
 		WT_CHECK(!memcmp(got[r].weights, got[0].weights, (size_t)ref->numel * 4));
 		/* the pipeline moved messages every step */
@@ -214,6 +165,7 @@ static void equiv_one(const char *self, int p, const char *sched, int v, int sgd
 {
 	h_config c = pp_config(8, sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], vs[8], sg[8], ms[8];
 	char *args[] = { "equiv", (char *)sched, vs, sg, ms, prefix, NULL };
 
@@ -222,7 +174,9 @@ static void equiv_one(const char *self, int p, const char *sched, int v, int sgd
 	snprintf(vs, sizeof(vs), "%d", v);
 	snprintf(sg, sizeof(sg), "%d", sgd);
 	snprintf(ms, sizeof(ms), "%d", c.n_micro);
-	if (!run_ranks(self, p, args, got))
+	ran = h_run_ranks(self, p, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	compare(&ref, got, p, sgd);
 	fprintf(stderr, "pp %d %s v=%d %s: step-%d loss %.6f (ref %.6f), %d ranks agree\n", p,
@@ -242,6 +196,7 @@ static void equiv_hybrid(const char *self, int dp, int pp, const char *sched,
 {
 	h_config c = pp_config(8, sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], ds[8], ps[8], sg[8];
 	char *args[] = { "hybrid", ds, ps, (char *)sched, (char *)dp_strategy, sg, prefix, NULL };
 
@@ -251,7 +206,9 @@ static void equiv_hybrid(const char *self, int dp, int pp, const char *sched,
 	snprintf(ds, sizeof(ds), "%d", dp);
 	snprintf(ps, sizeof(ps), "%d", pp);
 	snprintf(sg, sizeof(sg), "%d", sgd);
-	if (!run_ranks(self, dp * pp, args, got))
+	ran = h_run_ranks(self, dp * pp, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	compare(&ref, got, dp * pp, sgd);
 	fprintf(stderr, "hybrid dp %d x pp %d %s %s %s: step-%d loss %.6f (ref %.6f), %d ranks "
@@ -323,6 +280,7 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 {
 	h_config c = tp_config(sgd);
 	h_result ref, got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], ds[8], ts[8], ps[8], sg[8];
 	char *args[] = { "tp", ds, ts, ps, sg, prefix, NULL };
 	int n = dp * tp * pp;
@@ -335,7 +293,9 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 	snprintf(ts, sizeof(ts), "%d", tp);
 	snprintf(ps, sizeof(ps), "%d", pp);
 	snprintf(sg, sizeof(sg), "%d", sgd);
-	if (!run_ranks(self, n, args, got))
+	ran = h_run_ranks(self, n, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return;
 	for (int t = 0; t < tp; t++) {
 		int64_t numel = 0;
@@ -343,7 +303,7 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 
 		WT_REQUIRE(want);
 		for (int r = t; r < n; r += tp) {
-			int64_t where;
+			char who[32];
 			double w;
 
 			WT_REQUIRE(got[r].steps == ref.steps && got[r].numel == numel);
@@ -355,16 +315,10 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 						 0);
 				}
 			}
-			if (sgd) {
-				w = h_max_rel(got[r].weights, want, numel, WEIGHT_FLOOR, &where);
-				if (w > TOL)
-					fprintf(stderr, "rank %d (tp %d): weight %lld off by %.3g "
-						"relative\n", r, t, (long long)where, w);
-				WT_CHECK(w <= TOL);
-			} else {
-				w = h_rel_l2(got[r].weights, want, numel);
-				WT_CHECK(w <= 1e-4);
-			}
+			snprintf(who, sizeof(who), "rank %d (tp %d)", r, t);
+			w = h_weight_error(got[r].weights, want, numel, sgd, WEIGHT_FLOOR,
+					   sgd ? TOL : 1e-4, who);
+			WT_CHECK(w <= (sgd ? TOL : 1e-4));
 			if (w > worst)
 				worst = w;
 			/* the dp replicas and the pipeline's ranks end with the same shards */
@@ -389,12 +343,15 @@ static void equiv_tp(const char *self, int dp, int tp, int pp, int sgd)
 static int act_peaks(const char *self, int p, const char *sched, int m, int64_t *peak)
 {
 	h_result got[H_MAX_RANKS];
+	int ran;
 	char prefix[128], ms[8];
 	char *args[] = { "memory", (char *)sched, ms, prefix, NULL };
 
 	snprintf(prefix, sizeof(prefix), "ppm-%d", (int)getpid());
 	snprintf(ms, sizeof(ms), "%d", m);
-	if (!run_ranks(self, p, args, got))
+	ran = h_run_ranks(self, p, args, H_JOB_DEADLINE_S, got);
+	WT_CHECK(ran);
+	if (!ran)
 		return 0;
 	for (int r = 0; r < p; r++) {
 		peak[r] = got[r].mem_peak[WEFT_MEM_ACTIVATIONS];

@@ -15,7 +15,7 @@
 # same runs (summary.json's pipeline.bubble_fraction, printed here) moves
 # by 5-10 points from run to run when the machine is loaded (measured
 # 0.195-0.257 at load average 8-15), so it is not what is asserted.
-# Label: timing. Takes about 10 s.
+# Labels: timing, and slow (the ASan pass skips it). Takes about 10 s.
 set -eu
 . "$(dirname "$0")/fit_lib.sh"
 cat > "$dir/cfg.yaml" <<YAML

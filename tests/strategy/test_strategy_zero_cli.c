@@ -10,44 +10,19 @@
  * - ckpt reshard says the checkpoint loads as it is;
  * - the zero_3 checkpoint resumes under ddp (the trainer's gather_params
  *   path) and the run goes on to its last step. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nn/safetensors.h"
+#include "cli_run.h"
 #include "weft_test.h"
 
 #define FORTUNES "/usr/share/games/fortunes/fortunes"
 
-static char weft_bin[1024], work[256], outbuf[65536];
-static const char *out = outbuf; /* the last command's output */
-
-/* Runs a shell command; its stdout+stderr in `out`; returns the exit code. */
-static int run(const char *fmt, ...) WEFT_PRINTF(1, 2);
-static int run(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	FILE *p;
-	size_t n;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	n = fread(outbuf, 1, sizeof(outbuf) - 1, p);
-	outbuf[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static char weft_bin[1024], work[256];
 
 static void write_config(const char *path, const char *strategy, int steps, const char *extra)
 {
@@ -75,22 +50,22 @@ static void write_config(const char *path, const char *strategy, int steps, cons
 
 static void plan_checks(const char *cfg)
 {
-	WT_CHECK(run("%s plan --config %s --world-size 4", weft_bin, cfg) == 0);
-	WT_STR_CONTAINS(out, "ZeRO stage 3");
-	WT_STR_CONTAINS(out, "world size 4");
-	WT_STR_CONTAINS(out, "16Psi/N");
-	WT_STR_CONTAINS(out, "params + grads + optim");
-	WT_STR_CONTAINS(out, "communication per step per rank");
-	WT_CHECK(run("%s plan --config %s --trainer.strategy=ddp", weft_bin, cfg) == 0);
-	WT_STR_CONTAINS(out, "strategy ddp");
-	WT_STR_CONTAINS(out, "ring all-reduce");
-	WT_CHECK(run("%s plan --config %s --world-size two", weft_bin, cfg) == 2);
-	WT_STR_CONTAINS(out, "--world-size wants a number of ranks >= 1, got 'two'");
-	WT_CHECK(run("%s plan --config %s --trainer.strategy=zero_7", weft_bin, cfg) == 1);
-	WT_STR_CONTAINS(out, "weft plan knows strategies");
-	WT_STR_CONTAINS(out, "zero_7");
-	WT_CHECK(run("%s plan", weft_bin) == 2);
-	WT_STR_CONTAINS(out, "--config FILE is required");
+	WT_CHECK(cli_run("%s plan --config %s --world-size 4", weft_bin, cfg) == 0);
+	WT_STR_CONTAINS(cli_out, "ZeRO stage 3");
+	WT_STR_CONTAINS(cli_out, "world size 4");
+	WT_STR_CONTAINS(cli_out, "16Psi/N");
+	WT_STR_CONTAINS(cli_out, "params + grads + optim");
+	WT_STR_CONTAINS(cli_out, "communication per step per rank");
+	WT_CHECK(cli_run("%s plan --config %s --trainer.strategy=ddp", weft_bin, cfg) == 0);
+	WT_STR_CONTAINS(cli_out, "strategy ddp");
+	WT_STR_CONTAINS(cli_out, "ring all-reduce");
+	WT_CHECK(cli_run("%s plan --config %s --world-size two", weft_bin, cfg) == 2);
+	WT_STR_CONTAINS(cli_out, "--world-size wants a number of ranks >= 1, got 'two'");
+	WT_CHECK(cli_run("%s plan --config %s --trainer.strategy=zero_7", weft_bin, cfg) == 1);
+	WT_STR_CONTAINS(cli_out, "weft plan knows strategies");
+	WT_STR_CONTAINS(cli_out, "zero_7");
+	WT_CHECK(cli_run("%s plan", weft_bin) == 2);
+	WT_STR_CONTAINS(cli_out, "--config FILE is required");
 }
 
 /* The exported file against the checkpoint, tensor by tensor. */
@@ -102,8 +77,8 @@ static void export_checks(const char *ckpt)
 	long numel = 0, flat = 0;
 
 	snprintf(exp, sizeof(exp), "%s/export.safetensors", work);
-	WT_CHECK(run("%s ckpt export %s %s --optimizer", weft_bin, ckpt, exp) == 0);
-	WT_STR_CONTAINS(out, "with optimizer state");
+	WT_CHECK(cli_run("%s ckpt export %s %s --optimizer", weft_bin, ckpt, exp) == 0);
+	WT_STR_CONTAINS(cli_out, "with optimizer state");
 	snprintf(path, sizeof(path), "%s/model.safetensors", ckpt);
 	WT_OK(weft_st_open(path, &model));
 	WT_OK(weft_st_open(exp, &ex));
@@ -146,8 +121,8 @@ static void export_checks(const char *ckpt)
 	fclose(f);
 	weft_st_close(model);
 	weft_st_close(ex);
-	WT_CHECK(run("%s ckpt export %s %s --weights-only", weft_bin, ckpt, exp) == 2);
-	WT_STR_CONTAINS(out, "unknown option '--weights-only'");
+	WT_CHECK(cli_run("%s ckpt export %s %s --weights-only", weft_bin, ckpt, exp) == 2);
+	WT_STR_CONTAINS(cli_out, "unknown option '--weights-only'");
 	unlink(exp);
 }
 
@@ -169,18 +144,18 @@ int main(void)
 	write_config(cfg, "{name: zero_3, stage3_param_persistence_threshold: 100}", 4, "");
 	plan_checks(cfg);
 
-	WT_CHECK(run("cd %s && %s fit --config %s", work, weft_bin, cfg) == 0);
+	WT_CHECK(cli_run("cd %s && %s fit --config %s", work, weft_bin, cfg) == 0);
 	snprintf(ckpt, sizeof(ckpt), "%s/runs/z3/version_0/checkpoints/last", work);
-	WT_CHECK(run("%s ckpt inspect %s", weft_bin, ckpt) == 0);
-	WT_STR_CONTAINS(out, "step 4");
-	WT_STR_CONTAINS(out, "saved by strategy zero_3 on 2 ranks");
-	WT_STR_CONTAINS(out, "exp_avg exp_avg_sq");
-	WT_STR_CONTAINS(out, "transformer.h.1.mlp.c_proj.weight");
+	WT_CHECK(cli_run("%s ckpt inspect %s", weft_bin, ckpt) == 0);
+	WT_STR_CONTAINS(cli_out, "step 4");
+	WT_STR_CONTAINS(cli_out, "saved by strategy zero_3 on 2 ranks");
+	WT_STR_CONTAINS(cli_out, "exp_avg exp_avg_sq");
+	WT_STR_CONTAINS(cli_out, "transformer.h.1.mlp.c_proj.weight");
 	export_checks(ckpt);
-	WT_CHECK(run("%s ckpt reshard %s --world-size 3", weft_bin, ckpt) == 0);
-	WT_STR_CONTAINS(out, "loads as it is into any strategy and world size");
-	WT_CHECK(run("%s ckpt inspect %s/nowhere", weft_bin, work) == 1);
-	WT_STR_CONTAINS(out, "nowhere");
+	WT_CHECK(cli_run("%s ckpt reshard %s --world-size 3", weft_bin, ckpt) == 0);
+	WT_STR_CONTAINS(cli_out, "loads as it is into any strategy and world size");
+	WT_CHECK(cli_run("%s ckpt inspect %s/nowhere", weft_bin, work) == 1);
+	WT_STR_CONTAINS(cli_out, "nowhere");
 
 	/* resume the zero_3 save under ddp and go on to step 6 */
 	{
@@ -189,10 +164,10 @@ int main(void)
 		snprintf(cfg2, sizeof(cfg2), "%s/resume.yaml", work);
 		snprintf(extra, sizeof(extra), "  resume: %s\n", ckpt);
 		write_config(cfg2, "ddp", 6, extra);
-		WT_CHECK(run("cd %s && %s fit --config %s", work, weft_bin, cfg2) == 0);
-		WT_STR_CONTAINS(out, "resumed from");
-		WT_STR_CONTAINS(out, "at step 4");
+		WT_CHECK(cli_run("cd %s && %s fit --config %s", work, weft_bin, cfg2) == 0);
+		WT_STR_CONTAINS(cli_out, "resumed from");
+		WT_STR_CONTAINS(cli_out, "at step 4");
 	}
-	WT_CHECK(run("rm -rf %s", work) == 0);
+	WT_CHECK(cli_run("rm -rf %s", work) == 0);
 	return wt_done("test_strategy_zero_cli");
 }

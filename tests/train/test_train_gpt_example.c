@@ -19,10 +19,7 @@
  * Labelled "slow" (the ASan pass skips it). Skipped (77) when the fortune
  * files are missing (apt-get install fortunes-min fortunes).
  */
-#include "base/json.h"
-#include "train_test.h"
-#include "weft/config.h"
-#include "weft/status.h"
+#include "example_test.h"
 
 /* the steps run (and validated at the last) */
 #define STEPS 120
@@ -70,35 +67,17 @@ static double unigram_entropy(const char *const *paths, size_t n, double val_fra
 
 int main(void)
 {
-	const char *src = getenv("WEFT_SOURCE_DIR");
 	const char *paths[16];
 	size_t n = 0;
 	char cfg_path[TT_PATH];
 	weft_config *cfg = NULL;
-	const weft_cfg *data, *list;
 	weft_json_value *sum = NULL;
-	const weft_json_value *fm, *vl;
-	double vf = 0.1, h, t0;
+	double vf, h, val_loss, t0;
 	int64_t total = 0, train = 0;
 	int rc;
 
-	WT_REQUIRE(src);
-	snprintf(cfg_path, sizeof(cfg_path), "%s/examples/gpt_char.yaml", src);
-	WT_OK(weft_config_load_file(cfg_path, &cfg));
-	data = weft_cfg_get(weft_config_root(cfg), "data");
-	list = weft_cfg_get(data, "paths");
-	WT_REQUIRE(list && weft_cfg_kind_of(list) == WEFT_CFG_SEQ);
-	WT_OK(weft_cfg_float(data, "val_fraction", 0.1, &vf));
-	for (size_t i = 0; i < weft_cfg_size(list) && n < 16; i++) {
-		WT_OK(weft_cfg_as_str(weft_cfg_at(list, i), &paths[n]));
-		if (!tt_exists(paths[n])) {
-			printf("skipped: %s is missing (apt-get install fortunes-min fortunes)\n",
-			       paths[n]);
-			weft_config_free(cfg);
-			return 77;
-		}
-		n++;
-	}
+	if (!tt_example_data("gpt_char", cfg_path, &cfg, paths, 16, &n, &vf))
+		return 77;
 	h = unigram_entropy(paths, n, vf, &total, &train);
 	weft_config_free(cfg);
 	fprintf(stderr, "corpus %lld bytes, %lld for training: unigram entropy %.4f nats = %.4f "
@@ -109,16 +88,12 @@ int main(void)
 	rc = tt_weft("fit", "fit", "--config", cfg_path, "--trainer.max_steps=" STR(STEPS),
 		     "--trainer.val_check_interval=" STR(STEPS),
 		     "--trainer.enable_progress_bar=false");
-	WT_REQUIRE(tt_expect_ok("fit", rc));
-	WT_OK(weft_json_parse_file(tt_path("runs/gpt_char/version_0/summary.json"), &sum));
-	fm = weft_json_get(sum, "final_metrics");
-	vl = fm ? weft_json_get(fm, "val_loss") : NULL;
-	WT_REQUIRE(vl && vl->kind == WEFT_JSON_NUMBER);
+	val_loss = tt_example_val_loss("fit", rc, "gpt_char", &sum);
 	WT_CHECK(weft_json_get(sum, "steps") && weft_json_get(sum, "steps")->integer == STEPS);
 	fprintf(stderr, "gpt_char, %d steps: val_loss %.4f nats (%.4f bits), entropy - val_loss "
-		"= %.3f nats, %.1f s\n", STEPS, vl->number, vl->number / log(2.0), h - vl->number,
+		"= %.3f nats, %.1f s\n", STEPS, val_loss, val_loss / log(2.0), h - val_loss,
 		tt_now() - t0);
-	WT_CHECK(vl->number < h - 0.5);
+	WT_CHECK(val_loss < h - 0.5);
 	weft_json_free(sum);
 	tt_cleanup();
 	return wt_done("test_train_gpt_example");

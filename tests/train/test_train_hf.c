@@ -19,38 +19,16 @@
 #include "weft/module.h"
 #include "weft/ops.h"
 #include "nn/safetensors.h"
+#include "nn/nn_test_util.h"
 
 #define LAST "runs/hf/version_0/checkpoints/last"
 
-static weft_model *load(const char *init_from, int shape)
+/* The model of init_from `from`, with the run's shape (a weft file) or
+ * without (a Hugging Face directory says it). */
+static weft_model *load(const char *from, int shape)
 {
-	char yaml[2048];
-	weft_config *cfg;
-	weft_model *m = NULL;
-
-	snprintf(yaml, sizeof(yaml), "model: {class: gpt, %sinit_from: '%s'}\n",
-		 shape ? "n_layer: 2, n_head: 4, n_embd: 32, vocab_size: 256, block_size: 16, " :
-		 "", init_from);
-	WT_OK(weft_config_load_string("m.yaml", yaml, strlen(yaml), &cfg));
-	WT_OK(weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), NULL, &m));
-	weft_config_free(cfg);
-	return m;
-}
-
-static int same_weights(const weft_model *a, const weft_model *b)
-{
-	const weft_params *pa = weft_model_params(a), *pb = weft_model_params(b);
-
-	if (weft_params_count(pa) != weft_params_count(pb))
-		return 0;
-	for (size_t i = 0; i < weft_params_count(pa); i++) {
-		const weft_tensor *x = weft_params_at(pa, i), *y = weft_params_at(pb, i);
-
-		if (strcmp(x->name, y->name) || weft_tensor_nbytes(x) != weft_tensor_nbytes(y) ||
-		    memcmp(x->data, y->data, weft_tensor_nbytes(x)))
-			return 0;
-	}
-	return 1;
+	return model_init_from(shape ? "n_layer: 2, n_head: 4, n_embd: 32, vocab_size: 256, "
+			       "block_size: 16, " : "", from);
 }
 
 /* m's logits on a fixed batch, with the batch, to `path` (for the Python

@@ -22,6 +22,7 @@
 #include "weft/module.h"
 #include "weft/ops.h"
 #include "nn/safetensors.h"
+#include "nn/nn_test_util.h"
 
 #define LAST "runs/%s/version_0/checkpoints/last"
 
@@ -33,35 +34,6 @@
 	"intermediate_size: 160, n_kv_head: 2, tie_embeddings: false, "
 #define TINY_KEYS "preset: llama3-tiny, tie_embeddings: true, "
 #define QWEN_KEYS "preset: qwen2.5-tiny, block_size: 64, "
-
-static weft_model *load(const char *keys, const char *init_from)
-{
-	char yaml[4096];
-	weft_config *cfg;
-	weft_model *m = NULL;
-
-	snprintf(yaml, sizeof(yaml), "model: {class: gpt, %sinit_from: '%s'}\n", keys, init_from);
-	WT_OK(weft_config_load_string("m.yaml", yaml, strlen(yaml), &cfg));
-	WT_OK(weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), NULL, &m));
-	weft_config_free(cfg);
-	return m;
-}
-
-static int same_weights(const weft_model *a, const weft_model *b)
-{
-	const weft_params *pa = weft_model_params(a), *pb = weft_model_params(b);
-
-	if (weft_params_count(pa) != weft_params_count(pb))
-		return 0;
-	for (size_t i = 0; i < weft_params_count(pa); i++) {
-		const weft_tensor *x = weft_params_at(pa, i), *y = weft_params_at(pb, i);
-
-		if (strcmp(x->name, y->name) || weft_tensor_nbytes(x) != weft_tensor_nbytes(y) ||
-		    memcmp(x->data, y->data, weft_tensor_nbytes(x)))
-			return 0;
-	}
-	return 1;
-}
 
 /* m's logits on ids (a host I64 tensor) into a new host buffer. */
 static float *logits_of(weft_model *m, const weft_tensor *ids, size_t *n)
@@ -89,7 +61,7 @@ static float *logits_of(weft_model *m, const weft_tensor *ids, size_t *n)
 static void check_round_trip(const char *keys, const char *ckpt, const char *exported,
 			     const weft_tensor *ids)
 {
-	weft_model *ck = load(keys, ckpt), *back = load("", exported);
+	weft_model *ck = model_init_from(keys, ckpt), *back = model_init_from("", exported);
 	size_t na, nb;
 	float *a = logits_of(ck, ids, &na), *b = logits_of(back, ids, &nb);
 
@@ -107,7 +79,7 @@ static void check_round_trip(const char *keys, const char *ckpt, const char *exp
  * for the transformers check. */
 static void write_logits(const char *dir, const weft_tensor *ids)
 {
-	weft_model *back = load("", dir);
+	weft_model *back = model_init_from("", dir);
 	size_t n;
 	float *l = logits_of(back, ids, &n);
 	int64_t shape[3] = { ids->shape[0], ids->shape[1], 256 };

@@ -13,11 +13,8 @@
  * machine. trainer.sample writes a sample after the validation.
  *
  * Labelled "slow". Skipped (77) when the fortune files are missing. */
-#include "base/json.h"
+#include "example_test.h"
 #include "text/tokenizer.h"
-#include "train_test.h"
-#include "weft/config.h"
-#include "weft/status.h"
 
 /* ids / bytes of the validation tail. */
 static double tail_ids_per_byte(const char *const *paths, size_t n, const char *tok_path,
@@ -61,35 +58,18 @@ static double tail_ids_per_byte(const char *const *paths, size_t n, const char *
 
 int main(void)
 {
-	const char *src = getenv("WEFT_SOURCE_DIR");
 	const char *paths[16];
 	size_t n = 0;
 	char cfg_path[TT_PATH], tok_path[TT_PATH], tok_arg[TT_PATH + 32], *samples;
 	weft_config *cfg = NULL;
-	const weft_cfg *data, *list;
 	weft_json_value *sum = NULL;
-	const weft_json_value *fm, *vl;
-	double vf = 0.1, factor, t0;
+	double vf, val_loss, factor, t0;
 	int rc;
 
-	WT_REQUIRE(src);
-	snprintf(cfg_path, sizeof(cfg_path), "%s/examples/llama_bpe.yaml", src);
-	snprintf(tok_path, sizeof(tok_path), "%s/examples/llama_bpe_tokenizer.json", src);
-	WT_OK(weft_config_load_file(cfg_path, &cfg));
-	data = weft_cfg_get(weft_config_root(cfg), "data");
-	list = weft_cfg_get(data, "paths");
-	WT_REQUIRE(list && weft_cfg_kind_of(list) == WEFT_CFG_SEQ);
-	WT_OK(weft_cfg_float(data, "val_fraction", 0.1, &vf));
-	for (size_t i = 0; i < weft_cfg_size(list) && n < 16; i++) {
-		WT_OK(weft_cfg_as_str(weft_cfg_at(list, i), &paths[n]));
-		if (!tt_exists(paths[n])) {
-			printf("skipped: %s is missing (apt-get install fortunes-min fortunes)\n",
-			       paths[n]);
-			weft_config_free(cfg);
-			return 77;
-		}
-		n++;
-	}
+	if (!tt_example_data("llama_bpe", cfg_path, &cfg, paths, 16, &n, &vf))
+		return 77;
+	snprintf(tok_path, sizeof(tok_path), "%s/examples/llama_bpe_tokenizer.json",
+		 getenv("WEFT_SOURCE_DIR"));
 	factor = tail_ids_per_byte(paths, n, tok_path, vf);
 	weft_config_free(cfg);
 	WT_CLOSE(factor, 0.51611, 0, 1e-5);
@@ -99,14 +79,10 @@ int main(void)
 	t0 = tt_now();
 	rc = tt_weft("fit", "fit", "--config", cfg_path, "--trainer.max_steps=200", tok_arg,
 		     "--trainer.enable_progress_bar=false");
-	WT_REQUIRE(tt_expect_ok("fit", rc));
-	WT_OK(weft_json_parse_file(tt_path("runs/llama_bpe/version_0/summary.json"), &sum));
-	fm = weft_json_get(sum, "final_metrics");
-	vl = fm ? weft_json_get(fm, "val_loss") : NULL;
-	WT_REQUIRE(vl && vl->kind == WEFT_JSON_NUMBER);
+	val_loss = tt_example_val_loss("fit", rc, "llama_bpe", &sum);
 	fprintf(stderr, "llama_bpe, 200 steps: val_loss %.4f nats per id = %.4f nats per byte, "
-		"%.1f s\n", vl->number, vl->number * factor, tt_now() - t0);
-	WT_CHECK(vl->number * factor < 2.30);
+		"%.1f s\n", val_loss, val_loss * factor, tt_now() - t0);
+	WT_CHECK(val_loss * factor < 2.30);
 	samples = tt_read(tt_path("runs/llama_bpe/version_0/samples.txt"), NULL);
 	WT_CHECK(samples && strstr(samples, "--- step 200 sample 1\nThe "));
 	free(samples);

@@ -36,7 +36,7 @@ weft_status tp_plan_compute(int32_t size, int32_t dp, int zero, const weft_plan_
 	out->bytes[WEFT_MEM_PARAMS] = 4 * local;
 	out->bytes[WEFT_MEM_GRADS] = 4 * local;
 	out->bytes[WEFT_MEM_OPTIM] = 4 * slots * (zero && dp > 1 ? (local + dp - 1) / dp : local);
-	/* the tp group and the dp group, split off the world (tp.c, setup_comms) */
+	/* the tp group and the dp group, split off the world (tp_setup.c, setup_comms) */
 	if (out->struct_size >= offsetof(weft_plan_result, sub_comm_size) +
 				sizeof(out->sub_comm_size)) {
 		if (size > 1)
