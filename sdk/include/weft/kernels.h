@@ -8,12 +8,14 @@
  * table lives in its own shared object (kernels/cuda). Each member's
  * comment is its contract; members added after ABI 1.0 say since when,
  * and a caller checks WEFT_HAS_MEMBER before it reads one. Included by
- * weft/device.h, which holds the dtypes and devices this uses.
+ * weft/device.h; the dtypes and devices it uses are weft/device_types.h's.
  */
 #ifndef WEFT_KERNELS_H
 #define WEFT_KERNELS_H
 
-#include "weft/device.h"
+#include "weft/device_types.h"
+#include "weft/memory.h"
+#include "weft/plugin.h"
 
 #ifdef __cplusplus
 extern "C" {
