@@ -272,13 +272,15 @@ float *emu_wmma_collective(const char *call, int *first)
 	block_state *b = cur_block;
 	warp_state *w = &b->warps[cur_tid / 32];
 
+	warp_bar(w);
+	/* after the barrier: a lane that returned, before or while the others
+	 * waited, is missing from the count */
 	if (w->live != w->lanes) {
 		emu_report("kernel %s: %s: thread %d calls it with %d of its warp's %d lanes still "
 			   "running; every lane of the warp must take part (no lane may return "
 			   "before a warp-wide matrix call)", b->name, call, cur_tid, w->live, w->lanes);
 		abort();
 	}
-	warp_bar(w);
 	*first = w->tile_gen != w->gen;
 	if (*first) {
 		w->tile_gen = w->gen;
