@@ -88,6 +88,7 @@ struct warp_state {
 	 * and the barrier generation it belongs to */
 	float tile[256];
 	unsigned tile_gen = ~0u;
+	int tile_arrived = 0; /* lanes at the pending mma_sync */
 };
 
 struct block_state {
@@ -272,20 +273,23 @@ float *emu_wmma_collective(const char *call, int *first)
 	block_state *b = cur_block;
 	warp_state *w = &b->warps[cur_tid / 32];
 
+	w->tile_arrived++;
 	warp_bar(w);
-	/* after the barrier: a lane that returned, before or while the others
-	 * waited, is missing from the count */
-	if (w->live != w->lanes) {
-		emu_report("kernel %s: %s: thread %d calls it with %d of its warp's %d lanes still "
-			   "running; every lane of the warp must take part (no lane may return "
-			   "before a warp-wide matrix call)", b->name, call, cur_tid, w->live, w->lanes);
+	*first = w->tile_gen != w->gen;
+	if (!*first)
+		return w->tile;
+	/* the first lane past the barrier, before any lane can end: a lane
+	 * that returned, before or while the others waited, did not arrive */
+	if (w->tile_arrived != w->lanes) {
+		emu_report("kernel %s: %s: %d of warp %d's %d lanes called it, the others had "
+			   "returned; every lane of the warp must take part (no lane may return "
+			   "before a warp-wide matrix call)", b->name, call, w->tile_arrived,
+			   cur_tid / 32, w->lanes);
 		abort();
 	}
-	*first = w->tile_gen != w->gen;
-	if (*first) {
-		w->tile_gen = w->gen;
-		emu_count_add_flops(2.0 * 16 * 16 * 16, "tc16");
-	}
+	w->tile_arrived = 0;
+	w->tile_gen = w->gen;
+	emu_count_add_flops(2.0 * 16 * 16 * 16, "tc16");
 	return w->tile;
 }
 
@@ -416,6 +420,7 @@ static void run_block(block_state *b, const emu_cfg_t &cfg, unsigned i, std::vec
 		w.live = w.lanes;
 		w.arrived = 0;
 		w.tile_gen = w.gen - 1;
+		w.tile_arrived = 0;
 	}
 	free_slots.clear();
 	for (unsigned k = nt; k > 0; k--)
