@@ -266,6 +266,52 @@ __device__ __forceinline__ void stage_stats(float *ls, float *ds, const float *l
 	}
 }
 
+/* The backward kernels' shared memory, carved from BWD_BYTES(HS) bytes
+ * 32-byte aligned: the q, dO, k and v tiles (ROWS x HS, storage dtype),
+ * two F32 score-like tiles and two of the storage dtype (ROWS x ROWS),
+ * and the staged lse and D (ROWS). Every tile starts on a 32-byte
+ * boundary. */
+#define BWD_BYTES(HS) (8 * ROWS * (HS) + 12 * ROWS * ROWS + 8 * ROWS)
+template <class E> struct bwd_tiles {
+	E *q, *dout, *k, *v;
+	float *s, *dp;
+	E *p, *ds;
+	float *lse, *D;
+};
+
+template <class E, int HS> __device__ __forceinline__ bwd_tiles<E> bwd_carve(unsigned char *raw)
+{
+	bwd_tiles<E> t;
+
+	t.q = (E *)raw;
+	t.dout = t.q + ROWS * HS;
+	t.k = t.dout + ROWS * HS;
+	t.v = t.k + ROWS * HS;
+	t.s = (float *)(t.v + ROWS * HS);
+	t.dp = t.s + ROWS * ROWS;
+	t.p = (E *)(t.dp + ROWS * ROWS);
+	t.ds = t.p + ROWS * ROWS;
+	t.lse = (float *)(t.ds + ROWS * ROWS);
+	t.D = t.lse + ROWS;
+	return t;
+}
+
+/* Adds the block's result, a warp's 16 rows at r0 in its fragments acc
+ * (ROWS x HS in all), into dst's rows row0.. of head `head`, staged as
+ * F32 in `stage` (ROWS x HS floats of shared memory no thread reads any
+ * more); every thread takes part. */
+template <class E, int HS>
+__device__ __forceinline__ void add_frags(E *dst, float *stage, const frag_acc *acc, int r0,
+					  int64_t b, int64_t T, int64_t row0, int64_t width,
+					  int64_t head)
+{
+	__syncthreads();
+	for (int d = 0; d < HS / 16; d++)
+		wmma::store_matrix_sync(stage + r0 * HS + d * 16, acc[d], HS, wmma::mem_row_major);
+	__syncthreads();
+	add_rows<E, HS>(dst, stage, b, T, row0, width, head);
+}
+
 /* grid (key tiles, nkv, B): a warp 16 keys of kv head kvh; over the
  * group's query heads in turn and the query tiles from the key tile's on:
  * S^T = k q^T, dP^T = v dO^T, then dV += P^T dO and dK += dS^T q in
@@ -276,12 +322,8 @@ flash_tc_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *q
 		     const float *lse, const float *D, const E *dout, E *dqkv)
 {
 #if FLASH_TC_DEVICE
-	__shared__ __align__(32) unsigned char raw[8 * ROWS * HS + 12 * ROWS * ROWS + 8 * ROWS];
-	E *ks = (E *)raw, *vs = ks + ROWS * HS, *qs = vs + ROWS * HS, *dos = qs + ROWS * HS;
-	float *st = (float *)(dos + ROWS * HS), *dpt = st + ROWS * ROWS;
-	E *pt = (E *)(dpt + ROWS * ROWS), *dst = pt + ROWS * ROWS;
-	float *ls = (float *)(dst + ROWS * ROWS), *ds = ls + ROWS;
-	float *acc_stage = (float *)qs; /* ROWS x HS F32 over qs and dos, at the end */
+	__shared__ __align__(32) unsigned char raw[BWD_BYTES(HS)];
+	bwd_tiles<E> t = bwd_carve<E, HS>(raw);
 	int64_t b = blockIdx.z, kvh = blockIdx.y, g = nh / nkv;
 	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS, j0 = (int64_t)blockIdx.x * ROWS;
 	int r0 = threadIdx.x / 32 * 16;
@@ -291,36 +333,30 @@ flash_tc_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *q
 		wmma::fill_fragment(dk[d], 0.0f);
 		wmma::fill_fragment(dv[d], 0.0f);
 	}
-	stage<E, HS>(ks, qkv, b, T, j0, L, nh + kvh);
-	stage<E, HS>(vs, qkv, b, T, j0, L, nh + nkv + kvh);
+	stage<E, HS>(t.k, qkv, b, T, j0, L, nh + kvh);
+	stage<E, HS>(t.v, qkv, b, T, j0, L, nh + nkv + kvh);
 	for (int64_t m = 0; m < g; m++) {
 		int64_t h = kvh * g + m;
 
 		for (int64_t i0 = j0; i0 < T; i0 += ROWS) {
 			__syncthreads(); /* the previous tiles are read */
-			stage<E, HS>(qs, qkv, b, T, i0, L, h);
-			stage<E, HS>(dos, dout, b, T, i0, C, h);
-			stage_stats(ls, ds, lse, D, b, nh, h, T, i0);
+			stage<E, HS>(t.q, qkv, b, T, i0, L, h);
+			stage<E, HS>(t.dout, dout, b, T, i0, C, h);
+			stage_stats(t.lse, t.D, lse, D, b, nh, h, T, i0);
 			__syncthreads();
-			product_abt<E, HS>(st + r0 * ROWS, ks + r0 * HS, qs);
-			product_abt<E, HS>(dpt + r0 * ROWS, vs + r0 * HS, dos);
+			/* S^T and dP^T: this warp's keys by the tile's queries */
+			product_abt<E, HS>(t.s + r0 * ROWS, t.k + r0 * HS, t.q);
+			product_abt<E, HS>(t.dp + r0 * ROWS, t.v + r0 * HS, t.dout);
 			__syncthreads();
-			probs<E>(pt, dst, st, dpt, ls, ds, i0, j0, T, scale, true);
+			probs<E>(t.p, t.ds, t.s, t.dp, t.lse, t.D, i0, j0, T, scale, true);
 			__syncthreads();
-			product_ab<E, HS>(dv, pt + r0 * ROWS, dos);
-			product_ab<E, HS>(dk, dst + r0 * ROWS, qs);
+			product_ab<E, HS>(dv, t.p + r0 * ROWS, t.dout);
+			product_ab<E, HS>(dk, t.ds + r0 * ROWS, t.q);
 		}
 	}
-	__syncthreads();
-	for (int d = 0; d < HS / 16; d++)
-		wmma::store_matrix_sync(acc_stage + r0 * HS + d * 16, dk[d], HS, wmma::mem_row_major);
-	__syncthreads();
-	add_rows<E, HS>(dqkv, acc_stage, b, T, j0, L, nh + kvh);
-	__syncthreads();
-	for (int d = 0; d < HS / 16; d++)
-		wmma::store_matrix_sync(acc_stage + r0 * HS + d * 16, dv[d], HS, wmma::mem_row_major);
-	__syncthreads();
-	add_rows<E, HS>(dqkv, acc_stage, b, T, j0, L, nh + nkv + kvh);
+	/* staged over the q and dO tiles */
+	add_frags<E, HS>(dqkv, (float *)t.q, dk, r0, b, T, j0, L, nh + kvh);
+	add_frags<E, HS>(dqkv, (float *)t.q, dv, r0, b, T, j0, L, nh + nkv + kvh);
 #else
 	__trap();
 #endif
@@ -335,12 +371,8 @@ flash_tc_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv
 		   const float *lse, const float *D, const E *dout, E *dqkv)
 {
 #if FLASH_TC_DEVICE
-	__shared__ __align__(32) unsigned char raw[8 * ROWS * HS + 10 * ROWS * ROWS + 8 * ROWS];
-	E *qs = (E *)raw, *dos = qs + ROWS * HS, *ks = dos + ROWS * HS, *vs = ks + ROWS * HS;
-	float *ss = (float *)(vs + ROWS * HS), *dps = ss + ROWS * ROWS;
-	E *dss = (E *)(dps + ROWS * ROWS);
-	float *ls = (float *)(dss + ROWS * ROWS), *ds = ls + ROWS;
-	float *acc_stage = (float *)ks; /* ROWS x HS F32 over ks and vs, at the end */
+	__shared__ __align__(32) unsigned char raw[BWD_BYTES(HS)];
+	bwd_tiles<E> t = bwd_carve<E, HS>(raw);
 	int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (nh / nkv);
 	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS;
 	int64_t i0 = (int64_t)blockIdx.x * ROWS, kend = i0 + ROWS < T ? i0 + ROWS : T;
@@ -349,26 +381,24 @@ flash_tc_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv
 
 	for (int d = 0; d < HS / 16; d++)
 		wmma::fill_fragment(dq[d], 0.0f);
-	stage<E, HS>(qs, qkv, b, T, i0, L, h);
-	stage<E, HS>(dos, dout, b, T, i0, C, h);
-	stage_stats(ls, ds, lse, D, b, nh, h, T, i0);
+	stage<E, HS>(t.q, qkv, b, T, i0, L, h);
+	stage<E, HS>(t.dout, dout, b, T, i0, C, h);
+	stage_stats(t.lse, t.D, lse, D, b, nh, h, T, i0);
 	for (int64_t j0 = 0; j0 < kend; j0 += ROWS) {
 		__syncthreads(); /* the previous K and V are read */
-		stage<E, HS>(ks, qkv, b, T, j0, L, nh + kvh);
-		stage<E, HS>(vs, qkv, b, T, j0, L, nh + nkv + kvh);
+		stage<E, HS>(t.k, qkv, b, T, j0, L, nh + kvh);
+		stage<E, HS>(t.v, qkv, b, T, j0, L, nh + nkv + kvh);
 		__syncthreads();
-		product_abt<E, HS>(ss + r0 * ROWS, qs + r0 * HS, ks);
-		product_abt<E, HS>(dps + r0 * ROWS, dos + r0 * HS, vs);
+		/* S and dP: this warp's queries by the tile's keys */
+		product_abt<E, HS>(t.s + r0 * ROWS, t.q + r0 * HS, t.k);
+		product_abt<E, HS>(t.dp + r0 * ROWS, t.dout + r0 * HS, t.v);
 		__syncthreads();
-		probs<E>(NULL, dss, ss, dps, ls, ds, i0, j0, T, scale, false);
+		probs<E>((E *)NULL, t.ds, t.s, t.dp, t.lse, t.D, i0, j0, T, scale, false);
 		__syncthreads();
-		product_ab<E, HS>(dq, dss + r0 * ROWS, ks);
+		product_ab<E, HS>(dq, t.ds + r0 * ROWS, t.k);
 	}
-	__syncthreads();
-	for (int d = 0; d < HS / 16; d++)
-		wmma::store_matrix_sync(acc_stage + r0 * HS + d * 16, dq[d], HS, wmma::mem_row_major);
-	__syncthreads();
-	add_rows<E, HS>(dqkv, acc_stage, b, T, i0, L, h);
+	/* staged over the k and v tiles */
+	add_frags<E, HS>(dqkv, (float *)t.k, dq, r0, b, T, i0, L, h);
 #else
 	__trap();
 #endif
