@@ -22,8 +22,13 @@
  * counts 256 times: a term that is noise at the reduced sizes (a page
  * more or less) can show as B T^2 in the "scales" column.
  *
- * FLOPs the emulator does not see: a kernel's arithmetic. GEMM FLOPs come
- * from the cuBLAS stand-in (2 m n k); the flash attention kernels' from
+ * FLOPs. GEMM FLOPs come from the cuBLAS stand-in (2 m n k). A kernel's
+ * scalar arithmetic is not seen, but its tensor-core products are: the
+ * emulated wmma::mma_sync counts 2 x 16^3 FLOPs of class tc16 per warp
+ * and call on the kernel's line (the tensor-core flash attention of
+ * kernels/cuda/cuda_flash_tc.cu: every tile product it issues, the
+ * masked halves of diagonal tiles and padding rows included), fitted
+ * like the bytes. The scalar flash attention kernels' FLOPs come from
  * their loops (causal, a query row t visits keys 0..t: T^2/2 dot products
  * of head size hs per matrix product and head, 2 FLOPs each):
  * k_flash_fwd 2 products (q k, p v), k_flash_bwd_dkdv 4 (s, dp, dv, dk),
@@ -39,11 +44,19 @@
  *          + launches x launch overhead
  * with stated efficiencies: e_mem 0.75 (a streaming kernel reaches 75-90%
  * of HBM bandwidth; weft's kernels use scalar loads), tensor-core and TF32
- * GEMMs 0.70 (cuBLAS at GPT-2 124M's shapes), FP32 GEMMs 0.75, the flash
- * kernels 0.25 of the FP32 peak (a thread a query row, scalar FMAs, no
- * tensor cores: each FMA takes its K or V element from shared memory, a
- * broadcast load per warp, and an SM issues a quarter as many shared
- * loads as FMAs), host copies 0.80 of the link; a launch costs U us
+ * GEMMs 0.70 (cuBLAS at GPT-2 124M's shapes), FP32 GEMMs 0.75, the scalar
+ * flash kernels 0.25 of the FP32 peak (a thread a query row, scalar FMAs,
+ * no tensor cores: each FMA takes its K or V element from shared memory,
+ * a broadcast load per warp, and an SM issues a quarter as many shared
+ * loads as FMAs), kernels with counted tensor-core FLOPs 0.10 of the
+ * dense bf16 peak (E_WMMA: published flash attention figures on H100 SXM
+ * are about 35% of this peak, ~335 TFLOP/s forward and backward at head
+ * size 128, for the best kernels built on the Ampere-style warp mma, and
+ * 60-75% only with Hopper's asynchronous warpgroup mma and TMA; weft's
+ * WMMA kernels are simpler: two warps a block, 32-row tiles, scalar
+ * staging loads, the online softmax a thread a row through shared memory,
+ * so a third of the first figure, rounded down), host copies 0.80 of the
+ * link; a launch costs U us
  * (default 3: back-to-back launches on one stream without graphs). The
  * bytes are the emulator's unique page footprints: a lower bound of DRAM
  * traffic. Host synchronizations inside the step are not modeled (their
@@ -76,6 +89,7 @@ static const gpu gpus[] = {
 #define E_TC 0.70
 #define E_FP32_GEMM 0.75
 #define E_SIMT 0.25
+#define E_WMMA 0.10
 #define E_LINK 0.80
 
 enum { Q_LAUNCH, Q_READ, Q_WRITE, Q_FLOPS, NQ };
@@ -294,7 +308,9 @@ int main(int argc, char **argv)
 		o->at[Q_LAUNCH] = 0;
 		for (int r = 0; r < NRUNS; r++)
 			o->at[Q_LAUNCH] = fmax(o->at[Q_LAUNCH], o->q[r][Q_LAUNCH]);
-		if (flash_products(o->name) > 0) {
+		/* the scalar flash kernels (the tensor-core ones count their own) */
+		int scalar_flash = flash_products(o->name) > 0 && strcmp(o->cls, "tc16");
+		if (scalar_flash) {
 			o->at[Q_FLOPS] = flash_products(o->name) * B * H * hs * T * T * o->at[Q_LAUNCH];
 			snprintf(o->cls, sizeof(o->cls), "simt");
 		}
@@ -309,7 +325,7 @@ int main(int argc, char **argv)
 		}
 		for (int k = 0; k < 3; k++)
 			o->share_terms[k] = sum > 0 ? parts[k] / sum : 0;
-		if (flash_products(o->name) > 0)
+		if (scalar_flash)
 			o->share_terms[2] = 1.0; /* the FLOPs grow as B T^2 */
 		for (int g = 0; g < 2; g++) {
 			const gpu *G = &gpus[g];
@@ -320,7 +336,7 @@ int main(int argc, char **argv)
 			else
 				tm = bytes / (G->hbm * E_MEM);
 			if (!strcmp(o->cls, "tc16"))
-				tc = o->at[Q_FLOPS] / (G->tc16 * E_TC);
+				tc = o->at[Q_FLOPS] / (G->tc16 * (o->kind == 'K' ? E_WMMA : E_TC));
 			else if (!strcmp(o->cls, "tf32"))
 				tc = o->at[Q_FLOPS] / (G->tf32 * E_TC);
 			else if (!strcmp(o->cls, "fp32"))

@@ -15,10 +15,15 @@
  * Backward is three passes, each deterministic (no atomics, every sum in
  * a fixed order): D = rowsum(dO * O); dK and dV by key tile, a thread
  * summing over every query head of its kv head's group in turn; dQ by
- * query tile. The passes of dK/dV and dQ each recompute the scores. */
+ * query tile. The passes of dK/dV and dQ each recompute the scores.
+ *
+ * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels of
+ * cuda_flash_tc.cu (where the device's code is sm_80 or later); these
+ * kernels serve every other call, and the first backward pass (D) both. */
 #include <math.h>
 
 #include "cuda_dev.cuh"
+#include "cuda_flash.cuh"
 
 #define TILE 32 /* rows a block owns, and rows of a shared-memory tile */
 #define HS_MAX WEFT_FLASH_MAX_HEAD_DIM
@@ -235,11 +240,6 @@ __global__ void k_flash_bwd_dq(int64_t T, int64_t nh, int64_t nkv, int64_t hs, f
 
 /* ---- table members ---- */
 
-#define FLASH_FMT "%s B %lld T %lld nh %lld nkv %lld hs %lld"
-#define FLASH_ARGS cuda_dt_name(dt), (long long)B, (long long)T, (long long)nh, \
-	(long long)nkv, (long long)hs
-#define SIZES_FLASH FLASH_FMT, FLASH_ARGS
-
 /* The sizes these kernels take, or an error naming them and what to use. */
 static weft_status flash_check(const char *name, weft_dtype dt, int64_t B, int64_t T, int64_t nh,
 			       int64_t nkv, int64_t hs)
@@ -274,6 +274,8 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 		return WEFT_OK;
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)))
 		return ret;
+	if (cuda_flash_tc_takes(dt, hs))
+		return cuda_flash_tc_forward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse);
 	k_flash_fwd<<<dim3((unsigned)((T + TILE - 1) / TILE), (unsigned)nh, (unsigned)B), TILE, 0,
 		      c->stream>>>(T, nh, nkv, hs, 1.0f / sqrtf((float)hs), dt, qkv, out, lse);
 	return cuda_launched(c, name, SIZES_FLASH);
@@ -303,6 +305,9 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 								   c->rows);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
 		return ret;
+	if (cuda_flash_tc_takes(dt, hs))
+		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, lse, c->rows, dout,
+					      dqkv);
 	k_flash_bwd_dkdv<<<dim3(tiles, (unsigned)nkv, (unsigned)B), TILE, 0, c->stream>>>(
 		T, nh, nkv, hs, scale, dt, qkv, lse, c->rows, dout, dqkv);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))

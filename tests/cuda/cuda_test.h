@@ -23,8 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "weft/autograd.h"
 #include "weft/device.h"
+#include "weft/ops.h"
 #include "weft/status.h"
+#include "weft/tensor.h"
 #include "weft_test.h"
 
 /* The CUDA table, its context, and the CPU table. */
@@ -277,6 +280,143 @@ static inline void ct_expect_close(const char *what, weft_dtype dt, const float 
 static const weft_dtype ct_float_dtypes[] = { WEFT_F32, WEFT_BF16, WEFT_F16 };
 #define CT_NDTYPES 3
 
+
+/* ---- the flash tests' reference attention (test_cuda_flash,
+ * test_cuda_gpt_flash) ---- */
+
+/* The CPU table's materialized causal attention (attention_gqa_*, F32) on
+ * host arrays: qkv (B, T, (nh + 2 nkv) hs), dout (B, T, nh hs); writes
+ * out (B, T, nh hs) and dqkv = dqkv0 plus the accumulated gradient. */
+static inline void ct_attention_ref(int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
+				    const float *qkv, const float *dout, const float *dqkv0,
+				    float *out, float *dqkv)
+{
+	int64_t nq = B * T * (nh + 2 * nkv) * hs, no = B * T * nh * hs;
+	ct_dev cpu = ct_cpu_dev();
+	size_t sb = cpu.t->attention_gqa_scratch(WEFT_F32, B, T, nh, nkv, hs);
+	void *qd = ct_in(&cpu, qkv, nq), *od = ct_alloc(&cpu, (size_t)no * 4);
+	void *ad = ct_alloc(&cpu, (size_t)(B * nh * T * T) * 4);
+	void *dod = ct_in(&cpu, dout, no), *dqd = ct_in(&cpu, dqkv0, nq);
+	void *scratch = ct_alloc(&cpu, sb);
+
+	WT_OK(cpu.t->attention_gqa_forward(NULL, WEFT_F32, B, T, nh, nkv, hs, qd, od, ad, scratch));
+	WT_OK(cpu.t->attention_gqa_backward(NULL, WEFT_F32, B, T, nh, nkv, hs, qd, ad, dod, dqd,
+					    scratch));
+	ct_out(&cpu, od, no, out);
+	ct_out(&cpu, dqd, nq, dqkv);
+	ct_release(&cpu);
+}
+
+/* The log-sum-exp flash attention saves, lse[b][h][t] (natural log of the
+ * sum over keys j <= t of exp(q_t k_j / sqrt(hs))), summed in double from
+ * the host copy of qkv. */
+static inline void ct_attention_lse_ref(const float *qkv, int64_t B, int64_t T, int64_t nh,
+					int64_t nkv, int64_t hs, float *lse)
+{
+	int64_t L = (nh + 2 * nkv) * hs, g = nh / nkv;
+	double scale = 1.0 / sqrt((double)hs), *s = malloc((size_t)T * sizeof(double));
+
+	WT_REQUIRE(s != NULL);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t h = 0; h < nh; h++)
+			for (int64_t t = 0; t < T; t++) {
+				const float *q = qkv + (b * T + t) * L + h * hs;
+				double m = -INFINITY, sum = 0.0;
+
+				for (int64_t j = 0; j <= t; j++) {
+					const float *k = qkv + (b * T + j) * L + (nh + h / g) * hs;
+					double acc = 0.0;
+
+					for (int64_t d = 0; d < hs; d++)
+						acc += (double)q[d] * (double)k[d];
+					s[j] = acc * scale;
+					m = s[j] > m ? s[j] : m;
+				}
+				for (int64_t j = 0; j <= t; j++)
+					sum += exp(s[j] - m);
+				lse[(b * nh + h) * T + t] = (float)(m + log(sum));
+			}
+	free(s);
+}
+
+/* The core's attention op forward and backward (F32) on a context of dev:
+ * weft_op_attention_gqa, or GPT's weft_op_attention (one kv head per
+ * query head) when nkv is 0. Writes the output into y and qkv's gradient
+ * into dqkv; *arena_bytes: the activation arena's bytes the forward took. */
+static inline void ct_attention_op(weft_device dev, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+				   int64_t hs, const float *qkv_h, const float *gy_h, float *y_h,
+				   float *dqkv_h, size_t *arena_bytes)
+{
+	int64_t s[3] = { B, T, (nh + 2 * (nkv ? nkv : nh)) * hs }, so[3] = { B, T, nh * hs };
+	weft_ctx_options o = { .device = dev };
+	weft_ctx *ctx = NULL;
+	weft_tensor *qkv, *gy, *y;
+	weft_arena_stats before, after;
+
+	WT_OK(weft_ctx_create(&o, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_ctx_tensor(ctx, "qkv", WEFT_F32, 3, s, &qkv));
+	WT_OK(weft_ctx_tensor(ctx, "gy", WEFT_F32, 3, so, &gy));
+	WT_OK(weft_tensor_copy_from_host(qkv, qkv_h, weft_tensor_nbytes(qkv)));
+	WT_OK(weft_tensor_copy_from_host(gy, gy_h, weft_tensor_nbytes(gy)));
+	weft_tensor_requires_grad(qkv, 1);
+	weft_arena_get_stats(weft_ctx_arena(ctx), &before);
+	if (nkv)
+		WT_OK(weft_op_attention_gqa(ctx, qkv, nh, nkv, &y));
+	else
+		WT_OK(weft_op_attention(ctx, qkv, nh, &y));
+	weft_arena_get_stats(weft_ctx_arena(ctx), &after);
+	*arena_bytes = after.used - before.used;
+	WT_OK(weft_backward_from(ctx, y, gy));
+	WT_REQUIRE(qkv->grad != NULL);
+	WT_OK(weft_tensor_copy_to_host(y, y_h, weft_tensor_nbytes(y)));
+	WT_OK(weft_tensor_copy_to_host(qkv->grad, dqkv_h, weft_tensor_nbytes(qkv)));
+	weft_ctx_free(ctx);
+}
+
+/* The op (as ct_attention_op) on CUDA against the op on the CPU, F32 on
+ * inputs drawn from `seed`: output within ct_tol_for(F32, 1) (the same
+ * sums in another order), the gradient within scale 2 (two chained
+ * reductions, over keys and over the head dim). The CPU's activations
+ * hold the (B, nh, T, T) probabilities; CUDA's, when `fused`, less than
+ * them (the flash path saves the (B, nh, T) log-sum-exp), else at least
+ * them (the materialized path). */
+static inline void ct_attention_op_case(int64_t B, int64_t T, int64_t nh, int64_t nkv,
+					int64_t hs, int fused, uint64_t seed)
+{
+	int64_t nq = B * T * (nh + 2 * (nkv ? nkv : nh)) * hs, no = B * T * nh * hs;
+	size_t probs = (size_t)(B * nh * T * T) * 4, bytes[2];
+	float *qkv = ct_random(seed, nq, -2.0f, 2.0f, WEFT_F32);
+	float *gy = ct_random(seed + 1, no, -1.0f, 1.0f, WEFT_F32);
+	float *y[2], *dq[2];
+	char what[160];
+
+	for (int k = 0; k < 2; k++) {
+		y[k] = malloc((size_t)no * 4);
+		dq[k] = malloc((size_t)nq * 4);
+		WT_REQUIRE(y[k] && dq[k]);
+		ct_attention_op(k ? (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 } : WEFT_CPU,
+				B, T, nh, nkv, hs, qkv, gy, y[k], dq[k], &bytes[k]);
+	}
+	snprintf(what, sizeof(what), "%s B %lld T %lld nh %lld nkv %lld hs %lld",
+		 nkv ? "weft_op_attention_gqa" : "weft_op_attention", (long long)B, (long long)T,
+		 (long long)nh, (long long)(nkv ? nkv : nh), (long long)hs);
+	ct_expect_close(what, WEFT_F32, y[1], y[0], no, ct_tol_for(WEFT_F32, 1.0));
+	ct_expect_close(what, WEFT_F32, dq[1], dq[0], nq, ct_tol_for(WEFT_F32, 2.0));
+	WT_CHECK(bytes[0] >= probs);
+	if (fused)
+		WT_CHECK(bytes[1] < probs);
+	else
+		WT_CHECK(bytes[1] >= probs);
+	fprintf(stderr, "%s: activations cpu %zu, cuda %zu bytes (probabilities %zu)\n", what,
+		bytes[0], bytes[1], probs);
+	for (int k = 0; k < 2; k++) {
+		free(y[k]);
+		free(dq[k]);
+	}
+	free(qkv);
+	free(gy);
+}
 
 /* ---- the `weft fit` tests' shared steps ---- */
 

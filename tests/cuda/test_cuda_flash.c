@@ -1,60 +1,50 @@
 /* The fused (flash) causal attention of the CUDA table against the CPU's
- * materialized attention_gqa (weft/device.h, since ABI 1.4): output, the
- * saved log-sum-exp and the accumulated dqkv (dq, dk and dv, a kv head's
- * summed over its group), B 2, nh 4 with nkv 4, 2 and 1 (MHA, GQA, MQA),
- * head dims 64 and 128 (and 24, a smaller multiple of 8), at T 1, 7, 65
- * and 130 (one row; within a tile; a tile and one row past it; past four
- * tiles), in F32, BF16 and F16. Both sides read the same inputs (rounded
- * to the dtype); the CPU computes in F32 and rounds its probabilities to
- * the dtype, flash keeps them in F32. Also: the backward gives the same
- * bits twice (no atomics), a head dim above WEFT_FLASH_MAX_HEAD_DIM is
+ * materialized attention_gqa (weft/kernels.h, since ABI 1.4; the
+ * reference is cuda_test.h's ct_attention_ref, F32 on the same inputs
+ * rounded to the dtype): output, the saved log-sum-exp and the
+ * accumulated dqkv (dq, dk and dv, a kv head's summed over its group),
+ * B 2, nh 4 with nkv 4, 2 and 1 (MHA, GQA, MQA), head dims 64 and 128, at
+ * T 1, 7, 65 and 130 (one row; within a 32-row tile; a tile and one row
+ * past it; past four tiles), in F32 (the scalar kernels) and BF16 and F16
+ * (at these head dims the tensor-core kernels, cuda_flash_tc.cu); also
+ * hs 24 in F32 and BF16 (the scalar kernels, which keep every head dim the
+ * tensor cores do not take), and B 1, nh 6, nkv 2 (groups of 3), hs 128,
+ * T 97. Also: the backward gives the same bits twice (no atomics; BF16 and
+ * F16 on tensor cores, F32), a head dim above WEFT_FLASH_MAX_HEAD_DIM is
  * refused with a message naming it, and the core op weft_op_attention_gqa
  * takes the fused path on CUDA (its activations hold no T x T block) with
- * the CPU context's output and gradient.
+ * the CPU context's output and gradient. Each case prints the share of
+ * its tolerances the worst element used.
  *
- * Tolerances (ct_tol_for: 1e-5 F32, 2e-3 F16, 1.6e-2 BF16, relative and
- * absolute for values about 1, times a scale): F32 output and LSE 1e-5
- * (scale 1: the same sums in another order); gradients scale 2 (two
- * chained reductions, over keys and over the head dim). BF16 and F16: as
- * test_cuda_attention, 2 forward and 4 backward (the CPU rounds the
- * probabilities and dS to the dtype, flash does not). The LSE is compared
- * with a double-precision sum of the rounded inputs: 1e-5 relative and
- * absolute in every dtype (it is F32 whatever the storage). */
+ * Tolerances, relative and absolute. F32 (ct_tol_for: 1e-5 for values
+ * about 1, times a scale): output scale 1 (the same sums in another
+ * order), gradients scale 2 (two chained reductions, over keys and over
+ * the head dim). Tensor cores, u the dtype's unit roundoff (2^-8 BF16,
+ * 2^-11 F16): output rtol 2u, atol 4u: the output is rounded once to the
+ * dtype (u relative) and P is rounded to the dtype as the operand of P V
+ * (at most u of sum_j p_j |v_j| <= max |v| = 2, absolute), with a margin
+ * of 2 for the F32 sums in another order; dqkv rtol 4u, atol 8u: the
+ * stored sum dq0 + grad is rounded once (u) and both P and dS are rounded
+ * as operands of sums over up to group x T terms of either sign (a few u
+ * in all), margin 2. Other 16-bit cases (the scalar kernels): as
+ * test_cuda_attention, ct_tol_for scale 2 forward and 4 backward. The
+ * LSE is compared with a double-precision sum of the rounded inputs: 1e-5
+ * relative and absolute in every dtype (F32 scores and statistics
+ * whatever the storage). */
 #include <math.h>
 
 #include "cuda_test.h"
-#include "weft/autograd.h"
-#include "weft/ops.h"
-#include "weft/status.h"
-#include "weft/tensor.h"
 
-/* lse[b][h][t] in double from the host copy of qkv. */
-static void lse_reference(const float *qkv, int64_t B, int64_t T, int64_t nh, int64_t nkv,
-			  int64_t hs, float *lse)
+/* The share of `tol` the worst element uses: max |got - want| / (atol +
+ * rtol |want|); above 1 fails. */
+static double tol_used(const float *got, const float *want, int64_t n, ct_tol tol)
 {
-	int64_t L = (nh + 2 * nkv) * hs, g = nh / nkv;
-	double scale = 1.0 / sqrt((double)hs);
+	double worst = 0.0;
 
-	for (int64_t b = 0; b < B; b++)
-		for (int64_t h = 0; h < nh; h++)
-			for (int64_t t = 0; t < T; t++) {
-				const float *q = qkv + (b * T + t) * L + h * hs;
-				double m = -INFINITY, sum = 0.0, s[256];
-
-				WT_REQUIRE(T <= 256);
-				for (int64_t j = 0; j <= t; j++) {
-					const float *k = qkv + (b * T + j) * L + (nh + h / g) * hs;
-					double acc = 0.0;
-
-					for (int64_t d = 0; d < hs; d++)
-						acc += (double)q[d] * (double)k[d];
-					s[j] = acc * scale;
-					m = s[j] > m ? s[j] : m;
-				}
-				for (int64_t j = 0; j <= t; j++)
-					sum += exp(s[j] - m);
-				lse[(b * nh + h) * T + t] = (float)(m + log(sum));
-			}
+	for (int64_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double)got[i] - (double)want[i]) /
+					    (tol.atol + tol.rtol * fabs((double)want[i])));
+	return worst;
 }
 
 static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
@@ -66,8 +56,13 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	float *dq0 = ct_random(902 + T + hs, nq, -0.5f, 0.5f, dt);
 	float *out[2], *dq[2], *lse = malloc((size_t)nl * 4), *lse_ref = malloc((size_t)nl * 4);
 	float *dq_again = malloc((size_t)nq * 4);
-	ct_dev cpu = ct_cpu_dev(), gpu = ct_gpu_dev(dt);
+	ct_dev gpu = ct_gpu_dev(dt);
 	char what[160];
+	int tc = dt != WEFT_F32 && (hs == 64 || hs == 128);
+	double u = dt == WEFT_BF16 ? 0x1p-8 : 0x1p-11; /* 16-bit unit roundoff */
+	ct_tol tol_out = tc ? (ct_tol){ 2 * u, 4 * u } : ct_tol_for(dt, dt == WEFT_F32 ? 1.0 : 2.0);
+	ct_tol tol_grad = tc ? (ct_tol){ 4 * u, 8 * u } : ct_tol_for(dt, dt == WEFT_F32 ? 2.0 : 4.0);
+	ct_tol tol_lse = ct_tol_for(WEFT_F32, 1.0);
 
 	WT_REQUIRE(lse && lse_ref && dq_again);
 	for (int k = 0; k < 2; k++) {
@@ -76,21 +71,7 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 		WT_REQUIRE(out[k] && dq[k]);
 	}
 	/* the reference: the CPU's materialized attention */
-	{
-		size_t sb = cpu.t->attention_gqa_scratch(WEFT_F32, B, T, nh, nkv, hs);
-		void *qd = ct_in(&cpu, qkv, nq), *od = ct_alloc(&cpu, (size_t)no * 4);
-		void *ad = ct_alloc(&cpu, (size_t)(B * nh * T * T) * 4);
-		void *dod = ct_in(&cpu, dout, no), *dqd = ct_in(&cpu, dq0, nq);
-		void *scratch = ct_alloc(&cpu, sb);
-
-		WT_OK(cpu.t->attention_gqa_forward(NULL, WEFT_F32, B, T, nh, nkv, hs, qd, od, ad,
-						   scratch));
-		WT_OK(cpu.t->attention_gqa_backward(NULL, WEFT_F32, B, T, nh, nkv, hs, qd, ad, dod,
-						    dqd, scratch));
-		ct_out(&cpu, od, no, out[0]);
-		ct_out(&cpu, dqd, nq, dq[0]);
-		ct_release(&cpu);
-	}
+	ct_attention_ref(B, T, nh, nkv, hs, qkv, dout, dq0, out[0], dq[0]);
 	/* flash on the CUDA table */
 	{
 		void *qd = ct_in(&gpu, qkv, nq), *od = ct_alloc(&gpu, (size_t)no * ct_size(dt));
@@ -112,12 +93,15 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 		}
 		ct_release(&gpu);
 	}
-	lse_reference(qkv, B, T, nh, nkv, hs, lse_ref);
+	ct_attention_lse_ref(qkv, B, T, nh, nkv, hs, lse_ref);
 	snprintf(what, sizeof(what), "flash_attention B %lld T %lld nh %lld nkv %lld hs %lld",
 		 (long long)B, (long long)T, (long long)nh, (long long)nkv, (long long)hs);
-	ct_expect_close(what, dt, out[1], out[0], no, ct_tol_for(dt, dt == WEFT_F32 ? 1.0 : 2.0));
-	ct_expect_close(what, WEFT_F32, lse, lse_ref, nl, ct_tol_for(WEFT_F32, 1.0));
-	ct_expect_close(what, dt, dq[1], dq[0], nq, ct_tol_for(dt, dt == WEFT_F32 ? 2.0 : 4.0));
+	ct_expect_close(what, dt, out[1], out[0], no, tol_out);
+	ct_expect_close(what, WEFT_F32, lse, lse_ref, nl, tol_lse);
+	ct_expect_close(what, dt, dq[1], dq[0], nq, tol_grad);
+	fprintf(stderr, "%s %s%s: share of the tolerance used: out %.3f, lse %.3f, dqkv %.3f\n",
+		what, ct_name(dt), tc ? " (tensor cores)" : "", tol_used(out[1], out[0], no, tol_out),
+		tol_used(lse, lse_ref, nl, tol_lse), tol_used(dq[1], dq[0], nq, tol_grad));
 	if (twice) {
 		wt_checks++;
 		if (memcmp(dq_again, dq[1], (size_t)nq * 4)) {
@@ -136,70 +120,6 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	free(qkv);
 	free(dout);
 	free(dq0);
-}
-
-/* weft_op_attention_gqa forward and backward on a context of `dev`: the
- * output and qkv's gradient into y and dqkv; *arena_bytes: the activation
- * arena's bytes the op took. */
-static void op_run(weft_device dev, int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
-		   const float *qkv_h, const float *gy_h, float *y_h, float *dqkv_h,
-		   size_t *arena_bytes)
-{
-	int64_t s[3] = { B, T, (nh + 2 * nkv) * hs }, so[3] = { B, T, nh * hs };
-	weft_ctx_options o = { .device = dev };
-	weft_ctx *ctx = NULL;
-	weft_tensor *qkv, *gy, *y;
-	weft_arena_stats before, after;
-
-	WT_OK(weft_ctx_create(&o, &ctx));
-	weft_ctx_step_begin(ctx);
-	WT_OK(weft_ctx_tensor(ctx, "qkv", WEFT_F32, 3, s, &qkv));
-	WT_OK(weft_ctx_tensor(ctx, "gy", WEFT_F32, 3, so, &gy));
-	WT_OK(weft_tensor_copy_from_host(qkv, qkv_h, weft_tensor_nbytes(qkv)));
-	WT_OK(weft_tensor_copy_from_host(gy, gy_h, weft_tensor_nbytes(gy)));
-	weft_tensor_requires_grad(qkv, 1);
-	weft_arena_get_stats(weft_ctx_arena(ctx), &before);
-	WT_OK(weft_op_attention_gqa(ctx, qkv, nh, nkv, &y));
-	weft_arena_get_stats(weft_ctx_arena(ctx), &after);
-	*arena_bytes = after.used - before.used;
-	WT_OK(weft_backward_from(ctx, y, gy));
-	WT_REQUIRE(qkv->grad != NULL);
-	WT_OK(weft_tensor_copy_to_host(y, y_h, weft_tensor_nbytes(y)));
-	WT_OK(weft_tensor_copy_to_host(qkv->grad, dqkv_h, weft_tensor_nbytes(qkv)));
-	weft_ctx_free(ctx);
-}
-
-/* The op on CUDA against the op on the CPU, F32 (tolerances as
- * flash_case's). The CPU's activations hold the (B, nh, T, T)
- * probabilities; CUDA's only the output and the (B, nh, T) LSE. */
-static void op_case(int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs)
-{
-	int64_t nq = B * T * (nh + 2 * nkv) * hs, no = B * T * nh * hs;
-	size_t probs = (size_t)(B * nh * T * T) * 4, bytes[2];
-	float *qkv = ct_random(950 + T, nq, -2.0f, 2.0f, WEFT_F32);
-	float *gy = ct_random(951 + T, no, -1.0f, 1.0f, WEFT_F32);
-	float *y[2], *dq[2];
-	char what[160];
-
-	for (int k = 0; k < 2; k++) {
-		y[k] = malloc((size_t)no * 4);
-		dq[k] = malloc((size_t)nq * 4);
-		WT_REQUIRE(y[k] && dq[k]);
-		op_run(k ? (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 } : WEFT_CPU, B, T,
-		       nh, nkv, hs, qkv, gy, y[k], dq[k], &bytes[k]);
-	}
-	snprintf(what, sizeof(what), "weft_op_attention_gqa B %lld T %lld nh %lld nkv %lld hs %lld",
-		 (long long)B, (long long)T, (long long)nh, (long long)nkv, (long long)hs);
-	ct_expect_close(what, WEFT_F32, y[1], y[0], no, ct_tol_for(WEFT_F32, 1.0));
-	ct_expect_close(what, WEFT_F32, dq[1], dq[0], nq, ct_tol_for(WEFT_F32, 2.0));
-	WT_CHECK(bytes[0] >= probs);
-	WT_CHECK(bytes[1] < probs);
-	for (int k = 0; k < 2; k++) {
-		free(y[k]);
-		free(dq[k]);
-	}
-	free(qkv);
-	free(gy);
 }
 
 int main(void)
@@ -224,8 +144,11 @@ int main(void)
 				}
 	}
 	flash_case(WEFT_BF16, 2, 130, 4, 2, 64, 1);
+	flash_case(WEFT_F16, 2, 65, 4, 1, 128, 1);
+	flash_case(WEFT_BF16, 1, 97, 6, 2, 128, 1);
 	flash_case(WEFT_F32, 2, 33, 4, 1, 24, 1);
-	op_case(2, 70, 4, 2, 64);
+	flash_case(WEFT_BF16, 1, 33, 2, 1, 24, 0);
+	ct_attention_op_case(2, 70, 4, 2, 64, 1, 950 + 70);
 	{
 		void *qkv = NULL;
 		float *lse = NULL;

@@ -4,10 +4,11 @@
  *   - on CUDA the op saves the (B, nh, T) log-sum-exp, not the (B, nh, T,
  *     T) probabilities (its activations take less than the probabilities
  *     alone), and its output and qkv gradient match the CPU's
- *     materialized attention: F32, tolerances as test_cuda_flash's op
- *     case (ct_tol_for F32: 1e-5 relative and absolute for values about
- *     1; output scale 1, the same sums in another order; gradient scale
- *     2, two chained reductions);
+ *     materialized attention (cuda_test.h's ct_attention_op_case, the
+ *     case test_cuda_flash runs for weft_op_attention_gqa): F32,
+ *     ct_tol_for F32 (1e-5 relative and absolute for values about 1),
+ *     output scale 1, the same sums in another order; gradient scale 2,
+ *     two chained reductions;
  *   - a head size above WEFT_FLASH_MAX_HEAD_DIM keeps the materialized
  *     path on CUDA (its activations hold the probabilities) with the same
  *     results;
@@ -26,81 +27,8 @@
 #include <stdlib.h>
 
 #include "cuda_test.h"
-#include "weft/autograd.h"
-#include "weft/ops.h"
-#include "weft/status.h"
-#include "weft/tensor.h"
 
 #define STEPS 6
-
-/* weft_op_attention forward and backward on a context of `dev`: the
- * output and qkv's gradient into y and dqkv; *arena_bytes: the activation
- * arena's bytes the forward took. */
-static void op_run(weft_device dev, int64_t B, int64_t T, int64_t nh, int64_t hs,
-		   const float *qkv_h, const float *gy_h, float *y_h, float *dqkv_h,
-		   size_t *arena_bytes)
-{
-	int64_t s[3] = { B, T, 3 * nh * hs }, so[3] = { B, T, nh * hs };
-	weft_ctx_options o = { .device = dev };
-	weft_ctx *ctx = NULL;
-	weft_tensor *qkv, *gy, *y;
-	weft_arena_stats before, after;
-
-	WT_OK(weft_ctx_create(&o, &ctx));
-	weft_ctx_step_begin(ctx);
-	WT_OK(weft_ctx_tensor(ctx, "qkv", WEFT_F32, 3, s, &qkv));
-	WT_OK(weft_ctx_tensor(ctx, "gy", WEFT_F32, 3, so, &gy));
-	WT_OK(weft_tensor_copy_from_host(qkv, qkv_h, weft_tensor_nbytes(qkv)));
-	WT_OK(weft_tensor_copy_from_host(gy, gy_h, weft_tensor_nbytes(gy)));
-	weft_tensor_requires_grad(qkv, 1);
-	weft_arena_get_stats(weft_ctx_arena(ctx), &before);
-	WT_OK(weft_op_attention(ctx, qkv, nh, &y));
-	weft_arena_get_stats(weft_ctx_arena(ctx), &after);
-	*arena_bytes = after.used - before.used;
-	WT_OK(weft_backward_from(ctx, y, gy));
-	WT_REQUIRE(qkv->grad != NULL);
-	WT_OK(weft_tensor_copy_to_host(y, y_h, weft_tensor_nbytes(y)));
-	WT_OK(weft_tensor_copy_to_host(qkv->grad, dqkv_h, weft_tensor_nbytes(qkv)));
-	weft_ctx_free(ctx);
-}
-
-/* The op on CUDA against the CPU; `fused`: whether CUDA must take the
- * flash path (activations below the probabilities) or keep the
- * materialized one (at least the probabilities). */
-static void op_case(int64_t B, int64_t T, int64_t nh, int64_t hs, int fused)
-{
-	int64_t nq = B * T * 3 * nh * hs, no = B * T * nh * hs;
-	size_t probs = (size_t)(B * nh * T * T) * 4, bytes[2];
-	float *qkv = ct_random(970 + (uint64_t)T, nq, -2.0f, 2.0f, WEFT_F32);
-	float *gy = ct_random(971 + (uint64_t)T, no, -1.0f, 1.0f, WEFT_F32);
-	float *y[2], *dq[2];
-	char what[160];
-
-	for (int k = 0; k < 2; k++) {
-		y[k] = malloc((size_t)no * 4);
-		dq[k] = malloc((size_t)nq * 4);
-		WT_REQUIRE(y[k] && dq[k]);
-		op_run(k ? (weft_device){ .type = WEFT_DEVICE_CUDA, .index = 0 } : WEFT_CPU, B, T,
-		       nh, hs, qkv, gy, y[k], dq[k], &bytes[k]);
-	}
-	snprintf(what, sizeof(what), "weft_op_attention B %lld T %lld nh %lld hs %lld",
-		 (long long)B, (long long)T, (long long)nh, (long long)hs);
-	ct_expect_close(what, WEFT_F32, y[1], y[0], no, ct_tol_for(WEFT_F32, 1.0));
-	ct_expect_close(what, WEFT_F32, dq[1], dq[0], nq, ct_tol_for(WEFT_F32, 2.0));
-	WT_CHECK(bytes[0] >= probs);
-	if (fused)
-		WT_CHECK(bytes[1] < probs);
-	else
-		WT_CHECK(bytes[1] >= probs);
-	fprintf(stderr, "%s: activations cpu %zu, cuda %zu bytes (probabilities %zu)\n", what,
-		bytes[0], bytes[1], probs);
-	for (int k = 0; k < 2; k++) {
-		free(y[k]);
-		free(dq[k]);
-	}
-	free(qkv);
-	free(gy);
-}
 
 static int write_config(const char *dir, const char *name, const char *corpus,
 			const char *precision)
@@ -168,9 +96,9 @@ int main(void)
 	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, flash_attention_backward));
 	WT_REQUIRE(ct_gpu->flash_attention_forward && ct_gpu->flash_attention_backward);
 	ct_teardown();
-	op_case(2, 70, 4, 64, 1);
-	op_case(1, 33, 2, 24, 1);
-	op_case(1, 9, 1, WEFT_FLASH_MAX_HEAD_DIM + 32, 0);
+	ct_attention_op_case(2, 70, 4, 0, 64, 1, 970 + 70);
+	ct_attention_op_case(1, 33, 2, 0, 24, 1, 970 + 33);
+	ct_attention_op_case(1, 9, 1, 0, WEFT_FLASH_MAX_HEAD_DIM + 32, 0, 970 + 9);
 
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));

@@ -6,11 +6,17 @@
  * block is a fiber with real barriers for __syncthreads and warp shuffles,
  * so the kernels' index math, reductions and dtype handling execute as
  * written. __shared__ is `static`: one copy, which is per block because
- * blocks, and all device work of the process, run one at a time. */
+ * blocks, and all device work of the process, run one at a time. The
+ * warp matrix API (nvcuda::wmma) comes from cuda_emu_wmma.h, included at
+ * the end. */
 #ifndef WEFT_CUDA_EMU_H
 #define WEFT_CUDA_EMU_H
 
 #define __shared__ static
+/* occupancy hints for nvcc; nothing to the emulator */
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
 
 #include <cuda_runtime_api.h>
 #include <vector_types.h>
@@ -106,5 +112,7 @@ static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
+
+#include "cuda_emu_wmma.h"
 
 #endif

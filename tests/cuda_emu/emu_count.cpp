@@ -23,8 +23,10 @@
  * arguments: a GEMM reads A and B (and C when beta is not 0), writes C,
  * and does 2 m n k FLOPs per batch, classed by how a GPU runs it (16-bit
  * inputs on tensor cores, F32 under CUBLAS_TF32_TENSOR_OP_MATH as TF32,
- * other F32 on the CUDA cores). Kernels' own FLOPs are not counted (the
- * emulator does not see their arithmetic).
+ * other F32 on the CUDA cores). A kernel's own arithmetic is not seen,
+ * except its warp matrix products: each warp's wmma::mma_sync adds
+ * 2 x 16 x 16 x 16 FLOPs of class tc16 (emu_count_add_flops, from
+ * emu_launch.cpp), so the kernel's line carries them and their class.
  *
  * The file: a line per operation in execution order,
  *   <kind> TAB <name> TAB <bytes read> TAB <bytes written> TAB <flops> TAB <class>
@@ -66,6 +68,8 @@ size_t page_bytes;
 std::vector<counted_block> blocks;
 volatile int counting;
 size_t pages_read, pages_written;
+double kernel_flops;          /* emu_count_add_flops during the launch */
+const char *kernel_cls = "-"; /* their class */
 
 } /* namespace */
 
@@ -121,6 +125,8 @@ void emu_count_kernel_begin(int dev)
 		mprotect((void *)blocks[k].base, blocks[k].pages * page_bytes, PROT_NONE);
 	}
 	pages_read = pages_written = 0;
+	kernel_flops = 0.0;
+	kernel_cls = "-";
 	counting = 1;
 }
 
@@ -132,8 +138,19 @@ void emu_count_kernel_end(const char *name)
 	for (auto &b : blocks)
 		mprotect((void *)b.base, b.pages * page_bytes, PROT_READ | PROT_WRITE);
 	emu_count_record('K', name, (double)(pages_read * page_bytes),
-			 (double)(pages_written * page_bytes), 0.0, "-");
+			 (double)(pages_written * page_bytes), kernel_flops, kernel_cls);
 	blocks.clear();
+}
+
+void emu_count_add_flops(double flops, const char *cls)
+{
+	if (!counting)
+		return;
+	if (kernel_flops > 0.0 && strcmp(kernel_cls, cls))
+		emu_report("EMU_COUNTS: a kernel counted FLOPs of classes %s and %s; one line "
+			   "holds one class", kernel_cls, cls);
+	kernel_flops += flops;
+	kernel_cls = cls;
 }
 
 /* From the SIGSEGV handler: no allocation, no lock. */

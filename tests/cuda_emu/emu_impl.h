@@ -77,6 +77,10 @@ void emu_syncthreads();
 float emu_shfl_xor(float v, int lane_mask);
 void emu_atomic_lock();
 void emu_atomic_unlock();
+/* cuda_emu_wmma.h's: a load or store's pointer and ldm checked; a warp's
+ * mma_sync computed once (emu_launch.cpp). */
+void emu_wmma_check(const char *call, const void *p, unsigned ldm, size_t elem_bytes);
+float *emu_wmma_collective(const char *call, int *first);
 /* Runs every thread of every block of one launch, now (the caller holds
  * the device). */
 void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function<void()> &body);
@@ -98,6 +102,10 @@ void emu_count_record(char kind, const char *name, double rd, double wr, double 
  * allocations it reads and writes. */
 void emu_count_kernel_begin(int dev);
 void emu_count_kernel_end(const char *name);
+/* From a kernel (the warp matrix API's mma_sync, once per warp): adds
+ * flops of class cls to the running launch's count; a launch's line takes
+ * the class of its counted FLOPs ("-" when none). */
+void emu_count_add_flops(double flops, const char *cls);
 /* The SIGSEGV handler's first question: a fault of the launch being
  * counted at addr (is_write 1 a store, 0 a load, -1 unknown)? Opens the
  * page and returns 1 when so. */

@@ -84,6 +84,11 @@ struct warp_state {
 	int live = 0, arrived = 0, lanes = 0;
 	unsigned gen = 0;
 	float slot[2][32]; /* by barrier generation parity: one barrier per shuffle */
+	/* wmma::mma_sync: the tile the first lane past the barrier computed,
+	 * and the barrier generation it belongs to */
+	float tile[256];
+	unsigned tile_gen = ~0u;
+	int tile_arrived = 0; /* lanes at the pending mma_sync */
 };
 
 struct block_state {
@@ -234,6 +239,60 @@ float emu_shfl_xor(float v, int o)
 	return src < w->lanes ? w->slot[par][src] : v;
 }
 
+/* ---- the warp matrix API's checks (cuda_emu_wmma.h) ---- */
+
+/* What real hardware requires of a wmma load or store: the pointer 256-bit
+ * aligned, ldm a multiple of 16 bytes (8 elements of a 16-bit type, 4 of
+ * float). A violation is reported and ends the process, as it would end
+ * the kernel on a GPU. */
+void emu_wmma_check(const char *call, const void *p, unsigned ldm, size_t elem_bytes)
+{
+	const char *kernel = cur_block ? cur_block->name : "(none)";
+
+	if ((uintptr_t)p % 32) {
+		emu_report("kernel %s: %s: pointer %p is not 256-bit (32-byte) aligned; a wmma tile "
+			   "must start on a 32-byte boundary (align the array, e.g. __align__(32) "
+			   "shared memory, and offset it by whole 32-byte steps)", kernel, call, p);
+		abort();
+	}
+	if ((ldm * elem_bytes) % 16) {
+		emu_report("kernel %s: %s: ldm %u is not a multiple of %zu elements of %zu bytes; "
+			   "wmma needs a leading dimension of a multiple of 16 bytes (pad the rows)",
+			   kernel, call, ldm, 16 / elem_bytes, elem_bytes);
+		abort();
+	}
+}
+
+/* Every lane of the caller's warp arrives here (a warp barrier); the first
+ * lane past it gets *first = 1 and computes the warp's tile into the
+ * returned buffer, the others read it there (it is not rewritten before
+ * every lane has reached the warp's next barrier). Under EMU_COUNTS the
+ * warp's mma counts 2 x 16^3 FLOPs of class tc16, once. */
+float *emu_wmma_collective(const char *call, int *first)
+{
+	block_state *b = cur_block;
+	warp_state *w = &b->warps[cur_tid / 32];
+
+	w->tile_arrived++;
+	warp_bar(w);
+	*first = w->tile_gen != w->gen;
+	if (!*first)
+		return w->tile;
+	/* the first lane past the barrier, before any lane can end: a lane
+	 * that returned, before or while the others waited, did not arrive */
+	if (w->tile_arrived != w->lanes) {
+		emu_report("kernel %s: %s: %d of warp %d's %d lanes called it, the others had "
+			   "returned; every lane of the warp must take part (no lane may return "
+			   "before a warp-wide matrix call)", b->name, call, w->tile_arrived,
+			   cur_tid / 32, w->lanes);
+		abort();
+	}
+	w->tile_arrived = 0;
+	w->tile_gen = w->gen;
+	emu_count_add_flops(2.0 * 16 * 16 * 16, "tc16");
+	return w->tile;
+}
+
 /* Thread tid of block b has ended: the barriers stop counting it. */
 static void thread_leave(block_state *b, int tid)
 {
@@ -360,6 +419,8 @@ static void run_block(block_state *b, const emu_cfg_t &cfg, unsigned i, std::vec
 	for (auto &w : b->warps) {
 		w.live = w.lanes;
 		w.arrived = 0;
+		w.tile_gen = w.gen - 1;
+		w.tile_arrived = 0;
 	}
 	free_slots.clear();
 	for (unsigned k = nt; k > 0; k--)
@@ -515,4 +576,18 @@ void emu_run(const emu_cfg_t &cfg, const char *name, std::function<void()> body)
 	});
 	if (err != cudaSuccess)
 		emu_set_error(err);
+}
+
+/* The emulated device runs every kernel as built for sm_90 (H100/H200):
+ * what the code of a kernel was compiled for, as the kernel libraries ask
+ * before choosing an architecture-dependent path (cuda_flash_tc.cu). */
+extern "C" cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	if (!attr || !func)
+		return emu_set_error(cudaErrorInvalidValue);
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = 1024;
+	attr->ptxVersion = 90;
+	attr->binaryVersion = 90;
+	return cudaSuccess;
 }

@@ -658,8 +658,10 @@ typedef struct weft_kernel_table {
 	 * WEFT_HAS_MEMBER(k, weft_kernel_table, flash_attention_backward)
 	 * first. Optional, both or neither: NULL (the CPU table) means the
 	 * caller uses attention_gqa_*, the reference these are tested
-	 * against. Stream-ordered on kctx; compute and statistics in F32
-	 * whatever the storage dtype. ---- */
+	 * against. Stream-ordered on kctx; statistics (max, sum, lse) and
+	 * accumulation in F32 whatever the storage dtype; with BF16 or F16
+	 * storage an implementation may round the probabilities and dS to
+	 * that dtype as operands of its matrix products (tensor cores). ---- */
 
 	/* As attention_gqa_forward on the same packed qkv (B, T, (nh + 2 nkv)
 	 * hs) and out (B, T, nh hs), for 1 <= hs <= WEFT_FLASH_MAX_HEAD_DIM,

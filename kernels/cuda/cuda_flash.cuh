@@ -1,0 +1,35 @@
+/* cuda_flash.cuh - what cuda_flash.cu (the table members; the scalar
+ * kernels of every dtype and head size) and cuda_flash_tc.cu (the
+ * tensor-core kernels of 16-bit storage at head sizes 64 and 128) share. */
+#ifndef WEFT_CUDA_FLASH_CUH
+#define WEFT_CUDA_FLASH_CUH
+
+#include "cuda_impl.h"
+
+/* The sizes of a flash call in messages: FLASH_FMT with FLASH_ARGS (dt, B,
+ * T, nh, nkv and hs in scope), or both as SIZES_FLASH. */
+#define FLASH_FMT "%s B %lld T %lld nh %lld nkv %lld hs %lld"
+#define FLASH_ARGS cuda_dt_name(dt), (long long)B, (long long)T, (long long)nh, \
+	(long long)nkv, (long long)hs
+#define SIZES_FLASH FLASH_FMT, FLASH_ARGS
+
+/* 1 when the tensor-core kernels take dt and hs on the current device: BF16
+ * or F16 storage, hs 64 or 128, and this library's code for the device
+ * built for sm_80 or later (bf16 WMMA); 0 sends the call to the scalar
+ * kernels. */
+int cuda_flash_tc_takes(weft_dtype dt, int64_t hs);
+
+/* flash_attention_forward on tensor cores (sizes checked by the caller,
+ * cuda_flash_tc_takes(dt, hs) true). `name` names the member in errors. */
+weft_status cuda_flash_tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
+				  int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				  void *out, float *lse);
+
+/* flash_attention_backward's dK/dV and dQ passes on tensor cores, adding
+ * into dqkv; D (F32, (B, nh, T)) holds rowsum(dout * out), the first
+ * pass, which the caller ran. */
+weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
+				   int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				   const float *lse, const float *D, const void *dout, void *dqkv);
+
+#endif /* WEFT_CUDA_FLASH_CUH */
