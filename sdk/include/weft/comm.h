@@ -18,6 +18,11 @@
  *     Collectives on one communicator run in the order they were issued
  *     (FIFO), on the backend's comm thread (Gloo) or stream (NCCL). The
  *     buffers must stay valid and untouched until `wait` returned.
+ * Device memory (WEFT_COMM_DEVICE_CUDA) is read after the work queued
+ * earlier on the device's compute streams (every kernel-table context's):
+ * NCCL orders its stream after them with events, Gloo copies on the legacy
+ * default stream, which waits for them. A caller need not synchronize
+ * before a collective (core/tp does not, since ABI 1.6).
  * Every rank of a communicator must issue the same collectives, in the same
  * order, with matching counts and dtypes; the host's collective ledger
  * (core/dist) names the rank that did not when a collective times out.
