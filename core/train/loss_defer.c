@@ -58,7 +58,9 @@ int weft_trainer_loss_wanted(const weft_trainer *t)
 	int64_t s = t->global_step + 1; /* the step about to run */
 	int ends_epoch = t->next_batch + t->tc.accumulate >= t->batches_per_epoch;
 
+	/* a model plugin's loss may not be an F32 scalar: read as it comes */
 	return s == 1 || s % t->tc.log_every_n_steps == 0 ||
+	       weft_model_get_class(t->model) == WEFT_MODEL_PLUGIN ||
 	       t->loss_pending + t->tc.accumulate > WEFT_TRAINER_LOSS_RING ||
 	       t->n_callbacks > 0 || t->tc.fast_dev_run > 0 || ends_epoch ||
 	       (t->tc.max_steps > 0 && s >= t->tc.max_steps) ||
@@ -86,14 +88,20 @@ weft_status weft_trainer_loss_keep(weft_trainer *t, weft_ctx *ctx, const weft_te
 		if (st)
 			return weft_error_wrap(st, "the trainer's ring of deferred losses");
 	}
-	/* the loss is read now unless the step defers it and the ring can
-	 * hold it (an F32 scalar of the trainer's own context) */
-	if (t->loss_wanted || ctx != t->ctx || !t->loss_ring || loss->dtype != WEFT_F32 ||
-	    weft_tensor_numel(loss) != 1 || t->loss_pending >= WEFT_TRAINER_LOSS_RING) {
+	if (t->loss_wanted) {
 		st = weft_tensor_copy_to_host(loss, &v, sizeof(v));
 		*value = v;
 		return st;
 	}
+	/* a deferred step runs on the trainer's context (dp's replicas read
+	 * every step) with room in the ring (loss_wanted saw to both) */
+	if (ctx != t->ctx || !t->loss_ring || loss->dtype != WEFT_F32 ||
+	    weft_tensor_numel(loss) != 1 || t->loss_pending >= WEFT_TRAINER_LOSS_RING)
+		return weft_error_set(WEFT_ERR_INTERNAL, "trainer: a deferred step's loss (%s, %lld "
+				      "elements) cannot go to the ring (%lld of %d slots used)",
+				      weft_dtype_name((weft_dtype)loss->dtype),
+				      (long long)weft_tensor_numel(loss), (long long)t->loss_pending,
+				      WEFT_TRAINER_LOSS_RING);
 	st = weft_tensor_init(&slot, WEFT_F32, 0, NULL, weft_ctx_device(ctx),
 			      (float *)t->loss_ring->data + t->loss_pending);
 	if (!st)

@@ -63,10 +63,21 @@ typedef struct weft_micro_batch {
 				* this micro-step, for the dropout RNG */
 } weft_micro_batch;
 
+/* weft_step_input.flags (since ABI 1.6; 0 before, when the member was
+ * `reserved`). Values are part of the ABI. */
+enum {
+	/* The trainer does not use this step's loss (it keeps each micro-batch's
+	 * on the device until a logging step: docs/design.md, "The step's data
+	 * flow"): forward_backward gives NAN for *loss, weft_step_report.loss
+	 * is ignored, and the strategy may skip reducing the loss over the
+	 * ranks (ddp does: no host wait in the step). */
+	WEFT_STEP_LOSS_DEFERRED = 1u << 0
+};
+
 /* What the trainer gives a strategy for one optimizer step. */
 typedef struct weft_step_input {
 	uint32_t struct_size;
-	uint32_t reserved;
+	uint32_t flags;                  /* WEFT_STEP_* (since ABI 1.6) */
 	const weft_micro_batch *micro;   /* this rank's micro-batches */
 	size_t n_micro;            /* >= 1: trainer.accumulate_grad_batches */
 	weft_optim_step_info optim; /* step number and lr from the schedule */
