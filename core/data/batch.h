@@ -55,8 +55,8 @@ typedef struct weft_batch_limits {
 	int64_t target_limit;  /* > 0: y is class ids (I32), each in [0, target_limit)
 				* or equal to ignore_index */
 	int64_t ignore_index;
-	const char *target_what; /* names the limit in the advice ("vocab_size",
-				  * "out_features"); NULL: "classes" */
+	const char *target_what; /* names the limit in the advice
+				  * ("model.vocab_size"); NULL: "the model's classes" */
 } weft_batch_limits;
 
 /* Checks b's ids and targets against lim (batch_check.c): the host check

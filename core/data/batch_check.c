@@ -37,10 +37,10 @@ weft_status weft_batch_check_indices(const weft_host_batch *b, const weft_batch_
 	    (at = first_outside(&b->y, lim->target_limit, 1, lim->ignore_index)) >= 0)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "batch %lld of epoch %lld: target %lld "
 				      "at row %lld is outside [0, %lld) and is not the ignore index "
-				      "%lld: check the data's labels against the model's %s",
+				      "%lld: check the data's labels against %s",
 				      (long long)b->index, (long long)b->epoch,
 				      (long long)((const int32_t *)b->y.data)[at], (long long)at,
 				      (long long)lim->target_limit, (long long)lim->ignore_index,
-				      lim->target_what ? lim->target_what : "classes");
+				      lim->target_what ? lim->target_what : "the model's classes");
 	return WEFT_OK;
 }
