@@ -119,7 +119,8 @@ enum {
 typedef struct weft_step_report {
 	uint32_t struct_size;
 	int32_t skipped;            /* 1: the optimizer step was skipped */
-	double loss;                /* mean loss over the GLOBAL batch (all ranks) */
+	double loss;                /* mean loss over the GLOBAL batch (all ranks);
+				     * ignored with WEFT_STEP_LOSS_DEFERRED */
 	double grad_norm;           /* global L2 norm before clipping; < 0 when not computed */
 	int64_t compute_ns;         /* forward + backward + optimizer */
 	int64_t comm_ns;            /* time collectives were in flight */
@@ -202,7 +203,8 @@ typedef struct weft_strategy_env {
 	/* Runs forward of one micro-batch on ctx (grad on, training mode),
 	 * multiplies the loss by loss_scale and back-propagates it; hooks
 	 * fire during the backward. *loss receives the unscaled mean loss of
-	 * the micro-batch. The strategy calls weft_ctx_step_begin (through the
+	 * the micro-batch (NAN on a step with WEFT_STEP_LOSS_DEFERRED: the
+	 * loss stays on the device). The strategy calls weft_ctx_step_begin (through the
 	 * host) between steps as it needs; this callback does not. */
 	weft_status (*forward_backward)(void *trainer, const weft_micro_batch *b, double loss_scale,
 					double *loss);
