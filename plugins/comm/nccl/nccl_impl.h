@@ -16,7 +16,7 @@
 #include "weft/comm.h"
 #include "weft/cuda_extras.h"
 
-extern const weft_host *nccl_host; /* nccl_comm.c; set by the entry symbol */
+extern const weft_host *nccl_host; /* nccl_base.c; set by the entry symbol */
 
 /* Counts `delta` bytes of device memory under `cat` with the host's
  * mem_account_device (ABI 1.5), else with mem_account (totals only). */
