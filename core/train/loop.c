@@ -251,11 +251,11 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		*epoch_done = 1;
 		return WEFT_OK;
 	}
+	if (!t->loss_wanted) /* the strategy need not reduce it (loss_defer.c) */
+		in.flags |= WEFT_STEP_LOSS_DEFERRED;
 	/* 16-mixed: the loss is scaled (trainer_env.c), the gradients divided back
 	 * as they are read; the optimizer counts only the steps it took, as
 	 * torch's does when GradScaler skips one */
-	if (!t->loss_wanted)
-		in.flags |= WEFT_STEP_LOSS_DEFERRED;
 	in.optim = (weft_optim_step_info){
 		.struct_size = sizeof(weft_optim_step_info),
 		.step = t->global_step + 1 - t->scaler.skipped,
