@@ -462,6 +462,16 @@ void emu_host_count(enum emu_host_kind kind)
 		host_counts[kind]++;
 }
 
+/* The counts so far, for a program that checks them itself (looked up
+ * with dlsym or linked): out[k] for k < min(n, EMU_HOST_KINDS), in the
+ * order of enum emu_host_kind (emu_impl.h); returns EMU_HOST_KINDS. */
+extern "C" __attribute__((visibility("default"))) int emu_host_counts(long *out, int n)
+{
+	for (int k = 0; k < n && k < EMU_HOST_KINDS; k++)
+		out[k] = host_counts[k].load();
+	return EMU_HOST_KINDS;
+}
+
 /* The second summary line: host waits and allocations, each kind by name
  * (the names are the line's grammar: tests parse it). */
 static void host_summary(void)
