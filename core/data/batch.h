@@ -49,6 +49,22 @@ typedef struct weft_host_batch {
 /* Frees a batch's arrays; NULL is ignored. */
 void weft_batch_free(weft_host_batch *b);
 
+/* What a batch's indices must satisfy for the model that reads them. */
+typedef struct weft_batch_limits {
+	int64_t id_limit;      /* > 0: x is token ids (I32), each in [0, id_limit) */
+	int64_t target_limit;  /* > 0: y is class ids (I32), each in [0, target_limit)
+				* or equal to ignore_index */
+	int64_t ignore_index;
+	const char *target_what; /* names the limit in the advice
+				  * ("model.vocab_size"); NULL: "the model's classes" */
+} weft_batch_limits;
+
+/* Checks b's ids and targets against lim (batch_check.c): the host check
+ * that spares the device kernels a wait to read theirs back (weft/kernels.h).
+ * Errors: WEFT_ERR_INVALID_ARG naming the batch (index, epoch), the
+ * position or row and the value, worded as the CPU kernels word it. */
+weft_status weft_batch_check_indices(const weft_host_batch *b, const weft_batch_limits *lim);
+
 /* Something that fills batches. `ctx` is the concrete source. */
 typedef struct weft_batch_source {
 	void *ctx;

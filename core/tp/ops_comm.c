@@ -31,9 +31,12 @@ static weft_comm_buf buf_of(weft_ctx *ctx, weft_dtype dt, void *data, int64_t n)
 	};
 }
 
-/* One collective of group g: waits for queued kernels, runs it blocking,
- * and counts it. n_send / n_recv in elements; `full` the elements of the
- * whole tensor. */
+/* One collective of group g, run blocking, and counted. n_send / n_recv in
+ * elements; `full` the elements of the whole tensor. The host does not
+ * wait for the kernels queued on ctx first: a backend reads device memory
+ * after the work queued earlier on the device's compute streams (weft/comm.h;
+ * NCCL orders its stream after them with events, gloo copies on the legacy
+ * default stream, which waits for them). */
 static weft_status coll(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pass pass,
 			weft_tp_coll kind, weft_dtype dt, void *send, int64_t n_send, void *recv,
 			int64_t n_recv)
@@ -42,10 +45,6 @@ static weft_status coll(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pa
 	int64_t t0 = weft_clock_ns(), full = 0, mine = 0;
 	weft_status st = WEFT_OK;
 
-	if (ctx->k->synchronize)
-		st = ctx->k->synchronize(ctx->kctx);
-	if (st)
-		return st;
 	switch (kind) {
 	case WEFT_TP_ALL_REDUCE:
 		st = g->ops->all_reduce(g->comm, &s, &r, WEFT_COMM_SUM, NULL);

@@ -52,8 +52,7 @@ static weft_status host_view(weft_ctx *ctx, const char *op, void *data, size_t b
 	}
 	if ((st = host_scratch(ctx, op, bytes, out)))
 		return st;
-	if (ctx->k->synchronize && (st = ctx->k->synchronize(ctx->kctx)))
-		return st;
+	/* ordered after ctx's kernels; returns when the data is here */
 	return ctx->k->copy(ctx->kctx, *out, data, bytes, WEFT_COPY_DEVICE_TO_HOST);
 }
 
@@ -75,7 +74,7 @@ static weft_status host_ids(weft_ctx *ctx, const char *op, const weft_tensor *t,
 
 /* One counted all-reduce of F64 values over the group, in place: host
  * memory, or with on_device memory of ctx's device that kernels queued on
- * ctx write (waited for first). */
+ * ctx write (the backend reads it after them: weft/comm.h). */
 static weft_status reduce_f64(weft_ctx *ctx, weft_tp_group *g, const char *op, weft_pass pass,
 			      double *v, int64_t n, weft_comm_redop how, int on_device)
 {
@@ -85,12 +84,7 @@ static weft_status reduce_f64(weft_ctx *ctx, weft_tp_group *g, const char *op, w
 			    .device = cuda ? WEFT_COMM_DEVICE_CUDA : WEFT_COMM_DEVICE_CPU,
 			    .device_index = cuda ? dev.index : 0 };
 	int64_t t0 = weft_clock_ns();
-	weft_status st = WEFT_OK;
-
-	if (on_device && ctx->k->synchronize)
-		st = ctx->k->synchronize(ctx->kctx);
-	if (!st)
-		st = g->ops->all_reduce(g->comm, &b, &b, how, NULL);
+	weft_status st = g->ops->all_reduce(g->comm, &b, &b, how, NULL);
 
 	if (st)
 		return weft_error_wrap(st, "%s (%s, tp rank %d of %d)", op,
@@ -238,8 +232,7 @@ static weft_status vce_backward(weft_ctx *ctx, weft_tape_node *n)
 
 	if (!dx || v->count == 0)
 		return WEFT_OK;
-	if ((st = ctx->k->synchronize ? ctx->k->synchronize(ctx->kctx) : WEFT_OK) ||
-	    (st = ctx->k->copy(ctx->kctx, &dloss, n->out->grad->data, sizeof(float),
+	if ((st = ctx->k->copy(ctx->kctx, &dloss, n->out->grad->data, sizeof(float),
 			       WEFT_COPY_DEVICE_TO_HOST)))
 		return st;
 	scale = (double)dloss / v->count;

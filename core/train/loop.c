@@ -99,7 +99,9 @@ weft_status weft_trainer_validate(weft_trainer *t, weft_loader *loader, int64_t 
 		st = weft_loader_next(loader, &b);
 		if (st || !b)
 			break;
-		st = hold(&h, b);
+		st = weft_batch_check_indices(b, &t->limits);
+		if (!st)
+			st = hold(&h, b);
 		if (st)
 			break;
 		mb = (weft_micro_batch){ .data = { .inputs = &h.x, .targets = &h.y },
@@ -213,8 +215,12 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	int64_t rows = 0, tokens = 0, row_len = 1;
 	double w0 = weft_loader_wait_seconds(t->train_loader), t0;
 	double t_fetch = weft_trainer_now(); /* the step's time for throughput starts here */
+	int64_t pending;
+	int read;
 	weft_status st;
 
+	/* decided before the batches are drawn: whether this step ends the epoch */
+	t->loss_wanted = weft_trainer_loss_wanted(t);
 	for (int64_t k = 0; k < t->tc.accumulate && t->next_batch < t->batches_per_epoch; k++) {
 		const weft_host_batch *b = NULL;
 
@@ -223,7 +229,9 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 			return st;
 		if (!b)
 			break;
-		st = hold(&held[k], b);
+		st = weft_batch_check_indices(b, &t->limits);
+		if (!st)
+			st = hold(&held[k], b);
 		if (st)
 			return st;
 		micro[k] = (weft_micro_batch){ .data = { .inputs = &held[k].x,
@@ -243,6 +251,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		*epoch_done = 1;
 		return WEFT_OK;
 	}
+	if (!t->loss_wanted) /* the strategy need not reduce it (loss_defer.c) */
+		in.flags |= WEFT_STEP_LOSS_DEFERRED;
 	/* 16-mixed: the loss is scaled (trainer_env.c), the gradients divided back
 	 * as they are read; the optimizer counts only the steps it took, as
 	 * torch's does when GradScaler skips one */
@@ -258,9 +268,16 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	t->step_n_micro = in.n_micro;
 	t->step_grad_checks = 0;
 	t->step_overflow = 0;
+	pending = t->loss_pending;
 	st = t->strat_ops->train_step(t->strat, &in, &rep);
 	t->step_micro = NULL;
 	if (st)
+		return st;
+	/* the step's loss was read (rep.loss is the global batch's) unless its
+	 * micro-batches went to the ring (loss_defer.c); a read step first
+	 * checks the steps the ring holds */
+	read = t->loss_pending == pending;
+	if (read && (st = weft_trainer_loss_flush(t, t->global_step + 1, 0)))
 		return st;
 	if (t->tc.loss_scale.enabled) {
 		st = weft_trainer_scaler_step(t);
@@ -271,7 +288,7 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	if (st)
 		return st;
 	t->train_seconds += weft_trainer_now() - t0;
-	if (!isfinite(rep.loss))
+	if (read && !isfinite(rep.loss))
 		return weft_error_set(WEFT_ERR_INVALID_ARG,
 				      "the training loss is %g at step %lld: training diverged; "
 				      "lower optimizer.lr or set trainer.gradient_clip_val",
@@ -284,7 +301,8 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	} else if (t->steps_here > 2) {
 		t->steady_steps++;
 	}
-	t->last_train_loss = rep.loss;
+	if (read)
+		t->last_train_loss = rep.loss;
 	t->last_lr = in.optim.lr;
 	if (t->fault_kill_step > 0 && t->global_step == t->fault_kill_step &&
 	    t->denv.restart_count == 0) {
@@ -329,17 +347,6 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 		log_metrics(t, t->global_step, m, n);
 	}
 	return WEFT_OK;
-}
-
-static int64_t val_every_steps(const weft_trainer *t)
-{
-	int64_t k;
-
-	if (t->tc.val_check_interval.is_count)
-		k = (t->tc.val_check_interval.count + t->tc.accumulate - 1) / t->tc.accumulate;
-	else
-		k = (int64_t)floor(t->tc.val_check_interval.frac * (double)t->steps_per_epoch);
-	return k < 1 ? 1 : k;
 }
 
 static void show_progress(weft_trainer *t)
@@ -495,7 +502,6 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 	held_batch held[WEFT_TRAINER_MAX_MICRO];
 	weft_progress_opts po = { .enabled = t->rank == 0, .tty = t->tc.enable_progress_bar ? -1 : 0,
 				  .log_every = t->tc.log_every_n_steps };
-	int64_t val_every = val_every_steps(t);
 	weft_status st = WEFT_OK;
 
 	if (t->tc.accumulate > WEFT_TRAINER_MAX_MICRO)
@@ -514,7 +520,6 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 	weft_progress_init(&t->progress, &po);
 	while (!t->stop && (t->tc.max_epochs < 0 || t->epoch < t->tc.max_epochs)) {
 		int epoch_done = 0;
-		int64_t step_in_epoch;
 
 		st = weft_loader_start_epoch(t->train_loader, t->epoch, t->next_batch);
 		if (st)
@@ -528,13 +533,8 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 						WEFT_CALLBACK_HOOK(on_train_batch_end), NULL);
 			if (st)
 				goto out;
-			step_in_epoch = t->global_step - t->epoch * t->steps_per_epoch;
 			show_progress(t);
-			if (t->tc.check_val_every_n_epoch == 0 ?
-				    t->global_step % val_every == 0 :
-				    step_in_epoch > 0 && step_in_epoch % val_every == 0 &&
-				    (t->epoch + 1) % t->tc.check_val_every_n_epoch == 0 &&
-				    !epoch_done) {
+			if (weft_trainer_val_due(t, t->global_step, t->epoch, epoch_done)) {
 				st = run_validation(t);
 				if (st)
 					goto out;
@@ -580,6 +580,11 @@ weft_status weft_trainer_fit_loop(weft_trainer *t)
 			}
 		}
 	}
+	/* the steps since the last read: checked, and the last one's loss
+	 * for the "last" checkpoint and the summary */
+	st = weft_trainer_loss_flush(t, t->global_step, 1);
+	if (st)
+		goto out;
 	if (t->stop && t->stop_reason == WEFT_STOP_NONE)
 		t->stop_reason = WEFT_STOP_CALLBACK;
 	if (!t->stop && t->tc.max_epochs >= 0 && t->epoch >= t->tc.max_epochs)

@@ -14,6 +14,8 @@
 
 #define WEFT_TRAINER_PATH 1024
 #define WEFT_TRAINER_MAX_MICRO 256
+/* micro-batch losses kept on the device between two reads (loss_defer.c) */
+#define WEFT_TRAINER_LOSS_RING 1024
 #define WEFT_TOPK_MAX 64
 #define WEFT_MAX_CALLBACKS 16
 

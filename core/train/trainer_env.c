@@ -19,7 +19,6 @@ static weft_status run_forward_backward(weft_trainer *t, weft_model *model, weft
 {
 	weft_model_output out;
 	weft_tensor *scaled;
-	float value = 0.0f;
 	weft_status st;
 
 	weft_ctx_set_grad_enabled(ctx, 1);
@@ -33,10 +32,10 @@ static weft_status run_forward_backward(weft_trainer *t, weft_model *model, weft
 	st = weft_model_loss(model, ctx, &b->data, &out);
 	if (st)
 		return st;
-	st = weft_tensor_copy_to_host(out.loss, &value, sizeof(value));
+	/* read now, or left on the device until the trainer uses it */
+	st = weft_trainer_loss_keep(t, ctx, out.loss, b->rows, loss);
 	if (st)
 		return st;
-	*loss = value;
 	scaled = out.loss;
 	if (loss_scale != 1.0) {
 		st = weft_op_scale(ctx, out.loss, (float)loss_scale, &scaled);

@@ -171,6 +171,19 @@ struct weft_trainer {
 	 * the last found an overflow (the step is skipped) */
 	int64_t step_grad_checks;
 	int step_overflow;
+
+	/* the host check of every batch's ids and targets (data/batch.h),
+	 * from the model; all 0: the model is a plugin, nothing to check */
+	weft_batch_limits limits;
+	/* the deferred loss (loss_defer.c): the step in flight reads its
+	 * loss (loss_wanted) or leaves each micro-batch's on the device, in
+	 * slot loss_pending of loss_ring, with its step and rows on the host */
+	int loss_wanted;
+	weft_tensor *loss_ring;
+	int64_t loss_pending;
+	int64_t loss_step[WEFT_TRAINER_LOSS_RING];
+	int64_t loss_rows[WEFT_TRAINER_LOSS_RING];
+	float loss_host[WEFT_TRAINER_LOSS_RING];
 };
 
 /* trainer_setup.c. setup: every step of a run before the first
@@ -190,6 +203,25 @@ weft_status weft_trainer_relaunch(weft_trainer *t, int *exit_code);
 weft_status weft_trainer_setup_output(weft_trainer *t);
 void weft_trainer_print_start(weft_trainer *t);
 void weft_trainer_teardown(weft_trainer *t);
+
+/* loss_defer.c: the deferred training loss (its comment says when a loss
+ * is read). loss_wanted: whether the step about to run (global_step + 1)
+ * reads its loss. loss_keep: the loss of one micro-batch run on ctx:
+ * read into *value, or, on a step that defers it, copied into the ring
+ * without waiting (*value NAN). loss_flush: reads the ring's steps, fails
+ * naming the first with a non-finite loss (collective when the world has
+ * several ranks: every rank calls it at the same steps; `now` is the step
+ * that found it); with final set, the last deferred step's loss over the
+ * ranks becomes last_train_loss. val_every: validation's period in steps;
+ * val_due: whether validation runs after `step` (of `epoch`, ending it
+ * when epoch_done). loss_free: at teardown. */
+int weft_trainer_loss_wanted(const weft_trainer *t);
+weft_status weft_trainer_loss_keep(weft_trainer *t, weft_ctx *ctx, const weft_tensor *loss,
+				   int64_t rows, double *value);
+weft_status weft_trainer_loss_flush(weft_trainer *t, int64_t now, int final);
+int64_t weft_trainer_val_every(const weft_trainer *t);
+int weft_trainer_val_due(const weft_trainer *t, int64_t step, int64_t epoch, int epoch_done);
+void weft_trainer_loss_free(weft_trainer *t);
 
 /* trainer_env.c: fills t->env (the trainer's callbacks the strategy
  * drives) and creates the strategy trainer.strategy names. */

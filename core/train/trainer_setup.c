@@ -201,12 +201,23 @@ static int64_t limit_batches(const weft_count_or_frac *lim, int64_t n)
 }
 
 /* Token ids and labels out of the model's range are refused at load, not
- * when the batch holding one is drawn. */
+ * when the batch holding one is drawn; the same limits are kept for the
+ * check of every batch on the host (t->limits, loop.c), which the CUDA
+ * kernels rely on instead of waiting to check on the device. */
 static weft_status check_data_ids(weft_trainer *t)
 {
 	const weft_gpt_config *g = weft_model_gpt_config(t->model);
 	const weft_mlp_config *c = weft_model_mlp_config(t->model);
 	int64_t ignore = weft_model_ignore_index(t->model);
+
+	t->limits = (weft_batch_limits){ .ignore_index = ignore };
+	if (g) {
+		t->limits.id_limit = t->limits.target_limit = g->vocab_size;
+		t->limits.target_what = "model.vocab_size";
+	} else if (c) {
+		t->limits.target_limit = c->out_features;
+		t->limits.target_what = "model.num_classes";
+	}
 
 	if (g && t->data->kind == WEFT_DATA_LM)
 		return weft_data_module_check_ids(t->data, g->vocab_size, ignore,
@@ -470,6 +481,7 @@ void weft_trainer_teardown(weft_trainer *t)
 	if (t->optim_ops && t->optim)
 		t->optim_ops->destroy(t->optim);
 	weft_mem_free(t->segs);
+	weft_trainer_loss_free(t);
 	weft_ctx_free(t->ctx);
 	weft_model_free(t->model);
 	if (t->csv)

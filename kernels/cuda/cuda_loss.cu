@@ -1,9 +1,14 @@
 /* Embedding, cross-entropy (whole, and the vocabulary-parallel rows of
- * weft/device.h's vocab_ce_stats / vocab_ce_backward) and accuracy. Index
- * operands are checked on the device: a kernel records the first bad
- * position with atomicMin in the context's check slot, and the call
- * reads it back (one wait per call) to report the error as the CPU
- * kernels word it. */
+ * weft/device.h's vocab_ce_stats / vocab_ce_backward) and accuracy.
+ * Embedding ids and cross-entropy targets are not checked here: reading a
+ * check back would make the host wait for the device at every call (twice
+ * in a GPT's forward, once in its loss), and they were host data a moment
+ * before, where the trainer checks them once per batch
+ * (core/data/batch_check.c, with the CPU kernels' wording). An id outside
+ * the table gives a zero row, a target outside [0, vocab) a row that
+ * counts as ignored, so nothing is read or written out of bounds.
+ * accuracy, which returns host counts anyway, still reports a bad target:
+ * its counters come back in the same wait. */
 #include <limits.h>
 
 #include "cuda_dev.cuh"
@@ -11,17 +16,12 @@
 #define THREADS 256
 
 __global__ void k_embed_fwd(int64_t n, int64_t dim, int dt, const void *idx, int idx_dt,
-			    int64_t vocab, const void *table, void *out, unsigned long long *bad)
+			    int64_t vocab, const void *table, void *out)
 {
 	GRID_STRIDE(e, n * dim) {
 		int64_t i = e / dim, j = e % dim, id = ld_index(idx, i, idx_dt);
 
-		if (id < 0 || id >= vocab) {
-			if (j == 0)
-				atomicMin(bad, (unsigned long long)i);
-			continue;
-		}
-		st(out, e, dt, ld(table, id * dim + j, dt));
+		st(out, e, dt, id < 0 || id >= vocab ? 0.0f : ld(table, id * dim + j, dt));
 	}
 }
 
@@ -91,7 +91,7 @@ __global__ void k_embed_bwd(int64_t n, int64_t dim, int dt, const unsigned long 
  * CPU sums it) and whether it counts. */
 __global__ void k_ce_rows(int64_t rows, int64_t vocab, int dt, const void *logits,
 			  const void *targets, int idx_dt, int64_t ignore, void *probs,
-			  double *row_loss, float *row_count, unsigned long long *bad)
+			  double *row_loss, float *row_count)
 {
 	__shared__ float sh[32];
 
@@ -112,12 +112,8 @@ __global__ void k_ce_rows(int64_t rows, int64_t vocab, int dt, const void *logit
 			continue;
 		row_loss[r] = 0.0;
 		row_count[r] = 0.0f;
-		if (t == ignore)
+		if (t == ignore || t < 0 || t >= vocab)
 			continue;
-		if (t < 0 || t >= vocab) {
-			atomicMin(bad, (unsigned long long)r);
-			continue;
-		}
 		row_loss[r] = (double)logf(sum) + (double)mx - (double)ld(logits, off + t, dt);
 		row_count[r] = 1.0f;
 	}
@@ -164,7 +160,7 @@ __global__ void k_ce_bwd(int64_t rows, int64_t vocab, int dt, const void *probs,
 		int64_t r = e / vocab, j = e % vocab, t = ld_index(targets, r, idx_dt);
 		float v;
 
-		if (t == ignore)
+		if (t == ignore || t < 0 || t >= vocab) /* a bad target counts as ignored */
 			continue;
 		v = ld(dlogits, e, dt) + ld(probs, e, dt) * scale;
 		if (j == t)
@@ -329,24 +325,10 @@ extern "C" weft_status cuda_embedding_forward(void *kctx, weft_dtype dt, int64_t
 		return ret;
 	if (n <= 0 || dim <= 0)
 		return WEFT_OK;
-	if ((ret = cuda_check_reset(c, name)))
-		return ret;
 	k_embed_fwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(
-		n, dim, dt, idx, idx_dt, vocab, table, out, c->check_dev);
-	if ((ret = cuda_launched(c, name, "%s n %lld dim %lld vocab %lld", cuda_dt_name(dt),
-				 (long long)n, (long long)dim, (long long)vocab)) ||
-	    (ret = cuda_check_fetch(c, name)))
-		return ret;
-	if (c->check_host[0] != ULLONG_MAX) {
-		int64_t pos = (int64_t)c->check_host[0];
-
-		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "id %lld at position %lld is "
-					    "outside the table's vocab [0, %lld): check the "
-					    "tokenizer or the vocab_size",
-					    (long long)index_at(idx, idx_dt, pos), (long long)pos,
-					    (long long)vocab);
-	}
-	return WEFT_OK;
+		n, dim, dt, idx, idx_dt, vocab, table, out);
+	return cuda_launched(c, name, "%s n %lld dim %lld vocab %lld", cuda_dt_name(dt),
+			     (long long)n, (long long)dim, (long long)vocab);
 }
 
 extern "C" weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
@@ -415,26 +397,20 @@ extern "C" weft_status cuda_cross_entropy_forward(void *kctx, weft_dtype dt, int
 		return ret;
 	if (rows < 0 || vocab <= 0)
 		rows = 0;
-	if ((ret = cuda_rows_reserve(c, name, (size_t)rows * 12 + 16)) ||
-	    (ret = cuda_check_reset(c, name)))
+	if ((ret = cuda_rows_reserve(c, name, (size_t)rows * 12 + 16)))
 		return ret;
 	row_loss = (double *)c->rows;
 	row_count = (float *)(row_loss + rows);
 	if (rows > 0) {
 		k_ce_rows<<<row_grid(rows), THREADS, 0, c->stream>>>(
 			rows, vocab, dt, logits, targets, idx_dt, ignore_index, probs, row_loss,
-			row_count, c->check_dev);
+			row_count);
 		if ((ret = cuda_launched(c, name, "%s rows %lld vocab %lld", cuda_dt_name(dt),
 					 (long long)rows, (long long)vocab)))
 			return ret;
 	}
 	k_ce_reduce<<<1, 1024, 0, c->stream>>>(rows, row_loss, row_count, loss, count);
-	if ((ret = cuda_launched(c, name, "reducing %lld rows", (long long)rows)) ||
-	    (ret = cuda_check_fetch(c, name)))
-		return ret;
-	if (c->check_host[0] != ULLONG_MAX)
-		return bad_target(targets, idx_dt, (int64_t)c->check_host[0], vocab, ignore_index);
-	return WEFT_OK;
+	return cuda_launched(c, name, "reducing %lld rows", (long long)rows);
 }
 
 extern "C" weft_status cuda_cross_entropy_backward(void *kctx, weft_dtype dt, int64_t rows,

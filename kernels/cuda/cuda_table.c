@@ -42,16 +42,23 @@ static void live_remove(cuda_ctx *c)
 
 /* The extras' stream_wait_compute (weft/cuda_extras.h): one event per live
  * context of the device, recorded on its stream and waited for on
- * `stream`, all under the list's lock so no context is destroyed midway. */
+ * `stream`, all under the list's lock so no context is destroyed midway.
+ * A context's stream is blocking, so its event also covers the copies and
+ * zeroing queued earlier without a context (on the legacy stream, not
+ * waited for by the host); with no live context on the device, an event
+ * of the legacy stream itself does. */
 static weft_status cuda_stream_wait_compute(int32_t index, void *stream)
 {
 	cudaError_t err = cudaSetDevice(index); /* left current: see use_device_of */
 	const char *what = "cudaSetDevice";
+	cudaEvent_t legacy;
+	int found = 0;
 
 	pthread_mutex_lock(&live_lock);
 	for (cuda_ctx *c = live_head; c && err == cudaSuccess; c = c->live_next) {
 		if (c->index != index)
 			continue;
+		found = 1;
 		what = "cudaEventRecord on a compute stream";
 		err = cudaEventRecord(c->order, c->stream);
 		if (err == cudaSuccess) {
@@ -60,6 +67,16 @@ static weft_status cuda_stream_wait_compute(int32_t index, void *stream)
 		}
 	}
 	pthread_mutex_unlock(&live_lock);
+	if (err == cudaSuccess && !found) {
+		what = "an event on the legacy default stream";
+		err = cudaEventCreateWithFlags(&legacy, cudaEventDisableTiming);
+		if (err == cudaSuccess) {
+			err = cudaEventRecord(legacy, cudaStreamLegacy);
+			if (err == cudaSuccess)
+				err = cudaStreamWaitEvent((cudaStream_t)stream, legacy, 0);
+			cudaEventDestroy(legacy); /* released once the wait is done */
+		}
+	}
 	return err == cudaSuccess ? WEFT_OK :
 	       cuda_fail("stream_wait_compute", index, err, "%s", what);
 }
@@ -237,14 +254,28 @@ static const char *kind_name(weft_copy_kind kind)
 	return "?";
 }
 
-/* Copies: with a context, on its stream (a copy from pinned host memory is
- * waited for, so the caller may reuse its buffer as with the CPU table);
- * without one, on the legacy default stream of the device that holds the
- * device side (made current), which is ordered after every context's
- * (blocking) stream on it, and waited for: device.h promises that a call
- * without a context returns when the work is done, and cudaMemcpy alone
- * does not (device to device, and from pageable memory to the device, it
- * returns once the copy is queued or staged). */
+/* A copy from pinned host memory reads its source when it runs: the call
+ * waits for it, so the caller may reuse its buffer as with the CPU table.
+ * From pageable memory CUDA stages the source before returning. */
+static int src_is_pinned(const void *src)
+{
+	struct cudaPointerAttributes pa;
+	int pinned = cudaPointerGetAttributes(&pa, src) == cudaSuccess &&
+		     pa.type == cudaMemoryTypeHost;
+
+	cudaGetLastError(); /* pageable memory: the query's error is not ours */
+	return pinned;
+}
+
+/* Copies: with a context, on its stream; without one, on the legacy
+ * default stream of the device that holds the device side (made current),
+ * which is ordered after the work queued earlier on every context's
+ * (blocking) stream of the device and before the work queued on them
+ * later (kernels.h's contract for kctx NULL). Either way the host waits
+ * only where it must: a copy to the host (the data is there on return)
+ * and a copy from pinned host memory (read when it runs). A copy from
+ * pageable memory or within the device returns once queued: a step
+ * uploads its batch without waiting for the device. */
 static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t bytes,
 			     weft_copy_kind kind)
 {
@@ -252,6 +283,7 @@ static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t byte
 						     cudaMemcpyDeviceToHost,
 						     cudaMemcpyDeviceToDevice };
 	cuda_ctx *c = kctx;
+	cudaStream_t stream;
 	cudaError_t err;
 	weft_status st;
 
@@ -260,35 +292,22 @@ static weft_status cuda_copy(void *kctx, void *dst, const void *src, size_t byte
 	if ((unsigned)kind > WEFT_COPY_DEVICE_TO_DEVICE)
 		return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda copy: unknown kind %d",
 					    (int)kind);
-	if (!c) {
-		err = use_device_of(kind == WEFT_COPY_DEVICE_TO_HOST ? src : dst);
-		if (err == cudaSuccess)
-			err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy);
-		if (err == cudaSuccess)
-			err = cudaStreamSynchronize(cudaStreamLegacy);
-		return err == cudaSuccess ? WEFT_OK :
-		       cuda_fail("copy", -1, err, "%zu bytes %s", bytes, kind_name(kind));
-	}
-	if ((st = cuda_need_ctx(c, "copy")))
+	if (c && (st = cuda_need_ctx(c, "copy")))
 		return st;
-	err = cudaMemcpyAsync(dst, src, bytes, kinds[kind], c->stream);
-	if (err == cudaSuccess && kind == WEFT_COPY_DEVICE_TO_HOST)
-		err = cudaStreamSynchronize(c->stream);
-	if (err == cudaSuccess && kind == WEFT_COPY_HOST_TO_DEVICE) {
-		struct cudaPointerAttributes pa;
-
-		if (cudaPointerGetAttributes(&pa, src) == cudaSuccess &&
-		    pa.type == cudaMemoryTypeHost)
-			err = cudaStreamSynchronize(c->stream);
-		cudaGetLastError(); /* pageable memory: the query's error is not ours */
-	}
+	stream = c ? c->stream : cudaStreamLegacy;
+	err = c ? cudaSuccess : use_device_of(kind == WEFT_COPY_DEVICE_TO_HOST ? src : dst);
+	if (err == cudaSuccess)
+		err = cudaMemcpyAsync(dst, src, bytes, c ? kinds[kind] : cudaMemcpyDefault, stream);
+	if (err == cudaSuccess && (kind == WEFT_COPY_DEVICE_TO_HOST ||
+				   (kind == WEFT_COPY_HOST_TO_DEVICE && src_is_pinned(src))))
+		err = cudaStreamSynchronize(stream);
 	return err == cudaSuccess ? WEFT_OK :
-	       cuda_fail("copy", c->index, err, "%zu bytes %s", bytes, kind_name(kind));
+	       cuda_fail("copy", c ? c->index : -1, err, "%zu bytes %s", bytes, kind_name(kind));
 }
 
 /* Zeroing: on the context's stream, or without one on the legacy default
- * stream of the device holding dst, waited for (cudaMemset of device memory
- * returns before the memory is set; device.h promises it is done). */
+ * stream of the device holding dst, ordered as a copy without a context
+ * is; never waited for (the gradients are zeroed every step). */
 static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
 {
 	cuda_ctx *c = kctx;
@@ -301,8 +320,6 @@ static weft_status cuda_zero(void *kctx, void *dst, size_t bytes)
 		err = use_device_of(dst);
 		if (err == cudaSuccess)
 			err = cudaMemsetAsync(dst, 0, bytes, cudaStreamLegacy);
-		if (err == cudaSuccess)
-			err = cudaStreamSynchronize(cudaStreamLegacy);
 		return err == cudaSuccess ? WEFT_OK : cuda_fail("zero", -1, err, "%zu bytes", bytes);
 	}
 	if ((st = cuda_need_ctx(c, "zero")))

@@ -1,12 +1,14 @@
-/* copy and zero without a context return when the work is done, as
- * weft/device.h promises for kctx == NULL (weft_tensor_copy* and zero rely
- * on it outside any context): nothing is left pending on the device's
- * legacy default stream when they return. cudaMemset of device memory and
- * cudaMemcpy device to device (or from pageable host memory) do not wait
- * for the copy, so calling them alone breaks the promise; the shim
- * (cuda_shim.h) keeps CUDA's synchronization rules and says what is still
- * pending. The data is checked too: zero, then a device to device copy of
- * the zeros over a filled buffer, read back. */
+/* copy, zero and fill without a context keep kernels.h's contract for
+ * kctx == NULL (since ABI 1.6; weft_tensor_copy* and zero use them outside
+ * any context): ordered on the device's legacy default stream, the host
+ * waiting only where it must. A copy to the host returns with the data; a
+ * copy from pinned host memory returns once the source was read (nothing
+ * left pending); a copy from pageable memory, within the device, and a
+ * zero return once queued (pending on the legacy stream, as CUDA's rules
+ * say: cuda_shim.h keeps them), so a training step uploads its batch and
+ * zeroes its gradients without waiting for the device. The data is
+ * checked too: zero, then a device to device copy of the zeros over a
+ * filled buffer, read back in order on the host. */
 #include <stdint.h>
 
 #include "cuda_test.h"
@@ -18,21 +20,26 @@ int main(void)
 {
 	static unsigned char host[BYTES];
 	void *a = NULL, *b = NULL;
+	unsigned char *pinned = NULL;
 
 	ct_setup("test_cuda_null_ctx_sync");
 	WT_OK(ct_gpu->mem_alloc(0, WEFT_MEM_OTHER, BYTES, &a));
 	WT_OK(ct_gpu->mem_alloc(0, WEFT_MEM_OTHER, BYTES, &b));
 	memset(host, 0x5a, sizeof(host));
 
+	WT_REQUIRE(cudaMallocHost((void **)&pinned, 4096) == cudaSuccess);
+	memset(pinned, 0x5a, 4096);
+	WT_OK(ct_gpu->copy(NULL, a, pinned, 4096, WEFT_COPY_HOST_TO_DEVICE));
+	WT_CHECK(!shim_pending); /* from pinned memory: waited for (read when it runs) */
 	WT_OK(ct_gpu->copy(NULL, a, host, BYTES, WEFT_COPY_HOST_TO_DEVICE));
-	WT_CHECK(!shim_pending); /* copy host to device without a context */
+	WT_CHECK(shim_pending); /* from pageable memory: staged, not waited for */
 	WT_OK(ct_gpu->copy(NULL, b, host, BYTES, WEFT_COPY_HOST_TO_DEVICE));
 	WT_OK(ct_gpu->zero(NULL, a, BYTES));
-	WT_CHECK(!shim_pending); /* zero without a context */
+	WT_CHECK(shim_pending); /* zero: queued */
 	WT_OK(ct_gpu->copy(NULL, b, a, BYTES, WEFT_COPY_DEVICE_TO_DEVICE));
-	WT_CHECK(!shim_pending); /* copy device to device without a context */
+	WT_CHECK(shim_pending); /* device to device: queued */
 	WT_OK(ct_gpu->fill(NULL, WEFT_F32, 16, 1.0f, a));
-	WT_CHECK(!shim_pending); /* fill without a context */
+	WT_CHECK(!shim_pending); /* fill still waits (kernels.h allows either) */
 
 	memset(host, 0x5a, sizeof(host));
 	WT_OK(ct_gpu->copy(NULL, host, b, BYTES, WEFT_COPY_DEVICE_TO_HOST));
@@ -43,6 +50,7 @@ int main(void)
 			nonzero += host[i] != 0;
 		WT_CHECK(nonzero == 0);
 	}
+	cudaFreeHost(pinned);
 	ct_gpu->mem_free(0, WEFT_MEM_OTHER, a, BYTES);
 	ct_gpu->mem_free(0, WEFT_MEM_OTHER, b, BYTES);
 	ct_teardown();

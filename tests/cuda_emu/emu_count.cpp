@@ -202,8 +202,11 @@ extern "C" __attribute__((visibility("default"))) void emu_count_mark(const char
 {
 	if (!emu_counting())
 		return;
-	/* what the program queued before the mark belongs before it */
+	/* what the program queued before the mark belongs before it (the
+	 * mark's own wait is not the program's: not counted) */
+	emu_internal_begin();
 	cudaDeviceSynchronize();
+	emu_internal_end();
 	std::lock_guard<std::mutex> g(out_mu);
 	fprintf(out, "M\t%s\n", label ? label : "");
 }

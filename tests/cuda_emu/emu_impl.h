@@ -115,4 +115,32 @@ int emu_count_fault(const void *addr, int is_write);
 extern std::atomic<long> emu_launches, emu_gemms;
 extern long emu_deferred; /* under the stream graph's lock */
 
+/* ---- what the program's host threads wait for and allocate (EMU_SUMMARY) ----
+ * Counted when the program calls them, from any thread, but not from inside a
+ * host function (there they run at once and wait for nothing) nor when the
+ * runtime calls itself (cudaFree's synchronize counts as a cudaFree). */
+enum emu_host_kind {
+	EMU_WAIT_STREAM_SYNC,  /* cudaStreamSynchronize */
+	EMU_WAIT_DEVICE_SYNC,  /* cudaDeviceSynchronize */
+	EMU_WAIT_EVENT_SYNC,   /* cudaEventSynchronize */
+	EMU_WAIT_STREAM_QUERY, /* cudaStreamQuery (forces the stream: the emulator has no clock) */
+	EMU_WAIT_EVENT_QUERY,  /* cudaEventQuery (idem) */
+	EMU_WAIT_MEMCPY_D2H,   /* a copy from device memory the host waits for: cudaMemcpy,
+				* or cudaMemcpyAsync into pageable memory */
+	EMU_WAIT_MEMCPY_OTHER, /* cudaMemcpy host to device or device to device */
+	EMU_WAIT_MEMSET,       /* cudaMemset */
+	EMU_WAITS,             /* the kinds above are host waits */
+	EMU_ALLOC_MALLOC = EMU_WAITS, /* cudaMalloc */
+	EMU_ALLOC_FREE,        /* cudaFree */
+	EMU_ALLOC_HOST,        /* cudaMallocHost, cudaHostAlloc */
+	EMU_ALLOC_FREE_HOST,   /* cudaFreeHost */
+	EMU_HOST_KINDS
+};
+/* Counts one call of `kind` made by the program (see above). */
+void emu_host_count(enum emu_host_kind kind);
+/* Around the runtime's own calls of its entry points (cudaFree's
+ * synchronize, emu_count_mark's): what runs between is not counted. */
+void emu_internal_begin(void);
+void emu_internal_end(void);
+
 #endif

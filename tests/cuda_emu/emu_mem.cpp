@@ -286,6 +286,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
 
 	if (!p)
 		return emu_set_error(cudaErrorInvalidValue);
+	emu_host_count(EMU_ALLOC_MALLOC);
 	*p = NULL;
 	if (n == 0)
 		return cudaSuccess;
@@ -304,7 +305,10 @@ cudaError_t cudaFree(void *p)
 {
 	if (!p)
 		return cudaSuccess;
+	emu_host_count(EMU_ALLOC_FREE);
+	emu_internal_begin();
 	cudaDeviceSynchronize();
+	emu_internal_end();
 	std::lock_guard<std::recursive_mutex> g(mem_mu);
 	auto it = dev_blocks.find((uintptr_t)p);
 	if (it == dev_blocks.end()) {
@@ -323,6 +327,7 @@ cudaError_t cudaMallocHost(void **p, size_t n)
 
 	if (!p)
 		return emu_set_error(cudaErrorInvalidValue);
+	emu_host_count(EMU_ALLOC_HOST);
 	*p = calloc(1, n ? n : 1);
 	if (!*p)
 		return emu_set_error(cudaErrorMemoryAllocation);
@@ -341,7 +346,10 @@ cudaError_t cudaFreeHost(void *p)
 {
 	if (!p)
 		return cudaSuccess;
+	emu_host_count(EMU_ALLOC_FREE_HOST);
+	emu_internal_begin();
 	cudaDeviceSynchronize();
+	emu_internal_end();
 	std::lock_guard<std::recursive_mutex> g(mem_mu);
 	if (!pin_blocks.erase((uintptr_t)p)) {
 		emu_report("cudaFreeHost(%p): not a pinned allocation", p);
@@ -435,9 +443,62 @@ const char *cudaGetErrorString(cudaError_t e)
 std::atomic<long> emu_launches, emu_gemms;
 long emu_deferred;
 
+static std::atomic<long> host_counts[EMU_HOST_KINDS];
+static thread_local int internal_depth;
+
+void emu_internal_begin(void)
+{
+	internal_depth++;
+}
+
+void emu_internal_end(void)
+{
+	internal_depth--;
+}
+
+void emu_host_count(enum emu_host_kind kind)
+{
+	if (!internal_depth && !emu_in_host_fn())
+		host_counts[kind]++;
+}
+
+/* The counts so far, for a program that checks them itself (looked up
+ * with dlsym or linked): out[k] for k < min(n, EMU_HOST_KINDS), in the
+ * order of enum emu_host_kind (emu_impl.h); returns EMU_HOST_KINDS. */
+extern "C" __attribute__((visibility("default"))) int emu_host_counts(long *out, int n)
+{
+	for (int k = 0; k < n && k < EMU_HOST_KINDS; k++)
+		out[k] = host_counts[k].load();
+	return EMU_HOST_KINDS;
+}
+
+/* The second summary line: host waits and allocations, each kind by name
+ * (the names are the line's grammar: tests parse it). */
+static void host_summary(void)
+{
+	static const char *const names[EMU_HOST_KINDS] = {
+		"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+		"cudaStreamQuery", "cudaEventQuery", "memcpy_d2h", "memcpy_other", "cudaMemset",
+		"cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost" };
+	long waits = 0, allocs = 0;
+
+	for (int k = 0; k < EMU_HOST_KINDS; k++)
+		(k < EMU_WAITS ? waits : allocs) += host_counts[k].load();
+	fprintf(stderr, "emu: host waits %ld (", waits);
+	for (int k = 0; k < EMU_WAITS; k++)
+		fprintf(stderr, "%s%s %ld", k ? ", " : "", names[k], host_counts[k].load());
+	fprintf(stderr, "), allocations %ld (", allocs);
+	for (int k = EMU_WAITS; k < EMU_HOST_KINDS; k++)
+		fprintf(stderr, "%s%s %ld", k > EMU_WAITS ? ", " : "", names[k],
+			host_counts[k].load());
+	fprintf(stderr, ")\n");
+}
+
 __attribute__((destructor)) static void emu_summary(void)
 {
-	if (env_on("EMU_SUMMARY"))
-		fprintf(stderr, "emu: %ld kernel launches, %ld cuBLAS GEMMs, %ld stream operations "
-			"deferred\n", emu_launches.load(), emu_gemms.load(), emu_deferred);
+	if (!env_on("EMU_SUMMARY"))
+		return;
+	fprintf(stderr, "emu: %ld kernel launches, %ld cuBLAS GEMMs, %ld stream operations "
+		"deferred\n", emu_launches.load(), emu_gemms.load(), emu_deferred);
+	host_summary();
 }

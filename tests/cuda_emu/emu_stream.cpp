@@ -404,6 +404,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
 		run_now(work);
 		return cudaSuccess;
 	}
+	emu_host_count(sd && !dd ? EMU_WAIT_MEMCPY_D2H : EMU_WAIT_MEMCPY_OTHER);
 	return emu_enqueue_sync(cudaStreamLegacy, "cudaMemcpy", work);
 }
 
@@ -427,6 +428,8 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, 
 	}
 	int src_pageable = !sd && !emu_is_pinned(s);
 	int dst_pageable = !dd && !emu_is_pinned(d);
+	if (dst_pageable) /* returns when the copy is done: the host waits */
+		emu_host_count(EMU_WAIT_MEMCPY_D2H);
 	if (src_pageable) {
 		auto staged = std::make_shared<std::vector<char>>((const char *)s,
 								  (const char *)s + n);
@@ -467,6 +470,7 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
 		run_now(work);
 		return cudaSuccess;
 	}
+	emu_host_count(EMU_WAIT_MEMSET);
 	return emu_enqueue_sync(cudaStreamLegacy, "cudaMemset", work);
 }
 
@@ -568,16 +572,19 @@ static cudaError_t stream_force(cudaStream_t h, const char *who)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t h)
 {
+	emu_host_count(EMU_WAIT_STREAM_SYNC);
 	return stream_force(h, "cudaStreamSynchronize");
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t h)
 {
+	emu_host_count(EMU_WAIT_STREAM_QUERY);
 	return stream_force(h, "cudaStreamQuery");
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+	emu_host_count(EMU_WAIT_DEVICE_SYNC);
 	std::unique_lock<std::mutex> lk(g_mu);
 	std::vector<op_ref> lasts;
 
@@ -670,11 +677,13 @@ static cudaError_t event_force(cudaEvent_t e, const char *who)
  * finish by itself) and reports it complete. */
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
+	emu_host_count(EMU_WAIT_EVENT_QUERY);
 	return event_force(e, "cudaEventQuery");
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+	emu_host_count(EMU_WAIT_EVENT_SYNC);
 	return event_force(e, "cudaEventSynchronize");
 }
 

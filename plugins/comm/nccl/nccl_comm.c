@@ -53,25 +53,6 @@
 
 #include "nccl_impl.h"
 
-const weft_host *nccl_host;
-
-void nccl_account_device(weft_mem_category cat, int64_t delta)
-{
-	if (WEFT_HAS_MEMBER(nccl_host, weft_host, mem_account_device) &&
-	    nccl_host->mem_account_device)
-		nccl_host->mem_account_device(cat, delta);
-	else
-		nccl_host->mem_account(cat, delta);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Polling pause: yield for the first rounds (collectives of small
  * buckets finish in microseconds), then sleep 50 us. */
 static void pause_round(int round)
@@ -84,35 +65,9 @@ static void pause_round(int round)
 		nanosleep(&ts, NULL);
 }
 
-const char *nccl_who(const weft_comm *c, char *buf, size_t len)
-{
-	snprintf(buf, len, "nccl: comm '%s' rank %d/%d", c->name, (int)c->rank, (int)c->size);
-	return buf;
-}
-
-void nccl_break(weft_comm *c, const char *reason)
-{
-	int expect = 0;
-
-	/* 0: intact, 1: reason being written, 2: broken with reason */
-	if (atomic_compare_exchange_strong(&c->broken, &expect, 1)) {
-		snprintf(c->broken_reason, sizeof(c->broken_reason), "%s", reason);
-		atomic_store(&c->broken, 2);
-	}
-}
-
 static const char *reason_of(weft_comm *c)
 {
 	return atomic_load(&c->broken) == 2 ? c->broken_reason : "a failure on another thread";
-}
-
-/* ncclCommAbort, once; the caller holds c->mu. nc is unusable after it. */
-static void abort_nc_locked(weft_comm *c)
-{
-	int expect = 0;
-
-	if (c->nc && atomic_compare_exchange_strong(&c->nc_aborted, &expect, 1))
-		ncclCommAbort(c->nc);
 }
 
 /* Polls a non-blocking communicator until its last call finished.
@@ -123,7 +78,7 @@ static ncclResult_t settle(weft_comm *c, ncclResult_t r, int64_t deadline, int *
 {
 	*timed_out = *cancelled = 0;
 	for (int round = 0; r == ncclInProgress; round++) {
-		if (now_ms() > deadline) {
+		if (nccl_now_ms() > deadline) {
 			*timed_out = 1;
 			break;
 		}
@@ -179,30 +134,64 @@ static weft_comm_work *take_work_locked(weft_comm *c)
 	return w;
 }
 
-/* Hands a finished handle back, with its scratch area. */
 static void put_work(weft_comm *c, weft_comm_work *w)
 {
 	pthread_mutex_lock(&c->mu);
-	if (w->pending) {
-		if (w->pend_prev)
-			w->pend_prev->pend_next = w->pend_next;
-		else
-			c->pending = w->pend_next;
-		if (w->pend_next)
-			w->pend_next->pend_prev = w->pend_prev;
-		w->pend_prev = w->pend_next = NULL;
-		w->pending = 0;
-	}
-	if (w->stage) {
-		w->stage->next = c->free_stages;
-		c->free_stages = w->stage;
-		w->stage = NULL;
-	}
-	w->out_dst = NULL;
-	w->out_bytes = 0;
-	w->next = c->free_works;
-	c->free_works = w;
+	nccl_put_work_locked(c, w);
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* The handles that waited on the device (nccl_wait) and were issued before
+ * `seq`: done, since the comm stream runs in issue order and a later call
+ * completed. Back to the free list. The caller holds c->mu. */
+static void reclaim_before_locked(weft_comm *c, uint64_t seq)
+{
+	weft_comm_work *w = c->pending, *next;
+
+	for (; w; w = next) {
+		next = w->pend_next;
+		if (w->on_device && w->seq < seq)
+			nccl_put_work_locked(c, w);
+	}
+}
+
+/* The device waits for w instead of the host: the legacy default stream
+ * waits for its event, and with it every later piece of work of the
+ * device's blocking streams (each kernel-table context's compute stream
+ * is one; the comm stream is not): compute queued after this wait runs
+ * after the collective, as after a host wait, and the host goes on. w
+ * stays pending, so the watchdog still aborts a collective stuck past the
+ * timeout (the device then stops waiting); it is handed back once a later
+ * call of the comm completed on the host (reclaim_before_locked) or by the
+ * watchdog. */
+static weft_status wait_on_device(weft_comm *c, weft_comm_work *w)
+{
+	char who[256];
+	cudaError_t err;
+
+	if (atomic_load(&c->broken)) {
+		weft_status st = nccl_host->error_set(WEFT_ERR_CANCELLED, "%s: %s was aborted (%s)",
+						      nccl_who(c, who, sizeof(who)), w->what,
+						      reason_of(c));
+
+		put_work(c, w);
+		return st;
+	}
+	cudaSetDevice(c->device);
+	err = cudaStreamWaitEvent(cudaStreamLegacy, w->done, 0);
+	if (err != cudaSuccess) {
+		weft_status st = fail_cuda(c, w->what, err);
+
+		pthread_mutex_lock(&c->mu);
+		nccl_abort_nc_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		put_work(c, w);
+		return st;
+	}
+	pthread_mutex_lock(&c->mu);
+	w->on_device = 1;
+	pthread_mutex_unlock(&c->mu);
+	return WEFT_OK;
 }
 
 /* An idle scratch area of at least `need` bytes in *out: the smallest
@@ -350,7 +339,7 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 {
 	char who[256];
 	int timed_out, cancelled;
-	int64_t deadline = now_ms() + c->timeout_ms;
+	int64_t deadline = nccl_now_ms() + c->timeout_ms;
 	weft_comm_work *w;
 	cudaError_t err;
 	ncclResult_t r;
@@ -387,7 +376,7 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 	}
 	r = settle(c, issue_fn(c, k), deadline, &timed_out, &cancelled);
 	if (timed_out || cancelled) {
-		abort_nc_locked(c);
+		nccl_abort_nc_locked(c);
 		st = timed_out ? fail_nccl(c, WEFT_ERR_TIMEOUT, what, "could not be started within the "
 					   "timeout; a peer is stuck or gone", ncclInProgress) :
 		     fail_nccl(c, WEFT_ERR_CANCELLED, what, "was aborted", ncclInProgress);
@@ -398,13 +387,15 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 		goto out_put_work;
 	}
 	w->seq = ++c->seq;
+	/* device buffers only: wait may leave the waiting to the device */
+	w->device_only = k && !k->plan.staged;
 	snprintf(w->what, sizeof(w->what), "%s #%llu", what, (unsigned long long)w->seq);
 	err = k ? stage_out_locked(c, k, w) : cudaSuccess;
 	if (err == cudaSuccess)
 		err = cudaEventRecord(w->done, c->stream);
 	if (err == cudaSuccess) {
 		/* for the watchdog: pending from now until wait hands it back */
-		w->issued_ms = now_ms();
+		w->issued_ms = nccl_now_ms();
 		w->pending = 1;
 		w->pend_prev = NULL;
 		w->pend_next = c->pending;
@@ -417,7 +408,7 @@ weft_status nccl_issue(weft_comm *c, const char *what,
 		st = fail_cuda(c, what, err);
 		/* the comm is broken now: abort so nothing runs on the area again */
 		pthread_mutex_lock(&c->mu);
-		abort_nc_locked(c);
+		nccl_abort_nc_locked(c);
 		pthread_mutex_unlock(&c->mu);
 		put_work(c, w);
 		return st;
@@ -448,8 +439,10 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 	if (!w)
 		return nccl_host->error_set(WEFT_ERR_INVALID_ARG, "nccl: wait on a NULL work handle");
 	c = w->comm;
+	if (w->device_only)
+		return wait_on_device(c, w);
 	limit = timeout_ms < 0 ? c->timeout_ms : timeout_ms;
-	deadline = now_ms() + limit;
+	deadline = nccl_now_ms() + limit;
 	snprintf(what, sizeof(what), "%s", w->what);
 	cudaSetDevice(c->device);
 	for (int round = 0;; round++) {
@@ -497,7 +490,7 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 						  nccl_who(c, who, sizeof(who)), what, reason_of(c));
 			break;
 		}
-		if (now_ms() > deadline) {
+		if (nccl_now_ms() > deadline) {
 			char how[128];
 
 			snprintf(how, sizeof(how), "did not finish within %lld ms; a peer is stuck, "
@@ -512,13 +505,17 @@ weft_status nccl_wait(weft_comm_work *w, int64_t timeout_ms)
 	if (st != WEFT_OK) {
 		/* no hang: tear the communicator down so the kernels stop */
 		pthread_mutex_lock(&c->mu);
-		abort_nc_locked(c);
+		nccl_abort_nc_locked(c);
 		pthread_mutex_unlock(&c->mu);
 	} else if (w->out_bytes) {
 		/* a staged host recv: the event covers the copy to pinned memory */
 		memcpy(w->out_dst, w->out_src, w->out_bytes);
 	}
-	put_work(c, w);
+	pthread_mutex_lock(&c->mu);
+	if (st == WEFT_OK)
+		reclaim_before_locked(c, w->seq);
+	nccl_put_work_locked(c, w);
+	pthread_mutex_unlock(&c->mu);
 	return st;
 }
 
@@ -538,108 +535,6 @@ weft_status nccl_test(weft_comm_work *w, int *done)
 	return WEFT_OK;
 }
 
-/* ---- the watchdog ---- */
-
-/* One look at c: aborts nc when a pending collective outlived the timeout,
- * NCCL reports an asynchronous error, or c is broken and nc still live
- * (nccl_abort found the lock busy). Skips the round when another thread
- * holds mu: issue and destroy hold it only within their own deadlines. */
-static void watch_once(weft_comm *c)
-{
-	char who[256], msg[512];
-	ncclResult_t r = ncclSuccess;
-	int64_t now = now_ms();
-
-	if (pthread_mutex_trylock(&c->mu))
-		return;
-	if (!c->nc || atomic_load(&c->nc_aborted))
-		goto out_unlock;
-	if (atomic_load(&c->broken)) {
-		abort_nc_locked(c);
-		goto out_unlock;
-	}
-	for (weft_comm_work *w = c->pending; w; w = w->pend_next) {
-		cudaError_t err;
-
-		if (now - w->issued_ms <= c->timeout_ms)
-			continue;
-		err = cudaEventQuery(w->done);
-		if (err != cudaErrorNotReady) {
-			cudaGetLastError(); /* done, or a CUDA error that wait reports */
-			continue;
-		}
-		snprintf(msg, sizeof(msg), "%s: watchdog: %s did not finish within %lld ms of its "
-			 "issue (a peer is stuck, behind, or called a different collective); the "
-			 "communicator was aborted", nccl_who(c, who, sizeof(who)), w->what,
-			 (long long)c->timeout_ms);
-		nccl_break(c, msg);
-		nccl_host->log(WEFT_LOG_WARN, "%s", msg);
-		abort_nc_locked(c);
-		goto out_unlock;
-	}
-	if (ncclCommGetAsyncError(c->nc, &r) == ncclSuccess && r != ncclSuccess &&
-	    r != ncclInProgress) {
-		snprintf(msg, sizeof(msg), "%s: watchdog: NCCL reported %s (a peer has probably "
-			 "exited; see its log); the communicator was aborted",
-			 nccl_who(c, who, sizeof(who)), ncclGetErrorString(r));
-		nccl_break(c, msg);
-		nccl_host->log(WEFT_LOG_WARN, "%s", msg);
-		abort_nc_locked(c);
-	}
-out_unlock:
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void *watchdog_main(void *arg)
-{
-	weft_comm *c = arg;
-
-	cudaSetDevice(c->device); /* cudaEventQuery on c's GPU */
-	pthread_mutex_lock(&c->wd_mu);
-	while (!c->wd_stop) {
-		struct timespec dl;
-
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_nsec += NCCL_WATCH_MS * 1000000L;
-		dl.tv_sec += dl.tv_nsec / 1000000000L;
-		dl.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &dl);
-		if (c->wd_stop)
-			break;
-		pthread_mutex_unlock(&c->wd_mu);
-		watch_once(c);
-		pthread_mutex_lock(&c->wd_mu);
-	}
-	pthread_mutex_unlock(&c->wd_mu);
-	return NULL;
-}
-
-/* Starts c's watchdog. Errors: WEFT_ERR_COMM naming pthread_create's. */
-static weft_status watchdog_start(weft_comm *c)
-{
-	char who[256];
-	int rc;
-
-	rc = pthread_create(&c->watchdog, NULL, watchdog_main, c);
-	if (rc)
-		return nccl_host->error_set(WEFT_ERR_COMM, "%s: cannot start the watchdog thread: %s",
-					    nccl_who(c, who, sizeof(who)), strerror(rc));
-	c->watchdog_running = 1;
-	return WEFT_OK;
-}
-
-static void watchdog_stop(weft_comm *c)
-{
-	if (!c->watchdog_running)
-		return;
-	pthread_mutex_lock(&c->wd_mu);
-	c->wd_stop = 1;
-	pthread_cond_signal(&c->wd_cv);
-	pthread_mutex_unlock(&c->wd_mu);
-	pthread_join(c->watchdog, NULL);
-	c->watchdog_running = 0;
-}
-
 /* ---- lifecycle ---- */
 
 void nccl_abort(weft_comm *c)
@@ -650,7 +545,7 @@ void nccl_abort(weft_comm *c)
 	/* never block: a thread inside a collective aborts nc when it sees the
 	 * flag, or else the watchdog does within NCCL_WATCH_MS */
 	if (pthread_mutex_trylock(&c->mu) == 0) {
-		abort_nc_locked(c);
+		nccl_abort_nc_locked(c);
 		pthread_mutex_unlock(&c->mu);
 	}
 }
@@ -659,19 +554,23 @@ void nccl_destroy(weft_comm *c)
 {
 	if (!c)
 		return;
-	watchdog_stop(c);
+	nccl_watchdog_stop(c);
 	pthread_mutex_lock(&c->mu);
 	cudaSetDevice(c->device);
 	if (c->nc && !atomic_load(&c->nc_aborted)) {
 		int timed_out, cancelled;
-		ncclResult_t r = settle(c, ncclCommFinalize(c->nc), now_ms() + c->timeout_ms,
+		ncclResult_t r = settle(c, ncclCommFinalize(c->nc), nccl_now_ms() + c->timeout_ms,
 					&timed_out, &cancelled);
 
 		if (r == ncclSuccess && !timed_out && !cancelled)
 			ncclCommDestroy(c->nc);
 		else
-			abort_nc_locked(c);
+			nccl_abort_nc_locked(c);
 	}
+	/* after finalize or abort nothing runs: the handles the device waited on
+	 * are idle */
+	while (c->pending)
+		nccl_put_work_locked(c, c->pending);
 	while (c->free_works) {
 		weft_comm_work *w = c->free_works;
 
@@ -798,7 +697,7 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 		pthread_cond_init(&c->wd_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	deadline = now_ms() + a->timeout_ms;
+	deadline = nccl_now_ms() + a->timeout_ms;
 	err = cudaSetDevice(c->device);
 	if (err == cudaSuccess)
 		err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
@@ -836,12 +735,12 @@ weft_status nccl_init(const weft_comm_init_args *a, weft_comm **out)
 						  c->nc ? ncclGetLastError(c->nc) : "");
 		if (c->nc) {
 			pthread_mutex_lock(&c->mu);
-			abort_nc_locked(c);
+			nccl_abort_nc_locked(c);
 			pthread_mutex_unlock(&c->mu);
 		}
 		goto out_destroy;
 	}
-	if ((st = watchdog_start(c)))
+	if ((st = nccl_watchdog_start(c)))
 		goto out_destroy;
 	nccl_host->log(WEFT_LOG_DEBUG, "%s connected on cuda:%d", nccl_who(c, who, sizeof(who)),
 		       (int)c->device);

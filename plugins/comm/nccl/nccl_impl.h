@@ -16,7 +16,7 @@
 #include "weft/comm.h"
 #include "weft/cuda_extras.h"
 
-extern const weft_host *nccl_host; /* nccl_comm.c; set by the entry symbol */
+extern const weft_host *nccl_host; /* nccl_base.c; set by the entry symbol */
 
 /* Counts `delta` bytes of device memory under `cat` with the host's
  * mem_account_device (ABI 1.5), else with mem_account (totals only). */
@@ -53,6 +53,12 @@ struct weft_comm_work {
 	int64_t issued_ms;
 	int pending;
 	struct weft_comm_work *pend_prev, *pend_next;
+	/* device buffers only (no staging, not a barrier): nccl_wait makes the
+	 * device wait for it, not the host */
+	int device_only;
+	/* waited on by the device: still pending (for the watchdog) until a
+	 * later call completed on the host or the watchdog saw it done */
+	int on_device;
 };
 
 struct weft_comm {
@@ -96,6 +102,21 @@ struct weft_comm {
 
 /* The watchdog's period (ms). */
 #define NCCL_WATCH_MS 100
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t nccl_now_ms(void);
+
+/* ncclCommAbort, once; the caller holds c->mu. nc is unusable after it. */
+void nccl_abort_nc_locked(weft_comm *c);
+
+/* Unlinks w from the pending list and hands it back (with its scratch
+ * area) to the free list; the caller holds c->mu. */
+void nccl_put_work_locked(weft_comm *c, weft_comm_work *w);
+
+/* Starts and stops c's watchdog (nccl_watchdog.c). start's errors:
+ * WEFT_ERR_COMM naming pthread_create's. */
+weft_status nccl_watchdog_start(weft_comm *c);
+void nccl_watchdog_stop(weft_comm *c);
 
 /* "comm 'world' rank 1/4" into buf. */
 const char *nccl_who(const weft_comm *c, char *buf, size_t len);

@@ -582,11 +582,16 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 		if (!st)
 			st = settle_unused(s);
 		s->syncing = 0;
-		if (!st)
-			st = reduce_loss(s, loss_sum, rows);
-		if (!st)
-			st = wait_step(s, &loss_sum, &rows, &exposed);
-		out->metric_comm_bytes = (int64_t)sizeof(s->red);
+		/* a loss the trainer does not read is not reduced (weft/strategy.h) */
+		if (!st && (in->flags & WEFT_STEP_LOSS_DEFERRED)) {
+			st = wait_all(s, &exposed);
+		} else {
+			if (!st)
+				st = reduce_loss(s, loss_sum, rows);
+			if (!st)
+				st = wait_step(s, &loss_sum, &rows, &exposed);
+			out->metric_comm_bytes = (int64_t)sizeof(s->red);
+		}
 	}
 	if (!st)
 		st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
@@ -598,7 +603,7 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 	out->skipped = s->rep.last_skipped;
 	out->loss = loss_sum / (double)rows;
 	out->comm_bytes = s->bytes + out->metric_comm_bytes;
-	out->comm_elements = s->elements + (s->world > 1 ? 2 : 0);
+	out->comm_elements = s->elements + (out->metric_comm_bytes ? 2 : 0);
 	out->comm_calls = s->calls;
 	out->comm_ns = s->busy_ns;
 	out->exposed_comm_ns = exposed;

@@ -18,6 +18,17 @@
  *     Collectives on one communicator run in the order they were issued
  *     (FIFO), on the backend's comm thread (Gloo) or stream (NCCL). The
  *     buffers must stay valid and untouched until `wait` returned.
+ * Device memory (WEFT_COMM_DEVICE_CUDA) is read after the work queued
+ * earlier on the device's compute streams (every kernel-table context's):
+ * NCCL orders its stream after them with events, Gloo copies on the legacy
+ * default stream, which waits for them. A caller need not synchronize
+ * before a collective (core/tp does not, since ABI 1.6). And "finished"
+ * for a collective whose buffers are all device memory means finished for
+ * the device: the blocking call or `wait` may return before it ran, with
+ * the work queued afterwards on the device's compute streams (and its
+ * legacy default stream) ordered after it; NCCL does so since ABI 1.6, so
+ * a training step does not wait on the host. Host buffers, and barriers,
+ * are finished on the host when the call returns.
  * Every rank of a communicator must issue the same collectives, in the same
  * order, with matching counts and dtypes; the host's collective ledger
  * (core/dist) names the rank that did not when a collective times out.

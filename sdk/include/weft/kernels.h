@@ -217,9 +217,16 @@ static inline float weft_rope_inv_freq(const weft_rope *r, int64_t head_dim, int
  * - `kctx` is the device context made by ctx_create (a cuBLAS handle and
  *   stream on CUDA; NULL on the CPU). Work may be queued asynchronously on
  *   it; `synchronize` waits. copy, zero and fill also accept kctx == NULL, meaning
- *   the device's default queue, and then return when the work is done
- *   (weft_tensor_copy* / zero / fill use them so, outside any context). Pointers are device memory unless a member
- *   says "host".
+ *   the device's default queue (weft_tensor_copy* / zero / fill use them so,
+ *   outside any context): the work is ordered after the work queued earlier
+ *   on every context of the device and before the work queued on any of
+ *   them later. A copy to the host returns when the data is there, a copy
+ *   from host memory once the source has been read (the caller may reuse
+ *   it); other work may return once queued (since ABI 1.6: before, every
+ *   call without a context returned when done; the CUDA table no longer
+ *   waits for a copy from pageable memory, within the device, or a zero,
+ *   so a training step does not wait for the device). Pointers are device
+ *   memory unless a member says "host".
  * - `dt` is the dtype of the floating-point operands; the caller (the op
  *   layer in core/tensor) only passes dtypes in `float_dtypes`. Index
  *   operands carry their own dtype (I32 or I64). Statistics a kernel saves
@@ -339,7 +346,11 @@ typedef struct weft_kernel_table {
 					  void *db);
 	/* out[i, :] = table[idx[i], :] for i < n; idx has dtype idx_dt (I32 or
 	 * I64). Errors: WEFT_ERR_INVALID_ARG naming the position and the index
-	 * when an index is outside [0, vocab). */
+	 * when an index is outside [0, vocab), on a device whose indices the
+	 * host can read without waiting (the CPU). A device that would have to
+	 * wait to see them (CUDA, since ABI 1.6) does not check: such a row of
+	 * out is zero, and the caller has validated the ids (the trainer
+	 * checks every batch on the host, core/data/batch_check.c). */
 	weft_status (*embedding_forward)(void *kctx, weft_dtype dt, int64_t n, int64_t dim,
 					 weft_dtype idx_dt, const void *idx, int64_t vocab,
 					 const void *table, void *out);
@@ -381,7 +392,12 @@ typedef struct weft_kernel_table {
 	 * scalar, mean over counted rows, 0 when none) and *count (F32 device
 	 * scalar, the number of counted rows).
 	 * Errors: WEFT_ERR_INVALID_ARG naming the row and target when a
-	 * target is outside [0, vocab) and not ignore_index. */
+	 * target is outside [0, vocab) and not ignore_index, on a device whose
+	 * targets the host can read without waiting (the CPU). A device that
+	 * would have to wait (CUDA, since ABI 1.6) does not check: such a row
+	 * counts as ignored (forward and backward), and the caller has
+	 * validated the targets (the trainer checks every batch on the host,
+	 * core/data/batch_check.c). */
 	weft_status (*cross_entropy_forward)(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
 					     const void *logits, weft_dtype idx_dt,
 					     const void *targets, int64_t ignore_index, void *probs,

@@ -63,10 +63,21 @@ typedef struct weft_micro_batch {
 				* this micro-step, for the dropout RNG */
 } weft_micro_batch;
 
+/* weft_step_input.flags (since ABI 1.6; 0 before, when the member was
+ * `reserved`). Values are part of the ABI. */
+enum {
+	/* The trainer does not use this step's loss (it keeps each micro-batch's
+	 * on the device until a logging step: docs/design.md, "The step's data
+	 * flow"): forward_backward gives NAN for *loss, weft_step_report.loss
+	 * is ignored, and the strategy may skip reducing the loss over the
+	 * ranks (ddp does: no host wait in the step). */
+	WEFT_STEP_LOSS_DEFERRED = 1u << 0
+};
+
 /* What the trainer gives a strategy for one optimizer step. */
 typedef struct weft_step_input {
 	uint32_t struct_size;
-	uint32_t reserved;
+	uint32_t flags;                  /* WEFT_STEP_* (since ABI 1.6) */
 	const weft_micro_batch *micro;   /* this rank's micro-batches */
 	size_t n_micro;            /* >= 1: trainer.accumulate_grad_batches */
 	weft_optim_step_info optim; /* step number and lr from the schedule */
@@ -108,7 +119,8 @@ enum {
 typedef struct weft_step_report {
 	uint32_t struct_size;
 	int32_t skipped;            /* 1: the optimizer step was skipped */
-	double loss;                /* mean loss over the GLOBAL batch (all ranks) */
+	double loss;                /* mean loss over the GLOBAL batch (all ranks);
+				     * ignored with WEFT_STEP_LOSS_DEFERRED */
 	double grad_norm;           /* global L2 norm before clipping; < 0 when not computed */
 	int64_t compute_ns;         /* forward + backward + optimizer */
 	int64_t comm_ns;            /* time collectives were in flight */
@@ -191,7 +203,8 @@ typedef struct weft_strategy_env {
 	/* Runs forward of one micro-batch on ctx (grad on, training mode),
 	 * multiplies the loss by loss_scale and back-propagates it; hooks
 	 * fire during the backward. *loss receives the unscaled mean loss of
-	 * the micro-batch. The strategy calls weft_ctx_step_begin (through the
+	 * the micro-batch (NAN on a step with WEFT_STEP_LOSS_DEFERRED: the
+	 * loss stays on the device). The strategy calls weft_ctx_step_begin (through the
 	 * host) between steps as it needs; this callback does not. */
 	weft_status (*forward_backward)(void *trainer, const weft_micro_batch *b, double loss_scale,
 					double *loss);

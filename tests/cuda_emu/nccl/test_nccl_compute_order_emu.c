@@ -137,6 +137,10 @@ static int foreign(weft_comm *c, int rank)
 		pin[i] = (float)(rank + 1);
 	WT_REQUIRE(cudaMemcpyAsync(x, pin, sizeof(h), cudaMemcpyHostToDevice, s) == cudaSuccess);
 	WT_OK(ops->all_reduce(c, &bx, &bx, WEFT_COMM_SUM, NULL));
+	/* the wait of a device collective leaves the waiting to the device: a
+	 * barrier, which the host waits for, runs the comm stream's work (the
+	 * all-reduce first) before anything forces the foreign copy */
+	WT_OK(ops->barrier(c, NULL));
 	WT_REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
 	/* what the collective left: read after the foreign copy ran, so an
 	 * unordered reduce shows as rank + 1 (the copy came last) */
