@@ -243,6 +243,29 @@ weft_status cpu_swiglu_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t
 				const void *gate, const void *up, int64_t ld, const void *dy,
 				void *dgate, void *dup);
 
+/* cpu_lowp.c: 16-bit activations (weft/kernels.h, since ABI 1.6), F16 and
+ * BF16 rows widened to F32 and computed by the F32 kernels above */
+weft_status cpu_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+			      const void *x, float *out);
+weft_status cpu_layernorm_lowp_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				       float eps, const void *x, const void *r, void *sum,
+				       const float *w, const float *b, void *y, float *mean,
+				       float *rstd);
+weft_status cpu_layernorm_lowp_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					const void *s, const float *w, const float *mean,
+					const float *rstd, const void *dy, void *dx,
+					int32_t dx_write, float *dw, float *db);
+weft_status cpu_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
+					   int64_t vocab, int64_t ld, const void *logits,
+					   weft_dtype idx_dt, const void *targets,
+					   int64_t ignore_index, float *lse, float *loss,
+					   float *count);
+weft_status cpu_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t rows,
+					    int64_t vocab, int64_t ld, const void *logits,
+					    weft_dtype idx_dt, const void *targets,
+					    int64_t ignore_index, const float *lse,
+					    const float *dloss, const float *count, void *dlogits);
+
 /* exp(x) in float, branch-free so loops over it vectorize (libm's expf
  * does not, without -ffast-math): x = n ln2 + r with |r| <= ln2 / 2,
  * exp(r) by Cephes' degree-6 polynomial, 2^n built in the exponent bits.

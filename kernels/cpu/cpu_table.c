@@ -128,6 +128,11 @@ static const weft_kernel_table cpu_table = {
 	.attention_gqa_scratch = cpu_attention_gqa_scratch,
 	.gelu_erf_forward = cpu_gelu_erf_forward,
 	.gelu_erf_backward = cpu_gelu_erf_backward,
+	.sum_rows_lowp = cpu_sum_rows_lowp,
+	.layernorm_lowp_forward = cpu_layernorm_lowp_forward,
+	.layernorm_lowp_backward = cpu_layernorm_lowp_backward,
+	.cross_entropy_lowp_forward = cpu_cross_entropy_lowp_forward,
+	.cross_entropy_lowp_backward = cpu_cross_entropy_lowp_backward,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)
