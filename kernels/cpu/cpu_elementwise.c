@@ -322,9 +322,6 @@ weft_status cpu_relu_backward(void *kctx, weft_dtype dt, int64_t n, const void *
 	return WEFT_OK;
 }
 
-#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
-#define GELU_C 0.044715f
-
 CPU_HOT
 static void gelu_fwd_range(void *p, int64_t i0, int64_t i1)
 {
@@ -332,12 +329,8 @@ static void gelu_fwd_range(void *p, int64_t i0, int64_t i1)
 	const float *restrict X = e->x;
 	float *restrict O = e->out;
 
-	for (int64_t i = i0; i < i1; i++) {
-		float v = X[i];
-		float u = GELU_S * (v + GELU_C * v * v * v);
-
-		O[i] = 0.5f * v * (1.0f + cpu_tanhf(u));
-	}
+	for (int64_t i = i0; i < i1; i++)
+		O[i] = cpu_gelu_tanh(X[i]);
 }
 
 weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x, void *out)
@@ -350,16 +343,6 @@ weft_status cpu_gelu_forward(void *kctx, weft_dtype dt, int64_t n, const void *x
 	return WEFT_OK;
 }
 
-/* gelu'(v) of the tanh form. */
-static inline float gelu_grad(float v)
-{
-	float u = GELU_S * (v + GELU_C * v * v * v);
-	float t = cpu_tanhf(u);
-	float du = GELU_S * (1.0f + 3.0f * GELU_C * v * v);
-
-	return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-}
-
 CPU_HOT
 static void gelu_bwd_range(void *p, int64_t i0, int64_t i1)
 {
@@ -368,7 +351,7 @@ static void gelu_bwd_range(void *p, int64_t i0, int64_t i1)
 	float *restrict DX = e->out;
 
 	for (int64_t i = i0; i < i1; i++)
-		DX[i] += DY[i] * gelu_grad(X[i]);
+		DX[i] += DY[i] * cpu_gelu_tanh_grad(X[i]);
 }
 
 /* As gelu_bwd_range, writing DX: no zero fill before, no read of DX. */
@@ -380,7 +363,7 @@ static void gelu_bwd_write_range(void *p, int64_t i0, int64_t i1)
 	float *restrict DX = e->out;
 
 	for (int64_t i = i0; i < i1; i++)
-		DX[i] = DY[i] * gelu_grad(X[i]);
+		DX[i] = DY[i] * cpu_gelu_tanh_grad(X[i]);
 }
 
 /* dx (+)= dy * gelu'(x) over the threads, by `range`. */

@@ -50,11 +50,18 @@ weft_status cpu_gemm(void *kctx, weft_dtype dt, int trans_a, int trans_b, int64_
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
 		     const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
 		     int64_t ldc, int64_t stride_c, int64_t batch);
-/* The calling thread's packing buffer of at least `bytes` (kept for the
+/* The calling thread's buffer `slot` of at least `bytes` (kept for the
  * thread's next calls, counted under WEFT_MEM_OTHER); NULL when it cannot
  * be had (no memory, or no thread key left). In cpu_parallel.c, with the
- * threads. */
-void *cpu_pack_buffer(size_t bytes);
+ * threads. CPU_BUF_PACK holds the packed operands of the products
+ * (cpu_pack_buffer); CPU_BUF_EPILOGUE the widened operands and F32 result
+ * of gemm_lowp_ex, which calls those products while it holds it. */
+enum cpu_buf { CPU_BUF_PACK, CPU_BUF_EPILOGUE, CPU_BUF_COUNT };
+void *cpu_thread_buffer(int slot, size_t bytes);
+static inline void *cpu_pack_buffer(size_t bytes)
+{
+	return cpu_thread_buffer(CPU_BUF_PACK, bytes);
+}
 /* The AVX-512 F32 product (cpu_sgemm.c): whether this CPU runs it, and
  * C = alpha op(A) op(B) + beta C (row-major, beta 0: C not read), or, with
  * a bias (n floats), alpha op(A) op(B) + bias in every row (beta unused,
@@ -126,6 +133,11 @@ weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b
 			  float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
 			  void *scratch);
 size_t cpu_gemm_lowp_scratch(weft_dtype in_dt, int64_t a_elems, int64_t b_elems);
+/* The table's gemm_lowp_ex (cpu_gemm_ex.c). */
+weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			     int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			     const void *b, int64_t ldb, float beta, weft_dtype c_dt, void *c,
+			     int64_t ldc, const float *bias, int32_t epilogue, void *aux);
 
 /* BF16 matrix products on Intel AMX (cpu_amx.c). cpu_amx_usable: whether
  * this CPU has AMX-BF16 and the kernel lets the process use its tiles
@@ -299,6 +311,28 @@ static inline float cpu_expf(float x)
 static inline float cpu_tanhf(float u)
 {
 	return 1.0f - 2.0f / (1.0f + cpu_expf(2.0f * u));
+}
+
+/* GELU, tanh form (GPT-2's): gelu(v) = 0.5 v (1 + tanh(sqrt(2 / pi) (v +
+ * 0.044715 v^3))), and its derivative; the one definition the CPU's
+ * gelu_forward / gelu_backward and gemm_lowp_ex's epilogues compute. */
+#define CPU_GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
+#define CPU_GELU_C 0.044715f
+
+static inline float cpu_gelu_tanh(float v)
+{
+	float u = CPU_GELU_S * (v + CPU_GELU_C * v * v * v);
+
+	return 0.5f * v * (1.0f + cpu_tanhf(u));
+}
+
+static inline float cpu_gelu_tanh_grad(float v)
+{
+	float u = CPU_GELU_S * (v + CPU_GELU_C * v * v * v);
+	float t = cpu_tanhf(u);
+	float du = CPU_GELU_S * (1.0f + 3.0f * CPU_GELU_C * v * v);
+
+	return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
 
 /* Sum of x[0..n) in a fixed order that vectorizes: CPU_LANES partial sums

@@ -298,15 +298,16 @@ static pthread_key_t pack_key;
 static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
 
 typedef struct pack_buf {
-	void *p;
-	size_t size;
+	void *p[CPU_BUF_COUNT];
+	size_t size[CPU_BUF_COUNT];
 } pack_buf;
 
 static void pack_free(void *v)
 {
 	pack_buf *b = v;
 
-	weft_mem_free(b->p);
+	for (int i = 0; i < CPU_BUF_COUNT; i++)
+		weft_mem_free(b->p[i]);
 	free(b);
 }
 
@@ -317,7 +318,7 @@ static void pack_key_init(void)
 	pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0;
 }
 
-void *cpu_pack_buffer(size_t bytes)
+void *cpu_thread_buffer(int slot, size_t bytes)
 {
 	pack_buf *b;
 
@@ -332,14 +333,14 @@ void *cpu_pack_buffer(size_t bytes)
 			return NULL;
 		}
 	}
-	if (bytes > b->size) {
+	if (bytes > b->size[slot]) {
 		void *p = weft_mem_alloc(WEFT_MEM_OTHER, bytes);
 
 		if (!p)
 			return NULL;
-		weft_mem_free(b->p);
-		b->p = p;
-		b->size = bytes;
+		weft_mem_free(b->p[slot]);
+		b->p[slot] = p;
+		b->size[slot] = bytes;
 	}
-	return b->p;
+	return b->p[slot];
 }

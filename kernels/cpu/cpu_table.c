@@ -128,6 +128,7 @@ static const weft_kernel_table cpu_table = {
 	.attention_gqa_scratch = cpu_attention_gqa_scratch,
 	.gelu_erf_forward = cpu_gelu_erf_forward,
 	.gelu_erf_backward = cpu_gelu_erf_backward,
+	.gemm_lowp_ex = cpu_gemm_lowp_ex,
 	.sum_rows_lowp = cpu_sum_rows_lowp,
 	.layernorm_lowp_forward = cpu_layernorm_lowp_forward,
 	.layernorm_lowp_backward = cpu_layernorm_lowp_backward,

@@ -1,0 +1,100 @@
+/* gemm_lowp_ex on the CPU: the reference every device's fused-epilogue
+ * product is held to. A and B (BF16 or F16) are widened exactly to F32 and
+ * multiplied in F32 (cpu_gemm_lowp: AMX tiles for BF16 where the CPU has
+ * them, else sgemm), then the epilogue runs per element in F32 (bias, GELU
+ * with its pre-activation saved, GELU's backward, with the GELU of
+ * gelu_forward / gelu_backward) and each stored value is rounded once to
+ * its dtype. */
+#include <stdint.h>
+
+#include "cpu_impl.h"
+#include "weft/half.h"
+
+/* The 16-bit dtypes gemm_lowp_ex takes as in_dt. */
+#define CPU_EX_IN_DTS (WEFT_DTYPE_BIT(WEFT_BF16) | WEFT_DTYPE_BIT(WEFT_F16))
+
+typedef struct epi_args {
+	int32_t epilogue;
+	weft_dtype c_dt;
+	int64_t n, ldd, ldc;
+	const float *d; /* the F32 product, rows ldd apart (C itself when c_dt is F32) */
+	const float *bias;
+	void *c, *aux;
+} epi_args;
+
+/* Rows [r0, r1) of the epilogue: d's F32 values to C (and aux). */
+CPU_HOT
+static void epi_rows(void *p, int64_t r0, int64_t r1)
+{
+	const epi_args *e = p;
+
+	for (int64_t r = r0; r < r1; r++) {
+		const float *dr = e->d + r * e->ldd;
+		int64_t row = r * e->ldc;
+
+		for (int64_t j = 0; j < e->n; j++) {
+			float v = dr[j];
+
+			if (e->epilogue == WEFT_EPI_DGELU) {
+				v *= cpu_gelu_tanh_grad(weft_half_load(e->c_dt, e->aux, row + j));
+			} else {
+				if (e->bias)
+					v += e->bias[j];
+				if (e->epilogue == WEFT_EPI_GELU) {
+					weft_half_store(e->c_dt, e->aux, row + j, v);
+					v = cpu_gelu_tanh(v);
+				}
+			}
+			weft_half_store(e->c_dt, e->c, row + j, v);
+		}
+	}
+}
+
+weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
+			     int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+			     const void *b, int64_t ldb, float beta, weft_dtype c_dt, void *c,
+			     int64_t ldc, const float *bias, int32_t epilogue, void *aux)
+{
+	weft_status st;
+	const char *bad = weft_gemm_ex_misuse(CPU_EX_IN_DTS, in_dt, c_dt, beta, epilogue, bias,
+					      aux, &st);
+	int64_t na, nb, nd;
+	size_t wide;
+	float *buf, *d;
+	epi_args e;
+
+	if (bad)
+		return weft_error_set(st, "gemm_lowp_ex: %s (got in_dt %d, c_dt %d, beta %g, "
+				      "epilogue %d, bias %s, aux %s)", bad, (int)in_dt, (int)c_dt,
+				      (double)beta, (int)epilogue, bias ? "set" : "NULL",
+				      aux ? "set" : "NULL");
+	if (m <= 0 || n <= 0)
+		return WEFT_OK;
+	na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, 0, 1);
+	nb = weft_gemm_span(trans_b ? n : k, trans_b ? k : n, ldb, 0, 1);
+	/* F32 C is the product's own buffer; a 16-bit one gets an F32 one */
+	nd = c_dt == WEFT_F32 ? 0 : m * n;
+	wide = cpu_gemm_lowp_scratch(in_dt, na, nb);
+	buf = cpu_thread_buffer(CPU_BUF_EPILOGUE, wide + (size_t)nd * sizeof(float) + 1);
+	if (!buf)
+		return weft_error_set(WEFT_ERR_NOMEM, "gemm_lowp_ex: no memory for the %zu bytes "
+				      "of F32 operands and result of a %lld x %lld x %lld product",
+				      wide + (size_t)nd * sizeof(float), (long long)m,
+				      (long long)n, (long long)k);
+	d = c_dt == WEFT_F32 ? c : buf + (na + nb);
+	if (c_dt != WEFT_F32 && beta != 0.0f)
+		for (int64_t r = 0; r < m; r++)
+			weft_half_convert(n, c_dt, (const uint16_t *)c + r * ldc, WEFT_F32,
+					  d + r * n);
+	st = cpu_gemm_lowp(kctx, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0,
+			   beta, d, c_dt == WEFT_F32 ? ldc : n, 0, 1, buf);
+	if (st)
+		return st;
+	if (c_dt == WEFT_F32 && epilogue == WEFT_EPI_NONE && !bias)
+		return WEFT_OK; /* the product is the result */
+	e = (epi_args){ .epilogue = epilogue, .c_dt = c_dt, .n = n,
+			.ldd = c_dt == WEFT_F32 ? ldc : n, .ldc = ldc, .d = d, .bias = bias,
+			.c = c, .aux = aux };
+	cpu_parallel_for(m, CPU_GRAIN / (4 * n) + 1, epi_rows, &e);
+	return WEFT_OK;
+}

@@ -1,0 +1,346 @@
+/* The CPU's gemm_lowp_ex (kernels/cpu/cpu_gemm_ex.c), the reference of the
+ * fused-epilogue product every device is held to.
+ *
+ * 1. Against a plain double-precision computation on the same 16-bit
+ *    operands (widened exactly), for BF16 and F16 operands, C of F32 and of
+ *    the operands' dtype, every epilogue, bias and no bias, beta 0 and 1
+ *    (NONE), all four transposes, odd sizes with padded leading
+ *    dimensions, and one product large enough for the CPU's blocked
+ *    kernels (AVX-512 or AMX where present). Tolerance per element, M the
+ *    sum of the magnitudes feeding it (|alpha| sum_l |a_il b_lj| + |bias_j|
+ *    + |C_ij|, times |gelu'(aux)| for DGELU), v its pre-activation, D its
+ *    product:
+ *      F32:    1e-5 M + 1e-6 (1 + |v|) (1 + |D|). The F32 sums' error
+ *              bound is 2 (k + 2) 2^-24 M <= 1.6e-5 M at k = 130; in
+ *              practice the error grows as sqrt(k), well under 1e-5 M; GELU
+ *              and its derivative in F32 (cpu_tanhf, absolute error ~2e-7)
+ *              add at most a few 1e-7 (1 + |v|) times what they multiply.
+ *      16-bit: the F32 tolerance plus one rounding: 2^-8 |ref| (BF16, 8
+ *              significant bits) or 2^-11 |ref| + 2^-24 (F16, 11 bits and
+ *              its subnormals).
+ *    And each 16-bit value is rounded once, from the F32 value: wherever
+ *    the whole interval ref +- the F32 tolerance rounds to one 16-bit value,
+ *    the result is that value, exactly (a GELU computed from the rounded
+ *    aux, or a bias added after a rounding, misses about half of them);
+ *    at least half of the 16-bit results are decided so (70% here).
+ * 2. The epilogue's GELU is the CPU's gelu_forward / gelu_backward: C of
+ *    GELU equals gelu_forward(aux), C of DGELU equals gelu_backward(aux,
+ *    D) from zero, within 1e-6 relative + 1e-7 (the same F32 formula; the
+ *    compiler may contract a multiply-add differently in the two loops).
+ * 3. k = 0: C = bias (+ C); m = 0 writes nothing.
+ * 4. Misuse: each refused argument gives its WEFT_ERR_* and a message
+ *    naming gemm_lowp_ex and what to pass, and leaves C unwritten.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft/device.h"
+#include "weft/tensor.h"
+#include "weft_test.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float uniform(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float load(weft_dtype dt, const void *p, int64_t i)
+{
+	if (dt == WEFT_BF16)
+		return weft_bf16_to_f32(((const uint16_t *)p)[i]);
+	if (dt == WEFT_F16)
+		return weft_f16_to_f32(((const uint16_t *)p)[i]);
+	return ((const float *)p)[i];
+}
+
+static void store(weft_dtype dt, void *p, int64_t i, float v)
+{
+	if (dt == WEFT_BF16)
+		((uint16_t *)p)[i] = weft_f32_to_bf16(v);
+	else if (dt == WEFT_F16)
+		((uint16_t *)p)[i] = weft_f32_to_f16(v);
+	else
+		((float *)p)[i] = v;
+}
+
+/* v rounded to dt, as F32 */
+static float round_to(weft_dtype dt, double v)
+{
+	uint16_t h[2];
+
+	store(dt, h, 0, (float)v);
+	return load(dt, h, 0);
+}
+
+static size_t dt_size(weft_dtype dt)
+{
+	return dt == WEFT_F32 ? 4 : 2;
+}
+
+static double gelu_d(double v)
+{
+	return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+}
+
+static double gelu_grad_d(double v)
+{
+	double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+	double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v);
+
+	return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
+}
+
+static int64_t cases_run, decided_16, missed_16, total_16;
+
+/* |got - ref| / its tolerance: tol32 (the F32 computation's) plus, for a
+ * 16-bit dtype, one rounding; and, where ref +- tol32 rounds to one 16-bit
+ * value, whether got is that value (counted). */
+static double check_value(weft_dtype dt, double got, double ref, double tol32)
+{
+	double tol = tol32;
+
+	if (dt == WEFT_F32)
+		return fabs(got - ref) / tol;
+	tol += dt == WEFT_BF16 ? ldexp(fabs(ref), -8) : ldexp(fabs(ref), -11) + ldexp(1.0, -24);
+	total_16++;
+	if (round_to(dt, ref - tol32) == round_to(dt, ref + tol32)) {
+		decided_16++;
+		missed_16 += got != round_to(dt, ref);
+	}
+	return fabs(got - ref) / tol;
+}
+
+typedef struct ex_case {
+	weft_dtype lo, c_dt;
+	int32_t epi;
+	int bias, ta, tb;
+	float beta;
+	int64_t m, n, k;
+} ex_case;
+
+
+/* Runs one case; returns the worst |err| / tol seen. */
+static double run_case(const weft_kernel_table *kt, const ex_case *x)
+{
+	const int64_t m = x->m, n = x->n, k = x->k;
+	const int64_t ar = x->ta ? k : m, ac = x->ta ? m : k, br = x->tb ? n : k,
+		      bc = x->tb ? k : n;
+	const int64_t lda = ac + 3, ldb = bc + 1, ldc = n + 5;
+	const float alpha = 0.75f;
+	size_t cs = dt_size(x->c_dt);
+	uint16_t *a = calloc((size_t)(ar * lda), 2), *b = calloc((size_t)(br * ldb), 2);
+	float *bias = malloc((size_t)n * 4);
+	char *c = calloc((size_t)(m * ldc), cs), *c0 = calloc((size_t)(m * ldc), cs);
+	char *aux = calloc((size_t)(m * ldc), cs);
+	double worst = 0.0;
+
+	WT_REQUIRE(a && b && bias && c && c0 && aux);
+	for (int64_t i = 0; i < ar * lda; i++)
+		store(x->lo, a, i, uniform());
+	for (int64_t i = 0; i < br * ldb; i++)
+		store(x->lo, b, i, uniform());
+	for (int64_t j = 0; j < n; j++)
+		bias[j] = 0.5f * uniform();
+	for (int64_t i = 0; i < m * ldc; i++) {
+		store(x->c_dt, c0, i, uniform());
+		/* DGELU reads aux: pre-activations over GELU's curved part */
+		store(x->c_dt, aux, i, x->epi == WEFT_EPI_DGELU ? 3.0f * uniform() : 0.0f);
+	}
+	memcpy(c, c0, (size_t)(m * ldc) * cs);
+	WT_OK(kt->gemm_lowp_ex(NULL, x->lo, x->ta, x->tb, m, n, k, alpha, a, lda, b, ldb, x->beta,
+			       x->c_dt, c, ldc, x->bias ? bias : NULL, x->epi,
+			       x->epi == WEFT_EPI_NONE ? NULL : aux));
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t j = 0; j < n; j++) {
+			double dot = 0, mag = 0, v, ref, g = 1, tol, got;
+			int64_t at = i * ldc + j;
+
+			for (int64_t l = 0; l < k; l++) {
+				double p = (double)load(x->lo, a, x->ta ? l * lda + i : i * lda + l) *
+					   load(x->lo, b, x->tb ? j * ldb + l : l * ldb + j);
+				dot += p;
+				mag += fabs(p);
+			}
+			dot *= alpha;
+			mag *= fabs(alpha);
+			if (x->epi == WEFT_EPI_DGELU) {
+				v = load(x->c_dt, aux, at);
+				g = gelu_grad_d(v);
+				ref = dot * g;
+				mag *= fabs(g);
+			} else {
+				v = dot;
+				if (x->bias) {
+					v += bias[j];
+					mag += fabs(bias[j]);
+				}
+				if (x->beta != 0.0f) {
+					v += load(x->c_dt, c0, at);
+					mag += fabs(load(x->c_dt, c0, at));
+				}
+				ref = x->epi == WEFT_EPI_GELU ? gelu_d(v) : v;
+			}
+			tol = 1e-5 * mag + 1e-6 * (1 + fabs(v)) * (1 + fabs(dot));
+			got = load(x->c_dt, c, at);
+			worst = fmax(worst, check_value(x->c_dt, got, ref, tol));
+			if (x->epi == WEFT_EPI_GELU) /* the pre-activation, as stored */
+				worst = fmax(worst, check_value(x->c_dt, load(x->c_dt, aux, at), v,
+								tol));
+		}
+		/* the padding between rows is never written */
+		for (int64_t j = n; j < ldc && i + 1 < m; j++)
+			WT_REQUIRE(!memcmp(c + (i * ldc + j) * cs, c0 + (i * ldc + j) * cs, cs));
+	}
+	if (worst > 1.0)
+		fprintf(stderr, "case lo %d c_dt %d epi %d bias %d beta %g %s%s %lldx%lldx%lld: "
+			"worst err/tol %.3g\n", (int)x->lo, (int)x->c_dt, (int)x->epi, x->bias,
+			(double)x->beta, x->ta ? "T" : "N", x->tb ? "T" : "N", (long long)m,
+			(long long)n, (long long)k, worst);
+	cases_run++;
+	free(a);
+	free(b);
+	free(bias);
+	free(c);
+	free(c0);
+	free(aux);
+	return worst;
+}
+
+static void check_against_double(const weft_kernel_table *kt)
+{
+	static const int64_t sizes[][3] = { { 7, 13, 29 }, { 33, 40, 70 }, { 130, 136, 128 } };
+	const weft_dtype los[] = { WEFT_BF16, WEFT_F16 };
+	double worst = 0.0;
+
+	for (int li = 0; li < 2; li++)
+		for (int ci = 0; ci < 2; ci++)
+			for (int32_t epi = WEFT_EPI_NONE; epi <= WEFT_EPI_DGELU; epi++)
+				for (int v = 0; v < 4; v++) /* bias x beta */
+					for (int t = 0; t < 4; t++)
+						for (int s = 0; s < 3; s++) {
+							ex_case x = {
+								.lo = los[li],
+								.c_dt = ci ? los[li] : WEFT_F32,
+								.epi = epi, .bias = v & 1,
+								.beta = (v & 2) ? 1.0f : 0.0f,
+								.ta = t & 1, .tb = t >> 1,
+								.m = sizes[s][0], .n = sizes[s][1],
+								.k = sizes[s][2] };
+
+							if ((x.beta != 0.0f && epi != WEFT_EPI_NONE) ||
+							    (x.bias && epi == WEFT_EPI_DGELU))
+								continue;
+							/* the large size once per transpose and epilogue */
+							if (s == 2 && (v != 1 || li != 0) &&
+							    epi != WEFT_EPI_DGELU)
+								continue;
+							worst = fmax(worst, run_case(kt, &x));
+						}
+	printf("%lld cases, worst error / tolerance %.3f; 16-bit results: %lld, %lld decided "
+	       "by one rounding, %lld of those missed\n", (long long)cases_run, worst,
+	       (long long)total_16, (long long)decided_16, (long long)missed_16);
+	WT_CHECK(worst <= 1.0);
+	WT_CHECK(missed_16 == 0);
+	WT_CHECK(decided_16 >= 0.5 * (double)total_16);
+}
+
+/* GELU of the epilogue = the table's gelu_forward / gelu_backward */
+static void check_same_gelu(const weft_kernel_table *kt)
+{
+	enum { M = 9, N = 21, K = 17 };
+	uint16_t a[M * K], b[K * N];
+	float bias[N], c[M * N], aux[M * N], d[M * N], want[M * N];
+
+	for (int i = 0; i < M * K; i++)
+		a[i] = weft_f32_to_bf16(2.0f * uniform());
+	for (int i = 0; i < K * N; i++)
+		b[i] = weft_f32_to_bf16(uniform());
+	for (int j = 0; j < N; j++)
+		bias[j] = uniform();
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, WEFT_F32,
+			       c, N, bias, WEFT_EPI_GELU, aux));
+	WT_OK(kt->gelu_forward(NULL, WEFT_F32, M * N, aux, want));
+	for (int i = 0; i < M * N; i++)
+		WT_CLOSE(c[i], want[i], 1e-6, 1e-7);
+	/* DGELU from the aux just saved, against gelu_backward with dy = D */
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, WEFT_F32,
+			       d, N, NULL, WEFT_EPI_NONE, NULL));
+	memset(want, 0, sizeof(want));
+	WT_OK(kt->gelu_backward(NULL, WEFT_F32, M * N, aux, d, want));
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, WEFT_F32,
+			       c, N, NULL, WEFT_EPI_DGELU, aux));
+	for (int i = 0; i < M * N; i++)
+		WT_CLOSE(c[i], want[i], 1e-6, 1e-7);
+}
+
+static void check_empty(const weft_kernel_table *kt)
+{
+	uint16_t a[4] = { 0 }, b[6] = { 0 }, cb[6];
+	float bias[3] = { 0.5f, -1.25f, 2.0f }, c[6];
+
+	/* k = 0: the product is 0, C = bias (+ C) */
+	for (int i = 0; i < 6; i++)
+		c[i] = (float)i;
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_F16, 0, 0, 2, 3, 0, 1.0f, a, 1, b, 3, 1.0f, WEFT_F32, c,
+			       3, bias, WEFT_EPI_NONE, NULL));
+	for (int i = 0; i < 6; i++)
+		WT_CHECK(c[i] == (float)i + bias[i % 3]);
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 1, 1, 2, 3, 0, 1.0f, a, 2, b, 1, 0.0f, WEFT_BF16,
+			       cb, 3, bias, WEFT_EPI_NONE, NULL));
+	for (int i = 0; i < 6; i++)
+		WT_CHECK(weft_bf16_to_f32(cb[i]) == bias[i % 3]);
+	/* m = 0: nothing written */
+	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 0, 0, 0, 3, 2, 1.0f, a, 2, b, 3, 0.0f, WEFT_F32,
+			       NULL, 3, bias, WEFT_EPI_NONE, NULL));
+}
+
+static void check_misuse(const weft_kernel_table *kt)
+{
+	uint16_t a[4] = { 0 }, b[4] = { 0 };
+	float c[4] = { 7, 7, 7, 7 }, aux[4] = { 0 }, bias[2] = { 1, 1 };
+
+#define EX(in_dt, beta, c_dt, bias_, epi, aux_)                                              \
+	kt->gemm_lowp_ex(NULL, in_dt, 0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, beta, c_dt, c, 2, bias_, \
+			 epi, aux_)
+	WT_FAILS(EX(WEFT_F32, 0.0f, WEFT_F32, NULL, WEFT_EPI_NONE, NULL), WEFT_ERR_DTYPE,
+		 "gemm_lowp_ex", "in_dt", "pass BF16 or F16", "got in_dt 0");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F16, NULL, WEFT_EPI_NONE, NULL), WEFT_ERR_DTYPE,
+		 "gemm_lowp_ex", "c_dt must be F32 or in_dt", "c_dt 1");
+	WT_FAILS(EX(WEFT_F16, 0.0f, WEFT_I32, NULL, WEFT_EPI_NONE, NULL), WEFT_ERR_DTYPE,
+		 "gemm_lowp_ex", "c_dt must be F32 or in_dt");
+	WT_FAILS(EX(WEFT_BF16, 0.5f, WEFT_F32, NULL, WEFT_EPI_NONE, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "beta must be 0", "or 1", "beta 0.5");
+	WT_FAILS(EX(WEFT_BF16, 1.0f, WEFT_F32, NULL, WEFT_EPI_GELU, aux), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "WEFT_EPI_NONE only", "pass beta 0");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, NULL, 3, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "unknown epilogue", "WEFT_EPI_NONE, WEFT_EPI_GELU or "
+		 "WEFT_EPI_DGELU", "epilogue 3");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, NULL, -1, NULL), WEFT_ERR_INVALID_ARG,
+		 "unknown epilogue");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, bias, WEFT_EPI_DGELU, aux), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "WEFT_EPI_DGELU takes no bias", "pass bias NULL");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, bias, WEFT_EPI_GELU, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "aux", "pass it", "aux NULL");
+	WT_FAILS(EX(WEFT_F16, 0.0f, WEFT_F16, NULL, WEFT_EPI_DGELU, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "reads aux");
+#undef EX
+	for (int i = 0; i < 4; i++)
+		WT_CHECK(c[i] == 7.0f && aux[i] == 0.0f);
+}
+
+int main(void)
+{
+	const weft_kernel_table *kt;
+
+	WT_OK(weft_kernels_get(WEFT_CPU, &kt));
+	WT_REQUIRE(WEFT_HAS_MEMBER(kt, weft_kernel_table, gemm_lowp_ex) && kt->gemm_lowp_ex);
+	check_against_double(kt);
+	check_same_gelu(kt);
+	check_empty(kt);
+	check_misuse(kt);
+	return wt_done("test_gemm_lowp_ex");
+}
