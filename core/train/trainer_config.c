@@ -363,7 +363,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 				  &c->act_ckpt)))
 		return st;
 	c->precision = prec <= 1 ? "32-true" : precisions[prec];
-	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)))
+	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)) ||
+	    (st = weft_lowp_act_parse(tr, c->autocast, &c->lowp_act)))
 		return st;
 	if ((st = weft_cfg_int(tr, "max_epochs", -1, &c->max_epochs)) ||
 	    (st = weft_cfg_int(tr, "max_steps", -1, &c->max_steps)) ||
