@@ -311,7 +311,9 @@ static weft_status dropout_op(weft_ctx *ctx, weft_tensor *x, float p, weft_tenso
 	uint64_t key;
 	weft_status st;
 
-	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, 1)))
+	/* a 16-bit x reaches the kernel only on a table that takes it
+	 * (weft_op_dropout widens it otherwise) */
+	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)))
 		return st;
 	if (!(p >= 0.0f && p < 1.0f))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: p is %g; it must be in [0, 1)", op,
