@@ -316,8 +316,7 @@ static weft_status start(weft_ctx *ctx, weft_tensor *root, const void *seed)
 		st = ctx->k->copy(ctx->kctx, g, seed, weft_tensor_nbytes(root),
 				  WEFT_COPY_DEVICE_TO_DEVICE);
 	} else {
-		st = ctx->k->axpy(ctx->kctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f,
-				  seed, g);
+		st = op_axpy(ctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f, seed, g);
 	}
 	if (st)
 		return st;
@@ -352,7 +351,7 @@ weft_status weft_backward_from(weft_ctx *ctx, weft_tensor *out, const weft_tenso
 
 	if (st)
 		return st;
-	st = op_check(ctx, "backward_from", "grad", grad, 1);
+	st = op_check(ctx, "backward_from", "grad", grad, OP_FLOAT_OR_LOWP);
 	if (st)
 		return st;
 	if (grad->dtype != out->dtype || weft_tensor_numel(grad) != weft_tensor_numel(out) ||
