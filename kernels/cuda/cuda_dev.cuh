@@ -31,6 +31,27 @@ __device__ __forceinline__ void st(void *p, int64_t i, int dt, float v)
 		((float *)p)[i] = v;
 }
 
+/* GELU, tanh form, and its derivative: the one definition of gelu_forward /
+ * gelu_backward and gemm_lowp_ex's own epilogue (the CPU's cpu_gelu_tanh). */
+#define DEV_GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
+#define DEV_GELU_C 0.044715f
+
+__device__ __forceinline__ float dev_gelu_tanh(float v)
+{
+	float u = DEV_GELU_S * (v + DEV_GELU_C * v * v * v);
+
+	return 0.5f * v * (1.0f + tanhf(u));
+}
+
+__device__ __forceinline__ float dev_gelu_tanh_grad(float v)
+{
+	float u = DEV_GELU_S * (v + DEV_GELU_C * v * v * v);
+	float t = tanhf(u);
+	float du = DEV_GELU_S * (1.0f + 3.0f * DEV_GELU_C * v * v);
+
+	return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+}
+
 __device__ __forceinline__ int64_t ld_index(const void *idx, int64_t i, int idx_dt)
 {
 	return idx_dt == WEFT_I64 ? ((const int64_t *)idx)[i] : (int64_t)((const int32_t *)idx)[i];

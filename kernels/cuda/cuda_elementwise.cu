@@ -102,30 +102,16 @@ __global__ void k_relu_bwd(int64_t n, int dt, const void *x, const void *dy, voi
 			st(dx, i, dt, ld(dx, i, dt) + ld(dy, i, dt));
 }
 
-#define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
-#define GELU_C 0.044715f
-
 __global__ void k_gelu_fwd(int64_t n, int dt, const void *x, void *out)
 {
-	GRID_STRIDE(i, n) {
-		float v = ld(x, i, dt);
-		float u = GELU_S * (v + GELU_C * v * v * v);
-
-		st(out, i, dt, 0.5f * v * (1.0f + tanhf(u)));
-	}
+	GRID_STRIDE(i, n)
+		st(out, i, dt, dev_gelu_tanh(ld(x, i, dt)));
 }
 
 __global__ void k_gelu_bwd(int64_t n, int dt, const void *x, const void *dy, void *dx)
 {
-	GRID_STRIDE(i, n) {
-		float v = ld(x, i, dt);
-		float u = GELU_S * (v + GELU_C * v * v * v);
-		float t = tanhf(u);
-		float du = GELU_S * (1.0f + 3.0f * GELU_C * v * v);
-
-		st(dx, i, dt, ld(dx, i, dt) +
-			      ld(dy, i, dt) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
-	}
+	GRID_STRIDE(i, n)
+		st(dx, i, dt, ld(dx, i, dt) + ld(dy, i, dt) * dev_gelu_tanh_grad(ld(x, i, dt)));
 }
 
 __global__ void k_dropout_fwd(int64_t n, int dt, float p, float scale, uint64_t key,

@@ -49,6 +49,9 @@ typedef struct cuda_ctx {
 	cudaEvent_t order;
 	/* The live contexts (cuda_table.c's list, under its lock). */
 	struct cuda_ctx *live_prev, *live_next;
+	/* gemm_lowp_ex's cuBLASLt handle, workspace and plans (cuda_gemm_lt.c),
+	 * made at its first call and kept; NULL before. */
+	struct cuda_lt *lt;
 } cuda_ctx;
 
 /* A row scratch block outgrown by cuda_rows_reserve, freed at ctx_destroy. */
@@ -151,6 +154,23 @@ weft_status cuda_gemm_ex(cuda_ctx *c, const char *kernel, weft_dtype in_dt, weft
 			 const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
 			 int64_t stride_b, float beta, void *cm, int64_t ldc, int64_t stride_c,
 			 int64_t batch);
+
+/* cuda_gemm_lt.c: gemm_lowp_ex (weft_kernel_table), through cuBLASLt's
+ * fused epilogues or, where they cannot take a call, cuda_gemm_ex and
+ * cuda_gemm_epilogue; and the release of c->lt at ctx_destroy. */
+weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int trans_b,
+			      int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+			      int64_t lda, const void *b, int64_t ldb, float beta, weft_dtype c_dt,
+			      void *c, int64_t ldc, const float *bias, int32_t epilogue, void *aux);
+void cuda_lt_release(cuda_ctx *c);
+/* cuda_gemm_epi.cu: gemm_lowp_ex's epilogue on an F32 product d (rows ldd
+ * apart), per element (r, j): v = d + C (add_c) + bias[j] (bias non-NULL),
+ * aux = v and C = gelu_tanh(v) (GELU), C = d * gelu_tanh'(aux) (DGELU),
+ * C = v (NONE); C and aux of dt with leading dimension ldc, stored rounded
+ * once. d may be C itself when dt is F32 (in place). */
+weft_status cuda_gemm_epilogue(cuda_ctx *c, int64_t m, int64_t n, const float *d, int64_t ldd,
+			       int add_c, weft_dtype dt, void *cm, int64_t ldc, const float *bias,
+			       int32_t epilogue, void *aux);
 
 /* cuda_elementwise.cu */
 weft_status cuda_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,

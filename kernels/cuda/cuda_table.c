@@ -92,6 +92,7 @@ static void cuda_ctx_destroy(void *kctx)
 		cudaFree(c->check_dev);
 	if (c->blas)
 		cublasDestroy(c->blas);
+	cuda_lt_release(c);
 	if (c->order)
 		cudaEventDestroy(c->order);
 	if (c->stream)
@@ -475,6 +476,7 @@ static const weft_kernel_table cuda_table = {
 	.flash_attention_backward = cuda_flash_attention_backward,
 	.gelu_erf_forward = cuda_gelu_erf_forward,
 	.gelu_erf_backward = cuda_gelu_erf_backward,
+	.gemm_lowp_ex = cuda_gemm_lowp_ex,
 };
 
 static const weft_cuda_extras cuda_extras = {

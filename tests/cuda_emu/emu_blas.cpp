@@ -5,6 +5,7 @@
  * that every element of every batch lies inside one device allocation,
  * and is queued on the handle's stream like any other device work. */
 #include "emu_impl.h"
+#include "emu_blas_impl.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -75,29 +76,6 @@ const char *cublasGetStatusString(cublasStatus_t s)
 
 } /* extern "C" */
 
-static float load(const void *p, cudaDataType t, long long i)
-{
-	switch (t) {
-	case CUDA_R_16BF: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-	case CUDA_R_16F: return __half2float(((const __half *)p)[i]);
-	default: return ((const float *)p)[i];
-	}
-}
-
-static void store(void *p, cudaDataType t, long long i, float v)
-{
-	switch (t) {
-	case CUDA_R_16BF: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-	case CUDA_R_16F: ((__half *)p)[i] = __float2half_rn(v); break;
-	default: ((float *)p)[i] = v; break;
-	}
-}
-
-static size_t tsize(cudaDataType t)
-{
-	return t == CUDA_R_32F ? 4 : 2;
-}
-
 struct gemm_args {
 	cublasOperation_t ta, tb;
 	int m, n, k;
@@ -110,11 +88,6 @@ struct gemm_args {
 	int batch;
 	cublasMath_t math;
 };
-
-static const char *type_name(cudaDataType t)
-{
-	return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "f16" : "f32";
-}
 
 /* EMU_COUNTS: a GEMM's traffic and FLOPs from its arguments, classed by
  * the GPU units that run it (emu_count.cpp). */
@@ -138,7 +111,7 @@ static void gemm_count(const gemm_args &g)
  * element of C as a double sum over k. */
 static void gemm_run(const gemm_args &g)
 {
-	std::vector<float> a_rows((size_t)g.m * g.k), b_cols((size_t)g.n * g.k);
+	std::vector<float> a_rows, b_cols;
 
 	if (emu_counting())
 		gemm_count(g);
@@ -148,26 +121,13 @@ static void gemm_run(const gemm_args &g)
 		const void *b = (const char *)g.B + (size_t)(bi * g.sB) * tsize(g.Bt);
 		void *c = (char *)g.C + (size_t)(bi * g.sC) * tsize(g.Ct);
 
-		for (int i = 0; i < g.m; i++)
-			for (int p = 0; p < g.k; p++)
-				a_rows[(size_t)i * g.k + p] =
-					g.ta == CUBLAS_OP_N ? load(a, g.At, i + (long long)p * g.lda) :
-							      load(a, g.At, p + (long long)i * g.lda);
-		for (int j = 0; j < g.n; j++)
-			for (int p = 0; p < g.k; p++)
-				b_cols[(size_t)j * g.k + p] =
-					g.tb == CUBLAS_OP_N ? load(b, g.Bt, p + (long long)j * g.ldb) :
-							      load(b, g.Bt, j + (long long)p * g.ldb);
+		emu_blas_gather(g.ta, g.tb, g.m, g.n, g.k, a, g.At, g.lda, b, g.Bt, g.ldb, a_rows,
+				b_cols);
 		for (int j = 0; j < g.n; j++) {
-			const float *y = &b_cols[(size_t)j * g.k];
-
 			for (int i = 0; i < g.m; i++) {
-				const float *x = &a_rows[(size_t)i * g.k];
 				long long at = i + (long long)j * g.ldc;
-				double s = 0.0, old;
+				double s = emu_blas_dot(a_rows, b_cols, i, j, g.k), old;
 
-				for (int p = 0; p < g.k; p++)
-					s += (double)x[p] * (double)y[p];
 				old = g.beta == 0.0f ? 0.0 : (double)g.beta * load(c, g.Ct, at);
 				store(c, g.Ct, at, (float)(g.alpha * s + old));
 			}

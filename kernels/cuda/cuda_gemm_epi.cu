@@ -1,0 +1,44 @@
+/* gemm_lowp_ex's own epilogue, for the calls cuBLASLt's fused epilogues
+ * cannot take (cuda_gemm_lt.c says which): per element of the F32 product,
+ * the bias, GELU with its pre-activation saved, or GELU's backward, in F32,
+ * each stored value rounded once to C's dtype, as the CPU's reference
+ * (kernels/cpu/cpu_gemm_ex.c) computes them. */
+#include "cuda_dev.cuh"
+
+#define THREADS 256
+
+__global__ void k_gemm_epilogue(int64_t m, int64_t n, const float *d, int64_t ldd, int add_c,
+				int dt, void *c, int64_t ldc, const float *bias, int epi, void *aux)
+{
+	GRID_STRIDE(i, m * n) {
+		int64_t r = i / n, j = i % n, at = r * ldc + j;
+		float v = d[r * ldd + j];
+
+		if (epi == WEFT_EPI_DGELU) {
+			v *= dev_gelu_tanh_grad(ld(aux, at, dt));
+		} else {
+			if (add_c)
+				v += ld(c, at, dt);
+			if (bias)
+				v += bias[j];
+			if (epi == WEFT_EPI_GELU) {
+				st(aux, at, dt, v);
+				v = dev_gelu_tanh(v);
+			}
+		}
+		st(c, at, dt, v);
+	}
+}
+
+extern "C" weft_status cuda_gemm_epilogue(cuda_ctx *c, int64_t m, int64_t n, const float *d,
+					  int64_t ldd, int add_c, weft_dtype dt, void *cm,
+					  int64_t ldc, const float *bias, int32_t epilogue,
+					  void *aux)
+{
+	if (m <= 0 || n <= 0)
+		return WEFT_OK;
+	k_gemm_epilogue<<<grid_for(m * n, THREADS), THREADS, 0, c->stream>>>(
+		m, n, d, ldd, add_c, (int)dt, cm, ldc, bias, (int)epilogue, aux);
+	return cuda_launched(c, "gemm_lowp_ex", "epilogue %d on %s %lld x %lld", (int)epilogue,
+			     cuda_dt_name(dt), (long long)m, (long long)n);
+}
