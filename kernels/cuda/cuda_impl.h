@@ -300,6 +300,29 @@ weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B, 
 					  const void *out, const float *lse, const void *dout,
 					  void *dqkv);
 
+/* cuda_lowp.cu: 16-bit activations (since ABI 1.6) */
+weft_status cuda_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+			       const void *x, float *out);
+weft_status cuda_layernorm_lowp_forward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					float eps, const void *x, const void *r, void *sum,
+					const float *w, const float *b, void *y, float *mean,
+					float *rstd);
+weft_status cuda_layernorm_lowp_backward(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+					 const void *s, const float *w, const float *mean,
+					 const float *rstd, const void *dy, void *dx,
+					 int32_t dx_write, float *dw, float *db);
+weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
+					    int64_t vocab, int64_t ld, const void *logits,
+					    weft_dtype idx_dt, const void *targets,
+					    int64_t ignore_index, float *lse, float *loss,
+					    float *count);
+weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t rows,
+					     int64_t vocab, int64_t ld, const void *logits,
+					     weft_dtype idx_dt, const void *targets,
+					     int64_t ignore_index, const float *lse,
+					     const float *dloss, const float *count,
+					     void *dlogits);
+
 /* cuda_optim.cu: see kernels_cuda.h */
 weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,
 			    float *param, weft_dtype grad_dt, const void *grad, float *exp_avg,

@@ -477,6 +477,11 @@ static const weft_kernel_table cuda_table = {
 	.gelu_erf_forward = cuda_gelu_erf_forward,
 	.gelu_erf_backward = cuda_gelu_erf_backward,
 	.gemm_lowp_ex = cuda_gemm_lowp_ex,
+	.sum_rows_lowp = cuda_sum_rows_lowp,
+	.layernorm_lowp_forward = cuda_layernorm_lowp_forward,
+	.layernorm_lowp_backward = cuda_layernorm_lowp_backward,
+	.cross_entropy_lowp_forward = cuda_cross_entropy_lowp_forward,
+	.cross_entropy_lowp_backward = cuda_cross_entropy_lowp_backward,
 };
 
 static const weft_cuda_extras cuda_extras = {
