@@ -78,13 +78,20 @@ static const struct {
 #define PF_TOL_BF16 1e-4
 #define PF_TOL_F16 2e-4
 
+/* The trainer keys of a case: the precision, and 16-bit activations forced
+ * on both devices (the CUDA table's default, which the CPU takes only when
+ * asked). fit_table.h writes the string after "precision: ". */
+#define PF_LOWP "\n  lowp_activations: true"
+
 /* Case c at precision prec as a row of fit_table.h (its CUDA run named
- * into `name`). */
-static ft_row pf_row(int c, const char *prec, double tol, char *name, size_t len)
+ * into `name`, the trainer keys into `keys`). */
+static ft_row pf_row(int c, const char *prec, double tol, char *name, size_t len, char *keys,
+		     size_t keys_len)
 {
 	snprintf(name, len, "%s_%s_cuda", cases[c].name, prec);
+	snprintf(keys, keys_len, "%s%s", prec, PF_LOWP);
 	return (ft_row){ .name = name, .strategy = cases[c].strategy, .model = cases[c].model,
-			 .accumulate = cases[c].accumulate, .precision = prec, .rtol = tol,
+			 .accumulate = cases[c].accumulate, .precision = keys, .rtol = tol,
 			 .falls = 1 };
 }
 
@@ -100,8 +107,8 @@ static void pf_autocast_effect(const char *dir, const char *corpus, const char *
 			       double tol)
 {
 	double fl[STEPS], fn[STEPS], ml[STEPS], mn[STEPS], worst = 0.0;
-	char name[64], mixed[128], full[128];
-	ft_row r = pf_row(PF_DDP, prec, tol, name, sizeof(name)), r32 = r;
+	char name[64], keys[96], mixed[128], full[128];
+	ft_row r = pf_row(PF_DDP, prec, tol, name, sizeof(name), keys, sizeof(keys)), r32 = r;
 	int nf, nm;
 
 	r32.precision = "32-true";
@@ -129,8 +136,8 @@ static int pf_main(const char *test, const char *prec, double tol)
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
 	for (int c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++) {
-		char name[64];
-		ft_row r = pf_row(c, prec, tol, name, sizeof(name));
+		char name[64], keys[96];
+		ft_row r = pf_row(c, prec, tol, name, sizeof(name), keys, sizeof(keys));
 
 		ft_check_row(dir, corpus, &r, "");
 	}
