@@ -257,6 +257,29 @@ static weft_status lowp_ce_backward(weft_ctx *ctx, weft_tape_node *n)
 	return op_axpy(ctx, DT(z), weft_tensor_numel(z), 1.0f, tmp, dz);
 }
 
+/* The 16-bit loss kernels do not check targets (kernels.h): on the host's
+ * memory the op does, as the F32 kernel would; on a device the trainer's
+ * data check (weft_data_module_check_ids) has. */
+static weft_status check_host_targets(const weft_ctx *ctx, const weft_tensor *targets,
+				      int64_t rows, int64_t vocab, int64_t ignore_index)
+{
+	if (ctx->dev.type != WEFT_DEVICE_CPU)
+		return WEFT_OK;
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t t = targets->dtype == WEFT_I32 ? ((const int32_t *)targets->data)[r] :
+							 ((const int64_t *)targets->data)[r];
+
+		if (t != ignore_index && (t < 0 || t >= vocab))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "cross_entropy: row %lld has "
+					      "target %lld, outside [0, %lld) and not the "
+					      "ignore_index %lld; check the data's token ids "
+					      "against the model's vocab_size", (long long)r,
+					      (long long)t, (long long)vocab,
+					      (long long)ignore_index);
+	}
+	return WEFT_OK;
+}
+
 weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *targets,
 			       int64_t ignore_index, weft_tensor **out, int *handled)
 {
@@ -270,7 +293,8 @@ weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *
 	*handled = ctx->lowp != WEFT_F32 && DT(logits) == (weft_dtype)ctx->lowp;
 	if (!*handled)
 		return WEFT_OK;
-	if ((st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
+	if ((st = check_host_targets(ctx, targets, rows, V, ignore_index)) ||
+	    (st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
 	    (st = op_scratch(ctx, op, (size_t)(rows ? rows : 1) * sizeof(float), &lse)) ||
 	    (st = op_scratch(ctx, op, sizeof(float), &count)))
 		return st;

@@ -107,6 +107,28 @@ static void test_gate(void)
 	WT_CHECK(weft_ctx_lowp_activations(ctx) == WEFT_F32);
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, (weft_lowp_act)7), WEFT_ERR_INVALID_ARG,
 		 "unknown mode 7");
+	/* 16-bit logits (a linear layer's under the gate) against a target
+	 * outside the vocabulary: the op names the row and the target */
+	{
+		int64_t xs[2] = { 2, 4 }, ws[2] = { 5, 4 }, ts[1] = { 2 };
+		weft_tensor *x, *w, *t, *z, *loss;
+
+		WT_OK(weft_ctx_set_lowp_activations(ctx, WEFT_LOWP_ACT_ON));
+		weft_ctx_step_begin(ctx);
+		WT_OK(weft_ctx_tensor(ctx, "x", WEFT_F32, 2, xs, &x));
+		WT_OK(weft_ctx_tensor(ctx, "w", WEFT_F32, 2, ws, &w));
+		WT_OK(weft_ctx_tensor(ctx, "t", WEFT_I64, 1, ts, &t));
+		memset(x->data, 0, weft_tensor_nbytes(x));
+		memset(w->data, 0, weft_tensor_nbytes(w));
+		((int64_t *)t->data)[0] = 1;
+		((int64_t *)t->data)[1] = 5;
+		WT_OK(weft_op_linear(ctx, x, w, NULL, &z));
+		WT_CHECK(z->dtype == WEFT_BF16);
+		WT_FAILS(weft_op_cross_entropy(ctx, z, t, -1, &loss), WEFT_ERR_INVALID_ARG,
+			 "cross_entropy: row 1 has target 5, outside [0, 5) and not the "
+			 "ignore_index -1; check the data's token ids against the model's "
+			 "vocab_size");
+	}
 	weft_ctx_free(ctx);
 
 	/* a table without gemm_lowp_ex: on is refused, auto stays off */
