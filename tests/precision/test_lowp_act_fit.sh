@@ -39,6 +39,9 @@ LOWP="--trainer.precision=bf16-mixed --trainer.lowp_activations=true"
 fit gpt32 --trainer.precision=bf16-mixed
 # shellcheck disable=SC2086
 fit gpt16 $LOWP
+grep -q "activations between layers and their gradients are BF16 (trainer.lowp_activations)" \
+	"$dir/gpt16.out" || fail "no line saying the activations are BF16"
+grep -q "activations between layers" "$dir/gpt32.out" && fail "the CPU's default claims BF16 activations"
 close gpt32 gpt16 train_loss 2e-3
 differs gpt32 gpt16 train_loss 1e-6
 
