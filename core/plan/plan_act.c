@@ -152,7 +152,8 @@ static weft_status measure(const act_run *r, uint32_t parts, int64_t n_layer, in
 	if (!st)
 		st = weft_ctx_set_autocast(ctx, r->autocast);
 	if (!st)
-		st = weft_ctx_set_lowp_activations(ctx, r->lowp);
+		st = weft_ctx_set_lowp_activations(ctx, r->mo.tp_size > 1 ? WEFT_LOWP_ACT_OFF :
+							     r->lowp); /* tp: F32, as the trainer */
 	if (!st)
 		st = weft_tensor_alloc("ids", WEFT_I64, 2, shape, WEFT_CPU, WEFT_MEM_OTHER, &ids);
 	if (!st)

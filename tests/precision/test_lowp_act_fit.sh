@@ -27,8 +27,9 @@
 # checkpointed at step 10, resumed from it, logs the unbroken run's losses
 # of steps 11-20 to the digit and ends with byte-identical weights.
 #
-# (e) the option's errors: true under 32-true, and a value not among
-# auto, true, false.
+# (e) the option's errors: true under 32-true, true under strategy tp
+# (whose ops take F32 activations: auto keeps them F32 there), and a value
+# not among auto, true, false.
 set -eu
 . "$(dirname "$0")/precision_lib.sh"
 
@@ -91,4 +92,10 @@ grep -q "'trainer.lowp_activations' is true, but trainer.precision is 32-true: 1
 	--trainer.lowp_activations=maybe >"$dir/out.txt" 2>&1 && fail "lowp_activations maybe was accepted"
 grep -q "'trainer.lowp_activations' must be one of: auto, true, false, got 'maybe'" "$dir/out.txt" ||
 	fail "no message for an unknown value"
+# shellcheck disable=SC2086
+"$WEFT" fit --config "$dir/cfg.yaml" $LOWP --trainer.devices=2 --trainer.comm=gloo \
+	"--trainer.strategy={name: tp, size: 2}" >"$dir/out.txt" 2>&1 &&
+	fail "lowp_activations true under strategy tp was accepted"
+grep -q "'trainer.lowp_activations' is true, but strategy tp keeps its activations in float32 (its split, gather and vocabulary-parallel ops take F32); set lowp_activations: auto (F32 activations under tp) or false" \
+	"$dir/out.txt" || fail "no message for true under tp"
 echo "ok"
