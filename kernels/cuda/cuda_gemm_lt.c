@@ -16,13 +16,14 @@
  *  - unfused: cuda_gemm_ex (cublasGemmStridedBatchedEx, F32 compute) into
  *    an F32 product (C itself when C is F32, else the context's row
  *    scratch), then this library's epilogue kernel (cuda_gemm_epi.cu),
- *    which computes what the CPU does, bit for bit up to the sums' order
- *    and tanhf's ulps.
+ *    which computes what the CPU does, up to the order of the sums and
+ *    tanhf's ulps.
  *
  * The fused path is taken unless: k is 0; the epilogue is GELU or DGELU
  * and ldc is not a multiple of 8 (cuBLASLt's header: the GELU aux leading
  * dimension "must be divisible by 8"); or cuBLASLt's heuristic offers no
- * algorithm (CUBLAS_STATUS_NOT_SUPPORTED or none returned) for the call:
+ * algorithm for the call (CUBLAS_STATUS_NOT_SUPPORTED or INVALID_VALUE,
+ * or none returned; the emulator's stand-in reports an invalid one):
  * the heuristic is told each pointer's actual alignment
  * (MIN_ALIGNMENT_*_BYTES) and the bias and aux pointers, so it refuses
  * what its kernels cannot take, for instance operands that are not 16-byte
@@ -233,8 +234,11 @@ static cublasStatus_t plan_build(struct cuda_lt *lt, lt_plan *p, const lt_key *k
 					      1, &res, &found));
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
-	if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1))
-		return CUBLAS_STATUS_SUCCESS; /* no fused algorithm: the unfused path */
+	/* cuBLASLt cannot do this call (NOT_SUPPORTED; INVALID_VALUE for a
+	 * combination its heuristic rejects outright): the unfused path */
+	if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+	    (st == CUBLAS_STATUS_SUCCESS && found < 1))
+		return CUBLAS_STATUS_SUCCESS;
 	if (st == CUBLAS_STATUS_SUCCESS) {
 		p->fused = 1;
 		p->algo = res.algo;

@@ -26,50 +26,8 @@
 #include <string.h>
 
 #include "cuda_test.h"
+#include "precision/gemm_ex_testutil.h"
 #include "weft/tensor.h"
-
-static uint64_t rng = 0x853c49e6748fea9bull;
-
-static float uniform(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float load(weft_dtype dt, const void *p, int64_t i)
-{
-	if (dt == WEFT_BF16)
-		return weft_bf16_to_f32(((const uint16_t *)p)[i]);
-	if (dt == WEFT_F16)
-		return weft_f16_to_f32(((const uint16_t *)p)[i]);
-	return ((const float *)p)[i];
-}
-
-static void store(weft_dtype dt, void *p, int64_t i, float v)
-{
-	if (dt == WEFT_BF16)
-		((uint16_t *)p)[i] = weft_f32_to_bf16(v);
-	else if (dt == WEFT_F16)
-		((uint16_t *)p)[i] = weft_f32_to_f16(v);
-	else
-		((float *)p)[i] = v;
-}
-
-static double gelu_grad_d(double v)
-{
-	double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
-	double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v);
-
-	return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
-}
-
-typedef struct ex_case {
-	weft_dtype lo, c_dt;
-	int32_t epi;
-	int bias, ta, tb, shift;
-	float beta;
-	int64_t m, n, k;
-} ex_case;
 
 /* |cuda - cpu| / tolerance for one value (F32 bound tol32). */
 static double ratio(weft_dtype dt, double got, double want, double tol32)
@@ -101,16 +59,7 @@ static double run_case(const ex_case *x)
 	double worst = 0.0;
 
 	WT_REQUIRE(a && b && bias && c && aux && want && want_aux && got && got_aux);
-	for (int64_t i = 0; i < na; i++)
-		store(x->lo, a, i, uniform());
-	for (int64_t i = 0; i < nb; i++)
-		store(x->lo, b, i, uniform());
-	for (int64_t j = 0; j < n; j++)
-		bias[j] = 0.5f * uniform();
-	for (int64_t i = 0; i < m * ldc; i++) {
-		store(x->c_dt, c, i, uniform());
-		store(x->c_dt, aux, i, x->epi == WEFT_EPI_DGELU ? 3.0f * uniform() : 0.0f);
-	}
+	ex_fill(x, a, na, b, nb, bias, c, aux, m * ldc);
 	da = ct_in_raw(&g, a, (size_t)na * 2);
 	db = ct_in_raw(&g, b, (size_t)nb * 2);
 	dc = ct_in_raw(&g, c, cbytes);
@@ -130,32 +79,15 @@ static double run_case(const ex_case *x)
 	for (int64_t i = 0; i < m; i++) {
 		for (int64_t j = 0; j < n; j++) {
 			int64_t at = i * ldc + j;
-			double dot = 0, mag = 0, v, tol;
+			double ref, v, tol;
 
-			for (int64_t l = 0; l < k; l++) {
-				double p = (double)load(x->lo, a + sh, x->ta ? l * lda + i : i * lda + l) *
-					   load(x->lo, b + sh, x->tb ? j * ldb + l : l * ldb + j);
-				dot += p;
-				mag += fabs(p);
-			}
-			dot *= alpha;
-			mag *= fabs(alpha);
-			v = dot;
-			if (x->epi == WEFT_EPI_DGELU) {
-				v = load(x->c_dt, aux, at);
-				mag *= fabs(gelu_grad_d(v));
-			} else {
-				v += x->bias ? bias[j] : 0.0;
-				mag += x->bias ? fabs(bias[j]) : 0.0;
-				v += x->beta != 0.0f ? load(x->c_dt, c, at) : 0.0;
-				mag += x->beta != 0.0f ? fabs(load(x->c_dt, c, at)) : 0.0;
-			}
-			tol = 1e-5 * mag + 1e-6 * (1 + fabs(v)) * (1 + fabs(dot));
-			worst = fmax(worst, ratio(x->c_dt, load(x->c_dt, got, at),
-						  load(x->c_dt, want, at), tol));
+			ex_expect(x, alpha, a + sh, lda, b + sh, ldb, bias, c, aux, ldc, i, j, &ref, &v,
+				  &tol);
+			worst = fmax(worst, ratio(x->c_dt, ex_load(x->c_dt, got, at),
+						  ex_load(x->c_dt, want, at), tol));
 			if (x->epi == WEFT_EPI_GELU)
-				worst = fmax(worst, ratio(x->c_dt, load(x->c_dt, got_aux, at),
-							  load(x->c_dt, want_aux, at), tol));
+				worst = fmax(worst, ratio(x->c_dt, ex_load(x->c_dt, got_aux, at),
+							  ex_load(x->c_dt, want_aux, at), tol));
 		}
 	}
 	if (worst > 1.0)
@@ -183,33 +115,16 @@ static void check_against_cpu(void)
 	 * ldb odd by the transposes), and the first again misaligned */
 	static const int64_t sizes[][4] = { { 24, 40, 72, 0 }, { 7, 13, 29, 0 }, { 16, 24, 9, 0 },
 					    { 24, 40, 72, 1 } };
-	const weft_dtype los[] = { WEFT_BF16, WEFT_F16 };
 	double worst = 0.0;
 	int cases = 0;
+	ex_case x;
 
-	for (int li = 0; li < 2; li++)
-		for (int ci = 0; ci < 2; ci++)
-			for (int32_t epi = WEFT_EPI_NONE; epi <= WEFT_EPI_DGELU; epi++)
-				for (int v = 0; v < 4; v++) /* bias x beta */
-					for (int t = 0; t < 4; t++)
-						for (int s = 0; s < 4; s++) {
-							ex_case x = {
-								.lo = los[li],
-								.c_dt = ci ? los[li] : WEFT_F32,
-								.epi = epi, .bias = v & 1,
-								.beta = (v & 2) ? 1.0f : 0.0f,
-								.ta = t & 1, .tb = t >> 1,
-								.shift = (int)sizes[s][3],
-								.m = sizes[s][0], .n = sizes[s][1],
-								.k = sizes[s][2] };
-
-							if ((x.beta != 0.0f && epi != WEFT_EPI_NONE) ||
-							    (x.bias && epi == WEFT_EPI_DGELU) ||
-							    (x.shift && t != 0))
-								continue;
-							worst = fmax(worst, run_case(&x));
-							cases++;
-						}
+	for (int i = 0; ex_case_at(i, sizes, 4, &x); i++) {
+		if (!ex_case_valid(&x) || (x.shift && (x.ta || x.tb)))
+			continue;
+		worst = fmax(worst, run_case(&x));
+		cases++;
+	}
 	printf("%d cases, worst |cuda - cpu| / tolerance %.3f\n", cases, worst);
 	WT_CHECK(worst <= 1.0);
 }
@@ -225,11 +140,11 @@ static void check_plan_reuse(void)
 	float *dbias;
 
 	for (int i = 0; i < M * K; i++)
-		a[i] = weft_f32_to_bf16(uniform());
+		a[i] = weft_f32_to_bf16(ex_uniform());
 	for (int i = 0; i < K * N; i++)
-		b[i] = weft_f32_to_bf16(uniform());
+		b[i] = weft_f32_to_bf16(ex_uniform());
 	for (int j = 0; j < N; j++)
-		bias[j] = uniform();
+		bias[j] = ex_uniform();
 	da = ct_in_raw(&g, a, sizeof(a));
 	db = ct_in_raw(&g, b, sizeof(b));
 	dc = ct_alloc(&g, sizeof(c1));

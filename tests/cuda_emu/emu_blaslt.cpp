@@ -455,14 +455,6 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 			   "device memory", w, ws_bytes, workspace, (unsigned long long)algo->data[1]);
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
-	if (align_of(A) < algo->data[2] || align_of(B) < algo->data[3] ||
-	    align_of(C) < algo->data[4] || align_of(D) < algo->data[5]) {
-		emu_report("%s: A %p, B %p, C %p or D %p is less aligned than the heuristic was told "
-			   "(%llu, %llu, %llu, %llu bytes)", w, A, B, C, D,
-			   (unsigned long long)algo->data[2], (unsigned long long)algo->data[3],
-			   (unsigned long long)algo->data[4], (unsigned long long)algo->data[5]);
-		return CUBLAS_STATUS_INVALID_VALUE;
-	}
 	g = lt_args{ pr, *(const float *)alpha, *(const float *)beta, A, B, C, D };
 	if (pr.m == 0 || pr.n == 0)
 		return CUBLAS_STATUS_SUCCESS;
@@ -478,6 +470,14 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 					       tsize(pr.c.type)));
 	if (!ok)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (align_of(A) < algo->data[2] || align_of(B) < algo->data[3] ||
+	    align_of(C) < algo->data[4] || align_of(D) < algo->data[5]) {
+		emu_report("%s: A %p, B %p, C %p or D %p is less aligned than the heuristic was told "
+			   "(%llu, %llu, %llu, %llu bytes)", w, A, B, C, D,
+			   (unsigned long long)algo->data[2], (unsigned long long)algo->data[3],
+			   (unsigned long long)algo->data[4], (unsigned long long)algo->data[5]);
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
 	if (emu_enqueue(stream, "cublasLtMatmul", [g] { lt_exec(g); }) != cudaSuccess)
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	return CUBLAS_STATUS_SUCCESS;

@@ -39,59 +39,15 @@
 #include "weft/device.h"
 #include "weft/tensor.h"
 #include "weft_test.h"
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static float uniform(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float load(weft_dtype dt, const void *p, int64_t i)
-{
-	if (dt == WEFT_BF16)
-		return weft_bf16_to_f32(((const uint16_t *)p)[i]);
-	if (dt == WEFT_F16)
-		return weft_f16_to_f32(((const uint16_t *)p)[i]);
-	return ((const float *)p)[i];
-}
-
-static void store(weft_dtype dt, void *p, int64_t i, float v)
-{
-	if (dt == WEFT_BF16)
-		((uint16_t *)p)[i] = weft_f32_to_bf16(v);
-	else if (dt == WEFT_F16)
-		((uint16_t *)p)[i] = weft_f32_to_f16(v);
-	else
-		((float *)p)[i] = v;
-}
+#include "precision/gemm_ex_testutil.h"
 
 /* v rounded to dt, as F32 */
 static float round_to(weft_dtype dt, double v)
 {
 	uint16_t h[2];
 
-	store(dt, h, 0, (float)v);
-	return load(dt, h, 0);
-}
-
-static size_t dt_size(weft_dtype dt)
-{
-	return dt == WEFT_F32 ? 4 : 2;
-}
-
-static double gelu_d(double v)
-{
-	return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-}
-
-static double gelu_grad_d(double v)
-{
-	double t = tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
-	double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v);
-
-	return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
+	ex_store(dt, h, 0, (float)v);
+	return ex_load(dt, h, 0);
 }
 
 static int64_t cases_run, decided_16, missed_16, total_16;
@@ -114,15 +70,6 @@ static double check_value(weft_dtype dt, double got, double ref, double tol32)
 	return fabs(got - ref) / tol;
 }
 
-typedef struct ex_case {
-	weft_dtype lo, c_dt;
-	int32_t epi;
-	int bias, ta, tb;
-	float beta;
-	int64_t m, n, k;
-} ex_case;
-
-
 /* Runs one case; returns the worst |err| / tol seen. */
 static double run_case(const weft_kernel_table *kt, const ex_case *x)
 {
@@ -131,7 +78,7 @@ static double run_case(const weft_kernel_table *kt, const ex_case *x)
 		      bc = x->tb ? k : n;
 	const int64_t lda = ac + 3, ldb = bc + 1, ldc = n + 5;
 	const float alpha = 0.75f;
-	size_t cs = dt_size(x->c_dt);
+	size_t cs = x->c_dt == WEFT_F32 ? 4 : 2;
 	uint16_t *a = calloc((size_t)(ar * lda), 2), *b = calloc((size_t)(br * ldb), 2);
 	float *bias = malloc((size_t)n * 4);
 	char *c = calloc((size_t)(m * ldc), cs), *c0 = calloc((size_t)(m * ldc), cs);
@@ -139,57 +86,22 @@ static double run_case(const weft_kernel_table *kt, const ex_case *x)
 	double worst = 0.0;
 
 	WT_REQUIRE(a && b && bias && c && c0 && aux);
-	for (int64_t i = 0; i < ar * lda; i++)
-		store(x->lo, a, i, uniform());
-	for (int64_t i = 0; i < br * ldb; i++)
-		store(x->lo, b, i, uniform());
-	for (int64_t j = 0; j < n; j++)
-		bias[j] = 0.5f * uniform();
-	for (int64_t i = 0; i < m * ldc; i++) {
-		store(x->c_dt, c0, i, uniform());
-		/* DGELU reads aux: pre-activations over GELU's curved part */
-		store(x->c_dt, aux, i, x->epi == WEFT_EPI_DGELU ? 3.0f * uniform() : 0.0f);
-	}
+	ex_fill(x, a, ar * lda, b, br * ldb, bias, c0, aux, m * ldc);
 	memcpy(c, c0, (size_t)(m * ldc) * cs);
 	WT_OK(kt->gemm_lowp_ex(NULL, x->lo, x->ta, x->tb, m, n, k, alpha, a, lda, b, ldb, x->beta,
 			       x->c_dt, c, ldc, x->bias ? bias : NULL, x->epi,
 			       x->epi == WEFT_EPI_NONE ? NULL : aux));
 	for (int64_t i = 0; i < m; i++) {
 		for (int64_t j = 0; j < n; j++) {
-			double dot = 0, mag = 0, v, ref, g = 1, tol, got;
-			int64_t at = i * ldc + j;
+			double ref, v, tol;
 
-			for (int64_t l = 0; l < k; l++) {
-				double p = (double)load(x->lo, a, x->ta ? l * lda + i : i * lda + l) *
-					   load(x->lo, b, x->tb ? j * ldb + l : l * ldb + j);
-				dot += p;
-				mag += fabs(p);
-			}
-			dot *= alpha;
-			mag *= fabs(alpha);
-			if (x->epi == WEFT_EPI_DGELU) {
-				v = load(x->c_dt, aux, at);
-				g = gelu_grad_d(v);
-				ref = dot * g;
-				mag *= fabs(g);
-			} else {
-				v = dot;
-				if (x->bias) {
-					v += bias[j];
-					mag += fabs(bias[j]);
-				}
-				if (x->beta != 0.0f) {
-					v += load(x->c_dt, c0, at);
-					mag += fabs(load(x->c_dt, c0, at));
-				}
-				ref = x->epi == WEFT_EPI_GELU ? gelu_d(v) : v;
-			}
-			tol = 1e-5 * mag + 1e-6 * (1 + fabs(v)) * (1 + fabs(dot));
-			got = load(x->c_dt, c, at);
-			worst = fmax(worst, check_value(x->c_dt, got, ref, tol));
+			ex_expect(x, alpha, a, lda, b, ldb, bias, c0, aux, ldc, i, j, &ref, &v, &tol);
+			worst = fmax(worst, check_value(x->c_dt, ex_load(x->c_dt, c, i * ldc + j),
+							ref, tol));
 			if (x->epi == WEFT_EPI_GELU) /* the pre-activation, as stored */
-				worst = fmax(worst, check_value(x->c_dt, load(x->c_dt, aux, at), v,
-								tol));
+				worst = fmax(worst, check_value(x->c_dt,
+								ex_load(x->c_dt, aux, i * ldc + j),
+								v, tol));
 		}
 		/* the padding between rows is never written */
 		for (int64_t j = n; j < ldc && i + 1 < m; j++)
@@ -212,34 +124,18 @@ static double run_case(const weft_kernel_table *kt, const ex_case *x)
 
 static void check_against_double(const weft_kernel_table *kt)
 {
-	static const int64_t sizes[][3] = { { 7, 13, 29 }, { 33, 40, 70 }, { 130, 136, 128 } };
-	const weft_dtype los[] = { WEFT_BF16, WEFT_F16 };
+	static const int64_t sizes[][4] = { { 7, 13, 29, 0 }, { 33, 40, 70, 0 },
+					    { 130, 136, 128, 0 } };
 	double worst = 0.0;
+	ex_case x;
 
-	for (int li = 0; li < 2; li++)
-		for (int ci = 0; ci < 2; ci++)
-			for (int32_t epi = WEFT_EPI_NONE; epi <= WEFT_EPI_DGELU; epi++)
-				for (int v = 0; v < 4; v++) /* bias x beta */
-					for (int t = 0; t < 4; t++)
-						for (int s = 0; s < 3; s++) {
-							ex_case x = {
-								.lo = los[li],
-								.c_dt = ci ? los[li] : WEFT_F32,
-								.epi = epi, .bias = v & 1,
-								.beta = (v & 2) ? 1.0f : 0.0f,
-								.ta = t & 1, .tb = t >> 1,
-								.m = sizes[s][0], .n = sizes[s][1],
-								.k = sizes[s][2] };
-
-							if ((x.beta != 0.0f && epi != WEFT_EPI_NONE) ||
-							    (x.bias && epi == WEFT_EPI_DGELU))
-								continue;
-							/* the large size once per transpose and epilogue */
-							if (s == 2 && (v != 1 || li != 0) &&
-							    epi != WEFT_EPI_DGELU)
-								continue;
-							worst = fmax(worst, run_case(kt, &x));
-						}
+	for (int i = 0; ex_case_at(i, sizes, 3, &x); i++) {
+		/* the large size once per transpose and epilogue */
+		if (!ex_case_valid(&x) || (x.m == 130 && x.epi != WEFT_EPI_DGELU &&
+					   !(x.bias && x.beta == 0.0f && x.lo == WEFT_BF16)))
+			continue;
+		worst = fmax(worst, run_case(kt, &x));
+	}
 	printf("%lld cases, worst error / tolerance %.3f; 16-bit results: %lld, %lld decided "
 	       "by one rounding, %lld of those missed\n", (long long)cases_run, worst,
 	       (long long)total_16, (long long)decided_16, (long long)missed_16);
@@ -256,11 +152,11 @@ static void check_same_gelu(const weft_kernel_table *kt)
 	float bias[N], c[M * N], aux[M * N], d[M * N], want[M * N];
 
 	for (int i = 0; i < M * K; i++)
-		a[i] = weft_f32_to_bf16(2.0f * uniform());
+		a[i] = weft_f32_to_bf16(2.0f * ex_uniform());
 	for (int i = 0; i < K * N; i++)
-		b[i] = weft_f32_to_bf16(uniform());
+		b[i] = weft_f32_to_bf16(ex_uniform());
 	for (int j = 0; j < N; j++)
-		bias[j] = uniform();
+		bias[j] = ex_uniform();
 	WT_OK(kt->gemm_lowp_ex(NULL, WEFT_BF16, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, WEFT_F32,
 			       c, N, bias, WEFT_EPI_GELU, aux));
 	WT_OK(kt->gelu_forward(NULL, WEFT_F32, M * N, aux, want));

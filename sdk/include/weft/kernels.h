@@ -718,10 +718,12 @@ typedef struct weft_kernel_table {
 	 * and is written by GELU (stored rounded; C is computed from the F32
 	 * value), read by DGELU. bias: n F32 elements, or NULL for none (it
 	 * must be NULL with DGELU). beta: 0 (C is not read) or 1 (NONE only).
-	 * c_dt: F32, or in_dt (C rounded once). Errors: WEFT_ERR_DTYPE for an
-	 * in_dt not in lowp_act_dtypes or a c_dt neither F32 nor in_dt;
-	 * INVALID_ARG for another beta, an unknown epilogue, a bias with
-	 * DGELU; sizes the device library cannot take, as gemm. */
+	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_misuse
+	 * below): WEFT_ERR_DTYPE for an in_dt the device does not take (the
+	 * CPU and CUDA tables take BF16 and F16, whatever lowp_act_dtypes
+	 * says) or a c_dt neither F32 nor in_dt; INVALID_ARG for another
+	 * beta, an unknown epilogue, a bias with DGELU, a NULL aux with GELU
+	 * or DGELU; sizes the device library cannot take, as gemm. */
 	weft_status (*gemm_lowp_ex)(void *kctx, weft_dtype in_dt, int trans_a, int trans_b,
 				    int64_t m, int64_t n, int64_t k, float alpha, const void *a,
 				    int64_t lda, const void *b, int64_t ldb, float beta,
