@@ -48,6 +48,7 @@ static weft_status lowp_work_get(lowp_work *w, const char *member, int n, int64_
 	int64_t chunk = LOWP_CHUNK / cols / LOWP_ROW_BLOCK * LOWP_ROW_BLOCK;
 	float *p;
 
+	memset(w->buf, 0, sizeof(w->buf));
 	w->rows = rows < chunk ? rows : (chunk > 0 ? chunk : LOWP_ROW_BLOCK);
 	w->bytes = (size_t)(n * w->rows * cols) * sizeof(float);
 	p = weft_mem_alloc(WEFT_MEM_OTHER, w->bytes);
@@ -60,6 +61,7 @@ static weft_status lowp_work_get(lowp_work *w, const char *member, int n, int64_
 	return WEFT_OK;
 }
 
+/* Frees the area (none when lowp_work_get failed). */
 static void lowp_work_put(lowp_work *w)
 {
 	weft_mem_free(w->buf[0]);
@@ -91,8 +93,7 @@ weft_status cpu_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t rows, int64_t c
 		cpu_convert(kctx, n * cols, dt, at(x, r0 * cols), WEFT_F32, w.buf[0]);
 		st = cpu_sum_rows(kctx, WEFT_F32, n, cols, w.buf[0], out);
 	}
-	if (w.buf[0])
-		lowp_work_put(&w);
+	lowp_work_put(&w);
 	return st;
 }
 
@@ -129,8 +130,7 @@ weft_status cpu_layernorm_lowp_forward(void *kctx, weft_dtype dt, int64_t rows, 
 		if (!st)
 			cpu_convert(kctx, n * cols, WEFT_F32, o, dt, at_mut(y, e));
 	}
-	if (wk.buf[0])
-		lowp_work_put(&wk);
+	lowp_work_put(&wk);
 	return st;
 }
 
@@ -161,8 +161,7 @@ weft_status cpu_layernorm_lowp_backward(void *kctx, weft_dtype dt, int64_t rows,
 		if (!st && dx)
 			cpu_convert(kctx, n * cols, WEFT_F32, wdx, dt, at_mut(dx, e));
 	}
-	if (wk.buf[0])
-		lowp_work_put(&wk);
+	lowp_work_put(&wk);
 	return st;
 }
 
@@ -204,7 +203,7 @@ weft_status cpu_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t ro
 		float mx, log_sum, zt = 0.0f;
 
 		cpu_convert(kctx, vocab, dt, at(logits, r * ld), WEFT_F32, z);
-		if (t != ignore_index)
+		if (t != ignore_index && t >= 0 && t < vocab) /* the caller checked targets */
 			zt = z[t];
 		mx = ce_row(z, vocab, &log_sum);
 		lse[r] = log_sum + mx;

@@ -8,10 +8,10 @@
  *   padding of ld) are never touched.
  * - Every computation is in F32; a 16-bit result is rounded once.
  * - Column sums (sum_rows_lowp, layernorm's dw and db) are deterministic:
- *   each block sums a fixed run of rows in row order into its own slot of
- *   the context's row scratch, then one pass adds the slots to the output
- *   in block order. No float atomics; the order depends on (rows, cols)
- *   alone.
+ *   each block sums a fixed run of rows, in an order fixed by the run
+ *   (col_tile), into its own slot of the context's row scratch, then one
+ *   pass adds the slots to the output in block order. No float atomics;
+ *   the order depends on (rows, cols) alone.
  * - The loss's mean is a fixed tree over per-row terms, in double.
  * - Nothing waits for the device and nothing is allocated once the
  *   context's scratch is large enough (cuda_rows_reserve); targets are not
@@ -23,13 +23,14 @@
 #define LP_THREADS 256 /* threads of a row block */
 #define LP_WARPS (LP_THREADS / 32)
 /* Rows of one partial sum: a layernorm-backward block's, and a
- * sum_rows_lowp block's. The slots cost 8 bytes per column (written, then
- * read) per run of rows, against 2 bytes per element of each 16-bit
- * operand: about 6 % more traffic for sum_rows_lowp, 4 % for layernorm
- * backward (3 operands). */
+ * sum_rows_lowp block's. A slot costs 4 bytes per column and sum, written
+ * and read once more, per run of rows, against 2 bytes per element of each
+ * 16-bit operand: bench/kernels/bench_lowp_bytes counts 6 % more bytes
+ * than the operands' for sum_rows_lowp and 8 % for layernorm backward
+ * (two sums over 32 rows of s, dy and dx); fewer, longer runs would leave
+ * a GPU's SMs idle at a training step's 8192 rows. */
 #define LN_BWD_ROWS 32
 #define SUM_ROWS 64
-#define SUM_THREADS 128
 #define LOSS_THREADS 1024 /* the mean's tree (a power of two) */
 
 /* Eight 16-bit elements: one 128-bit load or store. */
@@ -114,16 +115,21 @@ __device__ __forceinline__ int walk_len(int64_t j, int64_t c8)
 
 /* ---- sums over rows ---- */
 
-/* Over rows [r0, r1) in row order, of columns j .. j + n (n 8: aligned
- * 128-bit loads; or 1): sg[k] += g, and with s, sgn[k] += g (s - mean)
- * rstd, g = dy[r][j + k] (layernorm's db and dw). */
-__device__ __forceinline__ void col_run(int64_t r0, int64_t r1, int64_t cols, int64_t j, int n,
-					int dt, const void *dy, const void *s, const float *mean,
-					const float *rstd, float *sg, float *sgn)
+/* A column-sum pass of a block: CS_X groups of columns (8 columns a group
+ * with 128-bit loads, else 1) by CS_Y row lanes. */
+#define CS_X 32
+#define CS_Y (LP_THREADS / CS_X)
+
+/* Over rows r0, r0 + CS_Y, ... below r1, in that order, of columns j .. j +
+ * n (n 8: aligned 128-bit loads; or 1): sg[k] += g, and with s, sgn[k] +=
+ * g (s - mean) rstd, g = dy[r][j + k] (layernorm's db and dw). */
+__device__ __forceinline__ void col_lane(int64_t r0, int64_t r1, int64_t cols, int64_t j, int n,
+					 int dt, const void *dy, const void *s, const float *mean,
+					 const float *rstd, float *sg, float *sgn)
 {
 	float g[8], x[8];
 
-	for (int64_t r = r0; r < r1; r++) {
+	for (int64_t r = r0; r < r1; r += CS_Y) {
 		float m = s ? mean[r] : 0.0f, sd = s ? rstd[r] : 0.0f;
 
 		ld8(dy, r * cols + j, n, dt, g);
@@ -134,6 +140,45 @@ __device__ __forceinline__ void col_run(int64_t r0, int64_t r1, int64_t cols, in
 			if (s)
 				sgn[k] += g[k] * ((x[k] - m) * sd);
 		}
+	}
+}
+
+/* The block's sums over rows [r0, r1) of the CS_X groups of n columns of
+ * column tile `tile`, to part_g[c] (of dy) and part_gn[c] (of dy (s -
+ * mean) rstd; s NULL: none); either may be NULL. Row lane y sums rows r0 +
+ * y, r0 + y + CS_Y, ... in order; the lanes' sums are then added in lane
+ * order, so the result depends on (r0, r1) alone. Every thread of the
+ * block must call it (it synchronizes the block). */
+__device__ void col_tile(int64_t r0, int64_t r1, int64_t cols, int64_t tile, int n, int dt,
+			 const void *dy, const void *s, const float *mean, const float *rstd,
+			 float *part_g, float *part_gn)
+{
+	__shared__ float shg[CS_Y][CS_X * 8], shgn[CS_Y][CS_X * 8];
+	int gx = threadIdx.x % CS_X, y = threadIdx.x / CS_X, slot = threadIdx.x;
+	int64_t j = (tile * CS_X + gx) * n;
+	float sg[8] = { 0 }, sgn[8] = { 0 };
+
+	if (j + n <= cols)
+		col_lane(r0 + y, r1, cols, j, n, dt, dy, s, mean, rstd, sg, sgn);
+	__syncthreads(); /* the previous tile's sums have been read */
+	for (int k = 0; k < 8; k++) {
+		shg[y][gx * 8 + k] = sg[k];
+		shgn[y][gx * 8 + k] = sgn[k];
+	}
+	__syncthreads();
+	/* thread `slot` adds column slot % 8 of group slot / 8 over the lanes */
+	j = (tile * CS_X + slot / 8) * n + slot % 8;
+	if (slot % 8 < n && j < cols) {
+		float a = 0.0f, b = 0.0f;
+
+		for (int l = 0; l < CS_Y; l++) {
+			a += shg[l][slot];
+			b += shgn[l][slot];
+		}
+		if (part_g)
+			part_g[j] = a;
+		if (part_gn)
+			part_gn[j] = b;
 	}
 }
 
@@ -150,56 +195,59 @@ __global__ void k_add_parts(int64_t nparts, int64_t cols, const float *part, flo
 	}
 }
 
-/* Block (x, y): rows [x SUM_ROWS, +SUM_ROWS), its threads' columns (8 each
- * when vec: cols is a multiple of 8) of tile y; the sums to slot x. */
+/* Block (x, y): rows [x SUM_ROWS, +SUM_ROWS), column tile y; the sums to
+ * slot x. */
 __global__ void k_sum_rows_part(int64_t rows, int64_t cols, int dt, const void *x, int vec,
 				float *part)
 {
 	int64_t r0 = (int64_t)blockIdx.x * SUM_ROWS;
 	int64_t r1 = r0 + SUM_ROWS < rows ? r0 + SUM_ROWS : rows;
-	int n = vec ? 8 : 1;
-	int64_t j = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * n;
-	float sg[8] = { 0 }, no_sgn[8];
 
-	if (j >= cols)
-		return;
-	col_run(r0, r1, cols, j, n, dt, x, NULL, NULL, NULL, sg, no_sgn);
-	for (int k = 0; k < n; k++)
-		part[(int64_t)blockIdx.x * cols + j + k] = sg[k];
+	col_tile(r0, r1, cols, blockIdx.y, vec ? 8 : 1, dt, x, NULL, NULL, NULL,
+		 part + (int64_t)blockIdx.x * cols, NULL);
 }
 
 /* ---- layernorm ---- */
 
+/* s = a + b rounded to dt (b NULL: a) at elements e..e+n, as ld8. */
+__device__ __forceinline__ void ld_sum(const void *a, const void *b, int64_t e, int n, int dt,
+				       float *v)
+{
+	float q[8];
+
+	ld8(a, e, n, dt, v);
+	if (!b)
+		return;
+	ld8(b, e, n, dt, q);
+	for (int k = 0; k < n; k++)
+		v[k] = h2f(f2h(v[k] + q[k], dt), dt);
+}
+
 /* A warp per row: s = x (+ r) rounded (to sum), mean and variance of s as
  * stored (two passes: the mean, then squared deviations from it), then
- * y = (s - mean) rstd w + b. Passes after the first read s back from the
- * lane's own earlier loads or stores (cache hits). */
+ * y = (s - mean) rstd w + b. The later passes take s again from x and r
+ * (from sum when it is x), the lane's own earlier loads (cache hits), so
+ * sum is only written. */
 __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, const void *x,
 			      const void *r, void *sum, const float *w, const float *b, void *y,
 			      float *mean, float *rstd)
 {
 	int lane = threadIdx.x & 31;
-	const void *s = r ? sum : x; /* s as stored */
+	const void *sa = r && sum == x ? sum : x, *sb = r && sum != x ? r : NULL;
 
 	for (int64_t row = (int64_t)blockIdx.x * LP_WARPS + (threadIdx.x >> 5); row < rows;
 	     row += (int64_t)gridDim.x * LP_WARPS) {
 		int64_t off = row * cols;
 		int64_t c8 = al16(x, off) && al16(r, off) && al16(sum, off) && al16(y, off) ?
 				     cols & ~(int64_t)7 : 0;
-		float v[8], q[8], acc = 0.0f, m, sd;
+		float v[8], acc = 0.0f, m, sd;
 
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(x, off + j, n, dt, v);
-			if (r) {
-				ld8(r, off + j, n, dt, q);
-				for (int k = 0; k < n; k++)
-					v[k] = h2f(f2h(v[k] + q[k], dt), dt);
+			ld_sum(x, r, off + j, n, dt, v);
+			if (sum && (r || sum != x))
 				st8(sum, off + j, n, dt, v);
-			} else if (sum && sum != x) {
-				st8(sum, off + j, n, dt, v);
-			}
 			for (int k = 0; k < n; k++)
 				acc += v[k];
 		}
@@ -208,7 +256,7 @@ __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, con
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(s, off + j, n, dt, v);
+			ld_sum(sa, sb, off + j, n, dt, v);
 			for (int k = 0; k < n; k++)
 				acc += (v[k] - m) * (v[k] - m);
 		}
@@ -216,7 +264,7 @@ __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, con
 		for (int64_t j = walk_first(c8, lane); j < cols; j = walk_next(j, c8, lane, 32)) {
 			int n = walk_len(j, c8);
 
-			ld8(s, off + j, n, dt, v);
+			ld_sum(sa, sb, off + j, n, dt, v);
 			for (int k = 0; k < n; k++)
 				v[k] = (v[k] - m) * sd * w[j + k] + (b ? b[j + k] : 0.0f);
 			st8(y, off + j, n, dt, v);
@@ -230,9 +278,9 @@ __global__ void k_ln_lowp_fwd(int64_t rows, int64_t cols, float eps, int dt, con
 
 /* Block b: rows [b LN_BWD_ROWS, +LN_BWD_ROWS). With n = (s - mean) rstd
  * and g = dy w: dx (=, or +=) (g - mean(g) - n mean(g n)) rstd, a warp per
- * row; then its threads' columns' sums of dy n and dy over the block's
- * rows (re-reading what the rows just loaded, from cache) to slot b of
- * part_w and part_b. */
+ * row; then the block's column sums of dy n and dy over its rows
+ * (col_tile, re-reading what the rows just loaded, from cache) to slot b
+ * of part_w and part_b. */
 __global__ void k_ln_lowp_bwd(int64_t rows, int64_t cols, int dt, const void *s, const float *w,
 			      const float *mean, const float *rstd, const void *dy, void *dx,
 			      int dx_write, int vec_cols, float *part_w, float *part_b)
@@ -278,17 +326,10 @@ __global__ void k_ln_lowp_bwd(int64_t rows, int64_t cols, int dt, const void *s,
 	}
 	if (!part_w && !part_b)
 		return;
-	for (int64_t j = (int64_t)threadIdx.x * n; j + n <= cols; j += (int64_t)blockDim.x * n) {
-		float sg[8] = { 0 }, sgn[8] = { 0 };
-
-		col_run(r0, r1, cols, j, n, dt, dy, s, mean, rstd, sg, sgn);
-		for (int k = 0; k < n; k++) {
-			if (part_w)
-				part_w[(int64_t)blockIdx.x * cols + j + k] = sgn[k];
-			if (part_b)
-				part_b[(int64_t)blockIdx.x * cols + j + k] = sg[k];
-		}
-	}
+	for (int64_t tile = 0; tile * CS_X * n < cols; tile++)
+		col_tile(r0, r1, cols, tile, n, dt, dy, s, mean, rstd,
+			 part_b ? part_b + (int64_t)blockIdx.x * cols : NULL,
+			 part_w ? part_w + (int64_t)blockIdx.x * cols : NULL);
 }
 
 /* ---- the classifier's loss ---- */
@@ -449,7 +490,7 @@ extern "C" weft_status cuda_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t row
 	weft_status ret = lowp_begin(c, name, dt, 0, WEFT_I32);
 	int64_t nparts = (rows + SUM_ROWS - 1) / SUM_ROWS;
 	int vec = rows_aligned(x, cols);
-	int64_t tiles = ((vec ? cols / 8 : cols) + SUM_THREADS - 1) / SUM_THREADS;
+	int64_t tiles = ((vec ? cols / 8 : cols) + CS_X - 1) / CS_X;
 
 	if (ret || rows <= 0 || cols <= 0)
 		return ret;
@@ -457,10 +498,10 @@ extern "C" weft_status cuda_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t row
 		return cuda_host->error_set(WEFT_ERR_UNSUPPORTED, "cuda:%d kernel %s: %lld x %lld "
 					    "is past a grid's reach (at most %d columns): split "
 					    "the columns", (int)c->index, name, (long long)rows,
-					    (long long)cols, 65535 * SUM_THREADS);
+					    (long long)cols, 65535 * CS_X);
 	if ((ret = cuda_rows_reserve(c, name, (size_t)(nparts * cols) * sizeof(float))))
 		return ret;
-	k_sum_rows_part<<<dim3((unsigned int)nparts, (unsigned int)tiles), SUM_THREADS, 0,
+	k_sum_rows_part<<<dim3((unsigned int)nparts, (unsigned int)tiles), LP_THREADS, 0,
 			  c->stream>>>(rows, cols, dt, x, vec, c->rows);
 	if ((ret = cuda_launched(c, name, SIZES_RC)))
 		return ret;

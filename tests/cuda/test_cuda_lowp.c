@@ -138,8 +138,10 @@ typedef struct shape {
 } shape;
 
 /* aligned rows with a tail; odd cols (rows alternate); all operands
- * skewed; several partial-sum runs (sum_rows: 64 rows, layernorm: 32) */
-static const shape shapes[] = { { 45, 77, 0 }, { 40, 768, 0 }, { 33, 64, 1 }, { 150, 136, 0 } };
+ * skewed; several partial-sum runs (sum_rows: 64 rows, layernorm: 32);
+ * columns past one tile of sum_rows_lowp's threads (128 x 8) */
+static const shape shapes[] = { { 45, 77, 0 }, { 40, 768, 0 }, { 33, 64, 1 }, { 150, 136, 0 },
+				{ 20, 1288, 0 } };
 
 static void test_sum_rows(weft_dtype dt)
 {
@@ -347,6 +349,7 @@ static const ce_shape ce_shapes[] = {
 	{ 13, 1003, 1008, 0, WEFT_I64 }, /* aligned rows, a tail of 3, padding */
 	{ 9, 61, 61, 0, WEFT_I32 },      /* rows alternately misaligned */
 	{ 6, 4096, 4100, 1, WEFT_I64 },  /* every row misaligned, padding */
+	{ 5, 5003, 5008, 0, WEFT_I32 },  /* 3 stretches of 8 a thread: the max grows */
 };
 
 static void test_ce(weft_dtype dt, const ce_shape *cs)
