@@ -372,6 +372,24 @@ static weft_status check_targets(const char *op, const weft_tensor *logits,
 	return WEFT_OK;
 }
 
+weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *y,
+			   weft_tensor *logits, weft_tensor *targets, int64_t ignore_index,
+			   void *stat, void *count, weft_tape_node **node)
+{
+	weft_status st = op_record(ctx, op, bw, y, 1, &logits, node);
+
+	if (st || !*node)
+		return st;
+	(*node)->i[0] = weft_tensor_numel(targets);
+	(*node)->i[1] = last_dim(logits);
+	(*node)->i[2] = targets->dtype;
+	(*node)->i[3] = ignore_index;
+	(*node)->saved[0] = stat;
+	(*node)->saved[1] = targets->data;
+	(*node)->saved[2] = count;
+	return WEFT_OK;
+}
+
 static weft_status cross_entropy_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	weft_tensor *logits = n->in[0];
@@ -413,17 +431,9 @@ weft_status weft_op_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tenso
 					   y->data, count);
 	if (st)
 		return weft_error_wrap(st, "%s", op);
-	if ((st = op_record(ctx, op, cross_entropy_backward, y, 1, &logits, &node)))
+	if ((st = op_record_loss(ctx, op, cross_entropy_backward, y, logits, targets, ignore_index,
+				 probs, count, &node)))
 		return st;
-	if (node) {
-		node->i[0] = rows;
-		node->i[1] = V;
-		node->i[2] = targets->dtype;
-		node->i[3] = ignore_index;
-		node->saved[0] = probs;
-		node->saved[1] = targets->data;
-		node->saved[2] = count;
-	}
 	*out = y;
 	return WEFT_OK;
 }

@@ -230,31 +230,27 @@ weft_status lowp_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r, weft_t
 
 /* ---- cross-entropy over 16-bit logits ---- */
 
-/* in: logits; i[0..3] rows, vocab, targets' dtype, ignore_index; saved[0]
- * targets, saved[1] lse, saved[2] count. The gradient is written whole
+/* The node of op_record_loss, saved[0] the lse. The gradient is written whole
  * (0 on ignored rows), over the logits when this is their last use. */
 static weft_status lowp_ce_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	weft_tensor *z = n->in[0];
-	void *dz = bw_grad(n, 0), *tmp;
-	size_t bytes = weft_tensor_nbytes(z);
-	weft_status st;
+	void *dz = bw_grad(n, 0), *dst = dz;
+	weft_status st = WEFT_OK;
 
 	if (!dz || !n->i[0])
 		return WEFT_OK;
-	if (bw_first(n, 0))
-		return ctx->k->cross_entropy_lowp_backward(ctx->kctx, DT(z), n->i[0], n->i[1],
-							   n->i[1], z->data, (weft_dtype)n->i[2],
-							   n->saved[0], n->i[3], n->saved[1],
-							   n->out->grad->data, n->saved[2], dz);
-	/* the logits' gradient has another contribution already: add to it */
-	if ((st = op_scratch(ctx, "cross_entropy backward", bytes, &tmp)) ||
-	    (st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, DT(z), n->i[0], n->i[1],
-						      n->i[1], z->data, (weft_dtype)n->i[2],
-						      n->saved[0], n->i[3], n->saved[1],
-						      n->out->grad->data, n->saved[2], tmp)))
-		return st;
-	return op_axpy(ctx, DT(z), weft_tensor_numel(z), 1.0f, tmp, dz);
+	/* a gradient with another contribution already: written apart, added */
+	if (!bw_first(n, 0))
+		st = op_scratch(ctx, "cross_entropy backward", weft_tensor_nbytes(z), &dst);
+	if (!st)
+		st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, DT(z), n->i[0], n->i[1], n->i[1],
+							 z->data, (weft_dtype)n->i[2], n->saved[1],
+							 n->i[3], n->saved[0], n->out->grad->data,
+							 n->saved[2], dst);
+	if (!st && dst != dz)
+		st = op_axpy(ctx, DT(z), weft_tensor_numel(z), 1.0f, dst, dz);
+	return st;
 }
 
 /* The 16-bit loss kernels do not check targets (kernels.h): on the host's
@@ -303,16 +299,10 @@ weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *
 						y->data, count);
 	if (st)
 		return weft_error_wrap(st, "%s (16-bit logits)", op);
-	if ((st = op_record(ctx, op, lowp_ce_backward, y, 1, &logits, &node)))
+	if ((st = op_record_loss(ctx, op, lowp_ce_backward, y, logits, targets, ignore_index, lse,
+				 count, &node)))
 		return st;
 	if (node) {
-		node->i[0] = rows;
-		node->i[1] = V;
-		node->i[2] = targets->dtype;
-		node->i[3] = ignore_index;
-		node->saved[0] = targets->data;
-		node->saved[1] = lse;
-		node->saved[2] = count;
 		node->overwrites = 1u << 0;
 		node->in_place = 1u << 0;
 	}

@@ -268,6 +268,14 @@ weft_status lowp_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r, weft_t
 			   weft_tensor *b, float eps, weft_tensor **sum, weft_tensor **out,
 			   int *handled);
 
+/* Records a loss node of `op` (y from logits against targets): i[0..3]
+ * rows, vocab, the targets' dtype, ignore_index; saved[0] the forward's
+ * statistic for backward (probabilities, or log-sum-exp), saved[1] the
+ * targets, saved[2] the count of counted rows. */
+weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *y,
+			   weft_tensor *logits, weft_tensor *targets, int64_t ignore_index,
+			   void *stat, void *count, weft_tape_node **node);
+
 /* cross-entropy over 16-bit logits under the gate; *handled 0 when it does
  * not apply. */
 weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *targets,
