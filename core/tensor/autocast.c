@@ -8,7 +8,9 @@
  * 16-bit A and B, F32 C). The backward rounds dy the same way and reuses
  * the rounded x and w of the forward, so each weight is cast once per
  * forward. On the CPU gemm_lowp is a reference (widen, then sgemm), so the
- * same path runs, and is tested, without a GPU. */
+ * same path runs, and is tested, without a GPU. With 16-bit activations
+ * on (lowp.c, ops_lowp.c) the linear layer takes the 16-bit path there
+ * instead; this one serves F32 activations (the CPU's default). */
 #include "tensor/tensor_impl.h"
 
 weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt)
