@@ -39,6 +39,10 @@
  * GPU at hand). --precision bf16-mixed is trainer.precision's autocast
  * (linear layers in bf16 with F32 accumulation, F32 parameters); the
  * figure is printed with the precision it was measured in.
+ * --lowp-activations auto|true|false is trainer.lowp_activations: under
+ * bf16-mixed the activations and their gradients in bf16 (auto: where
+ * the device's kernels offer it, CUDA; true: the CPU's references too);
+ * the activations' dtype is printed.
  *
  * --phases (a device only) times the three phases of a step apart, in extra
  * steps after the timed ones that wait for the device after each phase:
@@ -88,8 +92,8 @@ static const shape shapes[] = {
 static const char usage[] =
 	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
 	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
-	"[--precision 32-true|bf16-mixed] [--batch B] [--peak-tflops P] [--optimizer adamw|sgd] "
-	"[--context T] [--phases] [--gemm-ceiling]\n";
+	"[--precision 32-true|bf16-mixed] [--lowp-activations auto|true|false] [--batch B] "
+	"[--peak-tflops P] [--optimizer adamw|sgd] [--context T] [--phases] [--gemm-ceiling]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -277,6 +281,7 @@ int main(int argc, char **argv)
 	void (*mark)(const char *) = NULL;
 	weft_device dev = WEFT_CPU;
 	const char *precision = "32-true";
+	int lowp = WEFT_LOWP_ACT_AUTO;
 	double peak_tflops = 989.0, mfu = 0.0;
 	char devname[32];
 	weft_model_options mopt = { .seed = 1 };
@@ -328,6 +333,17 @@ int main(int argc, char **argv)
 			if (strcmp(precision, "32-true") && strcmp(precision, "bf16-mixed")) {
 				fprintf(stderr, "bench_gpt: unknown precision '%s' (32-true, "
 					"bf16-mixed)\n", precision);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--lowp-activations") && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			lowp = !strcmp(v, "auto") ? WEFT_LOWP_ACT_AUTO :
+			       !strcmp(v, "true") ? WEFT_LOWP_ACT_ON :
+			       !strcmp(v, "false") ? WEFT_LOWP_ACT_OFF : -1;
+			if (lowp < 0) {
+				fprintf(stderr, "bench_gpt: unknown --lowp-activations '%s' (auto, "
+					"true, false)\n", v);
 				return 2;
 			}
 		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
@@ -386,6 +402,8 @@ int main(int argc, char **argv)
 		return fail("creating the context", st);
 	if (!strcmp(precision, "bf16-mixed") && (st = weft_ctx_set_autocast(ctx, WEFT_BF16)))
 		return fail("precision bf16-mixed", st);
+	if ((st = weft_ctx_set_lowp_activations(ctx, (weft_lowp_act)lowp)))
+		return fail("--lowp-activations", st);
 	shape2[0] = B;
 	shape2[1] = T;
 	if ((st = weft_tensor_alloc("idx", WEFT_I32, 2, shape2, WEFT_CPU, WEFT_MEM_OTHER, &hids)) ||
@@ -492,8 +510,9 @@ int main(int argc, char **argv)
 	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
 	       (long long)sh->cfg.n_embd, (long long)sh->cfg.n_head, (long long)T, (long long)B,
 	       (long long)sh->cfg.vocab_size, (long long)weft_model_num_params(m));
-	printf("device %s, precision %s, threads %lld, optimizer %s, %lld timed steps (median), "
-	       "loss %.4f\n", devname, precision, (long long)threads,
+	printf("device %s, precision %s, activations %s, threads %lld, optimizer %s, %lld timed "
+	       "steps (median), loss %.4f\n", devname, precision,
+	       weft_dtype_name(weft_ctx_lowp_activations(ctx)), (long long)threads,
 	       use_adamw ? "adamw" : "sgd", (long long)steps, (double)loss);
 	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
 	       times[steps - 1] * 1e3, tok_s);

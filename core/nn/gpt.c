@@ -351,15 +351,18 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 	if ((st = nn_enter(s, m->wte_mod)) || (st = nn_gpt_tp_embed(m, ctx, ids, &tok)) ||
 	    (st = nn_leave(s)))
 		return st;
+	/* the embedding's output is cast once to the activations' dtype */
 	if (!m->wpe)
-		return weft_op_dropout(ctx, tok, (float)m->gpt.dropout, out);
+		return (st = weft_op_cast(ctx, tok, weft_ctx_lowp_activations(ctx), &x)) ? st :
+			weft_op_dropout(ctx, x, (float)m->gpt.dropout, out);
 	if ((st = weft_ctx_tensor(ctx, "positions", WEFT_I32, 1, &T, &pos)) ||
 	    (st = weft_tensor_copy_from_host(pos, m->positions, (size_t)T * sizeof(int32_t))))
 		return st;
 	if ((st = nn_enter(s, m->wpe_mod)) || (st = weft_op_embedding(ctx, pos, m->wpe, &pe)) ||
 	    (st = nn_leave(s)))
 		return st;
-	if ((st = weft_op_add(ctx, tok, pe, &x)))
+	if ((st = weft_op_add(ctx, tok, pe, &x)) ||
+	    (st = weft_op_cast(ctx, x, weft_ctx_lowp_activations(ctx), &x)))
 		return st;
 	return weft_op_dropout(ctx, x, (float)m->gpt.dropout, out);
 }
@@ -410,10 +413,9 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
 	    (st = nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
-	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)))
+	    (st = nn_leave(s)) || (st = nn_add_norm(m, s, &b->ln_2, x, y, &x, &h)))
 		return st;
-	if ((st = nn_block_norm(m, s, &b->ln_2, x, &h)) || (st = nn_enter(s, b->mlp)) ||
-	    (st = nn_linear(s, &b->c_fc, h, &y)) || (st = nn_activation(m, ctx, y, &y)) ||
+	if ((st = nn_enter(s, b->mlp)) || (st = nn_mlp_in(m, s, &b->c_fc, h, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
 	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
 		return st;
@@ -446,6 +448,9 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 		    (st = nn_linear(&s, &head, h, &h)))
 			goto out_unwind;
 	}
+	/* a stage hands the next one its hidden state in F32 */
+	if (!(m->stage & WEFT_STAGE_HEAD) && (st = weft_op_cast(ctx, h, WEFT_F32, &h)))
+		goto out_unwind;
 	if ((st = nn_leave(&s)))
 		goto out_unwind;
 	*out = h;

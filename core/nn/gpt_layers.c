@@ -38,6 +38,33 @@ weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, 
 	return nn_gqa_attention(m, ctx, y, nh, kv, out);
 }
 
+weft_status nn_add_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			weft_tensor *r, weft_tensor **sum, weft_tensor **out)
+{
+	weft_status st;
+
+	if (m->arch.norm == NN_NORM_RMSNORM)
+		return (st = weft_op_add(s->ctx, x, r, sum)) ? st :
+							       nn_block_norm(m, s, l, *sum, out);
+	if ((st = nn_enter(s, l->mod)) ||
+	    (st = weft_op_add_layernorm(s->ctx, x, r, l->w, l->b, (float)m->arch.norm_eps, sum,
+					out)))
+		return st;
+	return nn_leave(s);
+}
+
+weft_status nn_mlp_in(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+		      weft_tensor **out)
+{
+	weft_status st;
+
+	if (m->arch.mlp != NN_MLP_GELU_TANH)
+		return (st = nn_linear(s, l, x, out)) ? st : nn_activation(m, s->ctx, *out, out);
+	if ((st = nn_enter(s, l->mod)) || (st = weft_op_linear_gelu(s->ctx, x, l->w, l->b, out)))
+		return st;
+	return nn_leave(s);
+}
+
 weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out)
 {
 	if (m->arch.mlp == NN_MLP_SWIGLU)

@@ -231,6 +231,15 @@ weft_status nn_block_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_t
 weft_status nn_attend(weft_model *m, weft_ctx *ctx, weft_tensor *y, int64_t nh, int64_t kv,
 		      weft_tensor **out);
 weft_status nn_activation(weft_model *m, weft_ctx *ctx, weft_tensor *y, weft_tensor **out);
+/* The residual add x + r and the norm l after it: *sum and the norm's
+ * *out (weft_op_add_layernorm: one pass under 16-bit activations). */
+weft_status nn_add_norm(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			weft_tensor *r, weft_tensor **sum, weft_tensor **out);
+/* The MLP's first linear layer l and its activation (GELU-tanh through
+ * weft_op_linear_gelu, inside l's module: one fused product under 16-bit
+ * activations). */
+weft_status nn_mlp_in(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+		      weft_tensor **out);
 /* A block with column/row-parallel attention and MLP. */
 weft_status nn_gpt_tp_block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
 				    weft_tensor **out);

@@ -22,6 +22,7 @@ typedef struct act_run {
 	weft_model_options mo;   /* the tensor-parallel fields of the real run */
 	weft_act_ckpt mode;
 	weft_dtype autocast;
+	weft_lowp_act lowp;      /* trainer.lowp_activations as the run's device takes it */
 	uint64_t seed;
 	int64_t T;
 	int64_t n_micro;
@@ -150,6 +151,9 @@ static weft_status measure(const act_run *r, uint32_t parts, int64_t n_layer, in
 		st = weft_ctx_create(&co, &ctx);
 	if (!st)
 		st = weft_ctx_set_autocast(ctx, r->autocast);
+	if (!st)
+		st = weft_ctx_set_lowp_activations(ctx, r->mo.tp_size > 1 ? WEFT_LOWP_ACT_OFF :
+							     r->lowp); /* tp: F32, as the trainer */
 	if (!st)
 		st = weft_tensor_alloc("ids", WEFT_I64, 2, shape, WEFT_CPU, WEFT_MEM_OTHER, &ids);
 	if (!st)
@@ -413,6 +417,9 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 			       weft_plan_act *out)
 {
 	static const char *const modes[] = { "none", "full", "selective", NULL };
+	static const char *const lowp_modes[] = { "auto", "true", "false", NULL };
+	const char *accel = "cpu";
+	int lowp = 0;
 	const weft_cfg *tr = weft_cfg_get(root, "trainer"), *data = weft_cfg_get(root, "data");
 	const char *prec = "32-true";
 	int mode = 0;
@@ -423,6 +430,8 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 	    (st = weft_cfg_int(data, "block_size", g->block_size, &out->seq_len)) ||
 	    (st = weft_cfg_choice(tr, "activation_checkpointing", modes, "none", &mode)) ||
 	    (st = weft_cfg_str(tr, "precision", "32-true", &prec)) ||
+	    (st = weft_cfg_choice(tr, "lowp_activations", lowp_modes, "auto", &lowp)) ||
+	    (st = weft_cfg_str(tr, "accelerator", "cpu", &accel)) ||
 	    (st = weft_cfg_int(root, "seed_everything", 0, &seed)))
 		return st;
 	if (out->micro_batch < 1)
@@ -435,6 +444,9 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 	r->mode = (weft_act_ckpt)mode;
 	r->autocast = !strcmp(prec, "bf16-mixed") ? WEFT_BF16 :
 		      !strcmp(prec, "16-mixed") ? WEFT_F16 : WEFT_F32;
+	/* the trial steps run on the CPU, whose references of the 16-bit
+	 * activation members measure what a CUDA run (auto there) keeps */
+	r->lowp = lowp == 0 && !strcmp(accel, "cuda") ? WEFT_LOWP_ACT_ON : (weft_lowp_act)lowp;
 	r->seed = (uint64_t)seed;
 	r->T = out->seq_len;
 	out->mode = modes[mode];

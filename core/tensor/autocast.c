@@ -8,7 +8,9 @@
  * 16-bit A and B, F32 C). The backward rounds dy the same way and reuses
  * the rounded x and w of the forward, so each weight is cast once per
  * forward. On the CPU gemm_lowp is a reference (widen, then sgemm), so the
- * same path runs, and is tested, without a GPU. */
+ * same path runs, and is tested, without a GPU. With 16-bit activations
+ * on (lowp.c, ops_lowp.c) the linear layer takes the 16-bit path there
+ * instead; this one serves F32 activations (the CPU's default). */
 #include "tensor/tensor_impl.h"
 
 weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt)
@@ -27,6 +29,7 @@ weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt)
 				      "device", weft_dtype_name(dt),
 				      weft_device_str(ctx->dev, dev, sizeof(dev)));
 	ctx->autocast = (int32_t)dt;
+	lowp_update(ctx);
 	return WEFT_OK;
 }
 
@@ -35,8 +38,7 @@ weft_dtype weft_ctx_autocast(const weft_ctx *ctx)
 	return (weft_dtype)ctx->autocast;
 }
 
-/* n F32 elements at src rounded to lo in a new arena buffer *out. */
-static weft_status to_low(weft_ctx *ctx, const char *op, const void *src, int64_t n,
+weft_status autocast_round(weft_ctx *ctx, const char *op, const void *src, int64_t n,
 			  weft_dtype lo, void **out)
 {
 	weft_status st = op_scratch(ctx, op, (size_t)n * weft_dtype_size(lo), out);
@@ -46,11 +48,9 @@ static weft_status to_low(weft_ctx *ctx, const char *op, const void *src, int64_
 	return st;
 }
 
-/* gemm_lowp with its scratch from the arena (a_elems, b_elems: the spans). */
-static weft_status gemm_low(weft_ctx *ctx, const char *op, weft_dtype lo, int trans_a,
-			    int trans_b, int64_t m, int64_t n, int64_t k, const void *a,
-			    int64_t lda, const void *b, int64_t ldb, float beta, void *c,
-			    int64_t ldc)
+weft_status autocast_gemm(weft_ctx *ctx, const char *op, weft_dtype lo, int trans_a,
+			  int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+			  const void *b, int64_t ldb, float beta, void *c, int64_t ldc)
 {
 	const weft_kernel_table *kt = ctx->k;
 	int64_t na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, 0, 1);
@@ -73,9 +73,9 @@ weft_status autocast_linear_forward(weft_ctx *ctx, const weft_tensor *x, const w
 	weft_status st;
 
 	saved[0] = saved[1] = NULL;
-	if ((st = to_low(ctx, "linear (autocast x)", x->data, rows * in_f, lo, &saved[0])) ||
-	    (st = to_low(ctx, "linear (autocast w)", w->data, out_f * in_f, lo, &saved[1])) ||
-	    (st = gemm_low(ctx, "linear (autocast)", lo, 0, 1, rows, out_f, in_f, saved[0], in_f,
+	if ((st = autocast_round(ctx, "linear (autocast x)", x->data, rows * in_f, lo, &saved[0])) ||
+	    (st = autocast_round(ctx, "linear (autocast w)", w->data, out_f * in_f, lo, &saved[1])) ||
+	    (st = autocast_gemm(ctx, "linear (autocast)", lo, 0, 1, rows, out_f, in_f, saved[0], in_f,
 			   saved[1], in_f, 0.0f, y->data, out_f)))
 		return st;
 	if (b)
@@ -92,12 +92,12 @@ weft_status autocast_linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	weft_status st = WEFT_OK;
 
 	if (dx || dw)
-		st = to_low(ctx, "linear backward (autocast dy)", dy, rows * out_f, lo, &dyl);
+		st = autocast_round(ctx, "linear backward (autocast dy)", dy, rows * out_f, lo, &dyl);
 	if (!st && dx) /* dx = dy w */
-		st = gemm_low(ctx, "linear backward (autocast)", lo, 0, 0, rows, in_f, out_f, dyl,
+		st = autocast_gemm(ctx, "linear backward (autocast)", lo, 0, 0, rows, in_f, out_f, dyl,
 			      out_f, n->saved[1], in_f, bw_first(n, 0) ? 0.0f : 1.0f, dx, in_f);
 	if (!st && dw) /* dw = dy^T x */
-		st = gemm_low(ctx, "linear backward (autocast)", lo, 1, 0, out_f, in_f, rows, dyl,
+		st = autocast_gemm(ctx, "linear backward (autocast)", lo, 1, 0, out_f, in_f, rows, dyl,
 			      out_f, n->saved[0], in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f);
 	if (!st && db)
 		st = ctx->k->sum_rows(ctx->kctx, WEFT_F32, rows, out_f, dy, db);

@@ -181,6 +181,20 @@ static weft_status pass_grad(weft_ctx *ctx, weft_tape_node *n)
 	return WEFT_OK;
 }
 
+/* Whether input i's gradient may take its own data buffer (n->in_place):
+ * n is its last use and nothing has made its gradient yet, it is an
+ * arena activation of this step (not a parameter, not a leaf the caller
+ * owns), and n's backward writes it whole. */
+static int may_overwrite(const weft_ctx *ctx, const weft_tape_node *n, int32_t i)
+{
+	const weft_tensor *t = n->in[i];
+
+	return ((n->in_place >> i) & 1u) && ((n->overwrites >> i) & 1u) && !t->grad &&
+	       (t->flags & WEFT_TENSOR_REQUIRES_GRAD) && (t->flags & WEFT_TENSOR_IN_ARENA) &&
+	       !(t->flags & WEFT_TENSOR_PARAM) && t->ag_pending == 1 && t->ag_stamp == ctx->stamp &&
+	       t->producer && !passed_twice(n, i);
+}
+
 static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack, int depth)
 {
 	weft_tensor *t;
@@ -201,6 +215,9 @@ static weft_status run_node(weft_ctx *ctx, weft_tape_node *n, open_module *stack
 		t = n->in[i];
 		if (!t)
 			continue;
+		if (may_overwrite(ctx, n, i) &&
+		    (st = grad_attach(ctx, t, t->data, TENSOR_GRAD_UNWRITTEN)))
+			return st;
 		st = op_pre_use(ctx, n->op, t, WEFT_PASS_BACKWARD);
 		if (!st && (t->flags & WEFT_TENSOR_REQUIRES_GRAD))
 			st = grad_of(ctx, t, &unused);
@@ -299,8 +316,7 @@ static weft_status start(weft_ctx *ctx, weft_tensor *root, const void *seed)
 		st = ctx->k->copy(ctx->kctx, g, seed, weft_tensor_nbytes(root),
 				  WEFT_COPY_DEVICE_TO_DEVICE);
 	} else {
-		st = ctx->k->axpy(ctx->kctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f,
-				  seed, g);
+		st = op_axpy(ctx, (weft_dtype)root->dtype, weft_tensor_numel(root), 1.0f, seed, g);
 	}
 	if (st)
 		return st;
@@ -335,7 +351,7 @@ weft_status weft_backward_from(weft_ctx *ctx, weft_tensor *out, const weft_tenso
 
 	if (st)
 		return st;
-	st = op_check(ctx, "backward_from", "grad", grad, 1);
+	st = op_check(ctx, "backward_from", "grad", grad, OP_FLOAT_OR_LOWP);
 	if (st)
 		return st;
 	if (grad->dtype != out->dtype || weft_tensor_numel(grad) != weft_tensor_numel(out) ||

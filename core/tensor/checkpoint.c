@@ -150,7 +150,7 @@ weft_status weft_checkpoint(weft_ctx *ctx, const char *name, weft_checkpoint_fn 
 	weft_status st;
 
 	*out = NULL;
-	if ((st = op_check(ctx, name, "x", x, 1)))
+	if ((st = op_check(ctx, name, "x", x, OP_FLOAT_OR_LOWP)))
 		return st;
 	if (!ctx->grad_enabled)
 		return run_freed(ctx, name, fn, (void *)user, x, out_ndim, out_shape, out);

@@ -284,7 +284,8 @@ weft_status op_check(weft_ctx *ctx, const char *op, const char *role, const weft
 				      "on %s: copy it there first", op, d,
 				      weft_device_str(t->device, a, sizeof(a)),
 				      weft_device_str(ctx->dev, b, sizeof(b)));
-	if (want_float && !(ctx->k->float_dtypes & WEFT_DTYPE_BIT(t->dtype)))
+	if (want_float && !(ctx->k->float_dtypes & WEFT_DTYPE_BIT(t->dtype)) &&
+	    !(want_float == OP_FLOAT_OR_LOWP && ctx->lowp != WEFT_F32 && t->dtype == ctx->lowp))
 		return weft_error_set(WEFT_ERR_DTYPE, "%s: %s is %s, which the %s kernels do not "
 				      "compute in%s", op, d, weft_dtype_name((weft_dtype)t->dtype),
 				      ctx->k->head.name,

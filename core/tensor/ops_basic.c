@@ -44,7 +44,7 @@ static weft_status matmul_backward(weft_ctx *ctx, weft_tape_node *n)
 	return st;
 }
 
-weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
+static weft_status matmul_op(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
 {
 	const char *op = "matmul";
 	char da[256], db[256];
@@ -105,6 +105,15 @@ weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_t
 	return WEFT_OK;
 }
 
+weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
+{
+	weft_tensor *in[2] = { a, b };
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, in, 2, &narrow);
+
+	return st ? st : op_lowp_out(ctx, matmul_op(ctx, in[0], in[1], out), narrow, out);
+}
+
 /* ---- linear ---- */
 
 static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
@@ -134,24 +143,30 @@ static weft_status linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	return st;
 }
 
-weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
-			   weft_tensor **out)
+/* The linear layer, with GELU (tanh form) after it when gelu is set: one
+ * product with both in its epilogue under 16-bit activations (lowp.c),
+ * else linear then gelu. */
+static weft_status linear_op(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+			     weft_tensor *b, int gelu, weft_tensor **out)
 {
-	const char *op = "linear";
 	char dx[256], dw[256], dbias[256];
 	int64_t shape[WEFT_MAX_DIMS], rows, in_f, out_f;
 	weft_tensor *in[3] = { x, w, b }, *y;
 	weft_tape_node *node;
 	void *low[2] = { NULL, NULL };
+	int lowp;
 	weft_status st;
 
 	if (!out)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
 	*out = NULL;
-	if ((st = op_check(ctx, op, "x", x, 1)) || (st = op_check(ctx, op, "w", w, 1)) ||
-	    (st = op_same_dtype(op, "x", x, "w", w)))
+	if ((st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)) ||
+	    (st = op_check(ctx, op, "w", w, 1)))
 		return st;
-	if (b && ((st = op_check(ctx, op, "b", b, 1)) || (st = op_same_dtype(op, "x", x, "b", b))))
+	lowp = ctx->lowp != WEFT_F32 && x->dtype == ctx->lowp && w->dtype == WEFT_F32;
+	if (!lowp && (st = op_same_dtype(op, "x", x, "w", w)))
+		return st;
+	if (b && ((st = op_check(ctx, op, "b", b, 1)) || (st = op_same_dtype(op, "w", w, "b", b))))
 		return st;
 	op_desc(x, "x", dx, sizeof(dx));
 	op_desc(w, "w", dw, sizeof(dw));
@@ -176,7 +191,11 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
 	    (st = op_pre_use(ctx, op, w, WEFT_PASS_FORWARD)) ||
 	    (st = op_pre_use(ctx, op, b, WEFT_PASS_FORWARD)) ||
-	    (st = op_output(ctx, op, DT(x), x->ndim, shape, &y)))
+	    (st = lowp_linear(ctx, op, x, w, b, gelu, out, &lowp)))
+		return st;
+	if (lowp)
+		return WEFT_OK;
+	if ((st = op_output(ctx, op, DT(x), x->ndim, shape, &y)))
 		return st;
 	if (ctx->autocast != WEFT_F32 && DT(x) == WEFT_F32) {
 		st = autocast_linear_forward(ctx, x, w, b, rows, in_f, out_f, y, low);
@@ -205,7 +224,19 @@ weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_t
 		node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: GEMMs with beta 0 */
 	}
 	*out = y;
-	return WEFT_OK;
+	return gelu ? weft_op_gelu(ctx, y, out) : WEFT_OK;
+}
+
+weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
+			   weft_tensor **out)
+{
+	return linear_op(ctx, "linear", x, w, b, 0, out);
+}
+
+weft_status weft_op_linear_gelu(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
+				weft_tensor **out)
+{
+	return linear_op(ctx, "linear_gelu", x, w, b, 1, out);
 }
 
 /* ---- add, mul, bias: b broadcasts over a's leading dims ---- */
@@ -239,8 +270,8 @@ static weft_status mul_backward(weft_ctx *ctx, weft_tape_node *n)
 				    bw_grad(n, 0), bw_grad(n, 1));
 }
 
-static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_tensor *a,
-			  weft_tensor *b, int is_mul, weft_tensor **out)
+static weft_status binary_op(weft_ctx *ctx, const char *op, const char *rb, weft_tensor *a,
+			     weft_tensor *b, int is_mul, weft_tensor **out)
 {
 	char da[256], db[256];
 	weft_tensor *in[2] = { a, b }, *y;
@@ -286,6 +317,19 @@ static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_te
 	return WEFT_OK;
 }
 
+/* binary_op, with 16-bit inputs the table cannot take widened (lowp.c) */
+static weft_status binary(weft_ctx *ctx, const char *op, const char *rb, weft_tensor *a,
+			  weft_tensor *b, int is_mul, weft_tensor **out)
+{
+	weft_tensor *in[2] = { a, b };
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, in, 2, &narrow);
+
+	if (st)
+		return st;
+	return op_lowp_out(ctx, binary_op(ctx, op, rb, in[0], in[1], is_mul, out), narrow, out);
+}
+
 weft_status weft_op_add(weft_ctx *ctx, weft_tensor *a, weft_tensor *b, weft_tensor **out)
 {
 	return binary(ctx, "add", "b", a, b, 0, out);
@@ -320,7 +364,7 @@ static weft_status scale_backward(weft_ctx *ctx, weft_tape_node *n)
 			    n->out->grad->data, bw_grad(n, 0));
 }
 
-weft_status weft_op_scale(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tensor **out)
+static weft_status scale_op(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tensor **out)
 {
 	const char *op = "scale";
 	weft_tensor *y;
@@ -344,6 +388,14 @@ weft_status weft_op_scale(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tenso
 	}
 	*out = y;
 	return WEFT_OK;
+}
+
+weft_status weft_op_scale(weft_ctx *ctx, weft_tensor *x, float alpha, weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, &x, 1, &narrow);
+
+	return st ? st : op_lowp_out(ctx, scale_op(ctx, x, alpha, out), narrow, out);
 }
 
 /* ---- relu, gelu, softmax ---- */
@@ -400,8 +452,8 @@ static weft_status need_gelu_erf(weft_ctx *ctx, const char *op)
 			      WEFT_ABI_VERSION_MINOR(k->head.abi_version));
 }
 
-static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, weft_tensor *x,
-			 weft_tensor **out)
+static weft_status unary_op(weft_ctx *ctx, const char *op, enum unary_kind kind,
+			    weft_tensor *x, weft_tensor **out)
 {
 	static const tape_backward_fn bw[] = { relu_backward, gelu_backward, softmax_backward,
 					       gelu_erf_backward };
@@ -438,6 +490,16 @@ static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, we
 	return WEFT_OK;
 }
 
+/* unary_op, with a 16-bit x the table cannot take widened (lowp.c) */
+static weft_status unary(weft_ctx *ctx, const char *op, enum unary_kind kind, weft_tensor *x,
+			 weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, &x, 1, &narrow);
+
+	return st ? st : op_lowp_out(ctx, unary_op(ctx, op, kind, x, out), narrow, out);
+}
+
 weft_status weft_op_relu(weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
 {
 	return unary(ctx, "relu", UNARY_RELU, x, out);
@@ -467,8 +529,8 @@ static weft_status reshape_backward(weft_ctx *ctx, weft_tape_node *n)
 	if (bw_first(n, 0))
 		return ctx->k->copy(ctx->kctx, bw_grad(n, 0), n->out->grad->data,
 				    weft_tensor_nbytes(n->out), WEFT_COPY_DEVICE_TO_DEVICE);
-	return ctx->k->axpy(ctx->kctx, DT(n->out), weft_tensor_numel(n->out), 1.0f,
-			    n->out->grad->data, bw_grad(n, 0));
+	return op_axpy(ctx, DT(n->out), weft_tensor_numel(n->out), 1.0f, n->out->grad->data,
+		       bw_grad(n, 0));
 }
 
 weft_status weft_op_reshape(weft_ctx *ctx, weft_tensor *x, int32_t ndim, const int64_t *shape,
@@ -483,7 +545,7 @@ weft_status weft_op_reshape(weft_ctx *ctx, weft_tensor *x, int32_t ndim, const i
 	if (!out)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
 	*out = NULL;
-	if ((st = op_check(ctx, op, "x", x, 1)))
+	if ((st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)))
 		return st;
 	if (!shape && ndim)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: shape is NULL", op);

@@ -34,18 +34,17 @@ static weft_status layernorm_backward(weft_ctx *ctx, weft_tape_node *n)
 					  bw_grad(n, 2));
 }
 
-weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
-			      float eps, weft_tensor **out)
+/* Checks layernorm's x, w, b and eps (x may be the 16-bit activation
+ * dtype, w and b then F32). */
+static weft_status layernorm_check(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+				   weft_tensor *b, float eps)
 {
-	const char *op = "layernorm";
 	char dx[256], dp[256];
-	weft_tensor *in[3] = { x, w, b }, *y;
-	weft_tape_node *node;
-	int64_t rows, cols;
-	void *mean, *rstd;
+	weft_tensor *in[3] = { x, w, b };
+	int64_t cols;
 	weft_status st;
 
-	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, 1)))
+	if ((st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)))
 		return st;
 	op_desc(x, "x", dx, sizeof(dx));
 	if (x->ndim < 1)
@@ -57,7 +56,7 @@ weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, wef
 		if (!in[i])
 			continue;
 		if ((st = op_check(ctx, op, role, in[i], 1)) ||
-		    (st = op_same_dtype(op, "x", x, role, in[i])))
+		    (x->dtype != ctx->lowp && (st = op_same_dtype(op, "x", x, role, in[i]))))
 			return st;
 		if (in[i]->ndim != 1 || in[i]->shape[0] != cols)
 			return weft_error_set(WEFT_ERR_SHAPE, "%s: %s does not fit %s: it must be "
@@ -67,10 +66,37 @@ weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, wef
 	if (!(eps > 0.0f) || !isfinite(eps))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: eps is %g; it must be a positive "
 				      "number such as 1e-5", op, (double)eps);
-	rows = cols ? weft_tensor_numel(x) / cols : 0;
 	for (int i = 0; i < 3; i++)
 		if ((st = op_pre_use(ctx, op, in[i], WEFT_PASS_FORWARD)))
 			return st;
+	return WEFT_OK;
+}
+
+static weft_status layernorm_op(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
+				float eps, weft_tensor **out)
+{
+	const char *op = "layernorm";
+	weft_tensor *in[3] = { x, w, b }, *y;
+	weft_tape_node *node;
+	int64_t rows, cols;
+	void *mean, *rstd;
+	int lowp;
+	weft_status st;
+
+	if ((st = begin(ctx, op, out)) || (st = layernorm_check(ctx, op, x, w, b, eps)) ||
+	    (st = lowp_layernorm(ctx, x, NULL, w, b, eps, NULL, out, &lowp)))
+		return st;
+	if (lowp)
+		return WEFT_OK;
+	if (x->dtype == ctx->lowp) { /* a norm without its weight: through F32 */
+		weft_dtype narrow;
+
+		if ((st = op_lowp_in(ctx, &x, 1, &narrow)))
+			return st;
+		in[0] = x;
+	}
+	cols = last_dim(x);
+	rows = cols ? weft_tensor_numel(x) / cols : 0;
 	if ((st = op_output(ctx, op, DT(x), x->ndim, x->shape, &y)) ||
 	    (st = op_scratch(ctx, op, (size_t)rows * sizeof(float), &mean)) ||
 	    (st = op_scratch(ctx, op, (size_t)rows * sizeof(float), &rstd)))
@@ -89,6 +115,39 @@ weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, wef
 	}
 	*out = y;
 	return WEFT_OK;
+}
+
+weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, weft_tensor *b,
+			      float eps, weft_tensor **out)
+{
+	return layernorm_op(ctx, x, w, b, eps, out);
+}
+
+weft_status weft_op_add_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r, weft_tensor *w,
+				  weft_tensor *b, float eps, weft_tensor **sum, weft_tensor **out)
+{
+	const char *op = "add_layernorm";
+	char dx[256], dr[256];
+	int lowp;
+	weft_status st;
+
+	if (!sum)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: sum is NULL", op);
+	*sum = NULL;
+	if ((st = begin(ctx, op, out)) || (st = layernorm_check(ctx, op, x, w, b, eps)) ||
+	    (st = op_check(ctx, op, "r", r, OP_FLOAT_OR_LOWP)))
+		return st;
+	if (r->ndim != x->ndim || memcmp(r->shape, x->shape, sizeof(x->shape)))
+		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s must have the same shape",
+				      op, op_desc(x, "x", dx, sizeof(dx)),
+				      op_desc(r, "r", dr, sizeof(dr)));
+	if ((st = lowp_layernorm(ctx, x, r, w, b, eps, sum, out, &lowp)))
+		return st;
+	if (lowp)
+		return WEFT_OK;
+	if ((st = weft_op_add(ctx, x, r, sum)))
+		return st;
+	return layernorm_op(ctx, *sum, w, b, eps, out);
 }
 
 /* ---- embedding ---- */
@@ -165,7 +224,8 @@ static weft_status attention_backward(weft_ctx *ctx, weft_tape_node *n)
 		bw_grad(n, 0), scratch);
 }
 
-weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, weft_tensor **out)
+static weft_status attention_op(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+				weft_tensor **out)
 {
 	const char *op = "attention";
 	char dq[256];
@@ -226,6 +286,14 @@ weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, w
 	return WEFT_OK;
 }
 
+weft_status weft_op_attention(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head, weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, &qkv, 1, &narrow);
+
+	return st ? st : op_lowp_out(ctx, attention_op(ctx, qkv, n_head, out), narrow, out);
+}
+
 /* ---- dropout ---- */
 
 static weft_status dropout_backward(weft_ctx *ctx, weft_tape_node *n)
@@ -234,7 +302,7 @@ static weft_status dropout_backward(weft_ctx *ctx, weft_tape_node *n)
 					n->u[0], n->i[0], n->out->grad->data, bw_grad(n, 0));
 }
 
-weft_status weft_op_dropout(weft_ctx *ctx, weft_tensor *x, float p, weft_tensor **out)
+static weft_status dropout_op(weft_ctx *ctx, weft_tensor *x, float p, weft_tensor **out)
 {
 	const char *op = "dropout";
 	weft_tensor *y;
@@ -243,7 +311,9 @@ weft_status weft_op_dropout(weft_ctx *ctx, weft_tensor *x, float p, weft_tensor 
 	uint64_t key;
 	weft_status st;
 
-	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, 1)))
+	/* a 16-bit x reaches the kernel only on a table that takes it
+	 * (weft_op_dropout widens it otherwise) */
+	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)))
 		return st;
 	if (!(p >= 0.0f && p < 1.0f))
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: p is %g; it must be in [0, 1)", op,
@@ -272,6 +342,18 @@ weft_status weft_op_dropout(weft_ctx *ctx, weft_tensor *x, float p, weft_tensor 
 	return WEFT_OK;
 }
 
+weft_status weft_op_dropout(weft_ctx *ctx, weft_tensor *x, float p, weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st;
+
+	if (ctx && (!ctx->training || p == 0.0f))
+		return dropout_op(ctx, x, p, out); /* x itself: nothing to widen */
+	if ((st = op_lowp_in(ctx, &x, 1, &narrow)))
+		return st;
+	return op_lowp_out(ctx, dropout_op(ctx, x, p, out), narrow, out);
+}
+
 /* ---- cross-entropy and accuracy ---- */
 
 static weft_status check_targets(const char *op, const weft_tensor *logits,
@@ -287,6 +369,24 @@ static weft_status check_targets(const char *op, const weft_tensor *logits,
 	    memcmp(targets->shape, logits->shape, (size_t)targets->ndim * sizeof(int64_t)))
 		return weft_error_set(WEFT_ERR_SHAPE, "%s: %s and %s do not fit: targets must have "
 				      "logits' shape without the last (class) dim", op, dl, dt);
+	return WEFT_OK;
+}
+
+weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *y,
+			   weft_tensor *logits, weft_tensor *targets, int64_t ignore_index,
+			   void *stat, void *count, weft_tape_node **node)
+{
+	weft_status st = op_record(ctx, op, bw, y, 1, &logits, node);
+
+	if (st || !*node)
+		return st;
+	(*node)->i[0] = weft_tensor_numel(targets);
+	(*node)->i[1] = last_dim(logits);
+	(*node)->i[2] = targets->dtype;
+	(*node)->i[3] = ignore_index;
+	(*node)->saved[0] = stat;
+	(*node)->saved[1] = targets->data;
+	(*node)->saved[2] = count;
 	return WEFT_OK;
 }
 
@@ -308,16 +408,21 @@ weft_status weft_op_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tenso
 	weft_tape_node *node;
 	int64_t rows, V;
 	void *probs, *count;
+	int lowp;
 	weft_status st;
 
-	if ((st = begin(ctx, op, out)) || (st = op_check(ctx, op, "logits", logits, 1)) ||
+	if ((st = begin(ctx, op, out)) ||
+	    (st = op_check(ctx, op, "logits", logits, OP_FLOAT_OR_LOWP)) ||
 	    (st = op_check(ctx, op, "targets", targets, 0)) ||
-	    (st = check_targets(op, logits, targets)))
+	    (st = check_targets(op, logits, targets)) ||
+	    (st = op_pre_use(ctx, op, logits, WEFT_PASS_FORWARD)) ||
+	    (st = lowp_cross_entropy(ctx, logits, targets, ignore_index, out, &lowp)))
 		return st;
+	if (lowp)
+		return WEFT_OK;
 	V = last_dim(logits);
 	rows = weft_tensor_numel(targets);
-	if ((st = op_pre_use(ctx, op, logits, WEFT_PASS_FORWARD)) ||
-	    (st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
+	if ((st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
 	    (st = op_scratch(ctx, op, (size_t)(rows * V) * weft_dtype_size(DT(logits)), &probs)) ||
 	    (st = op_scratch(ctx, op, sizeof(float), &count)))
 		return st;
@@ -326,17 +431,9 @@ weft_status weft_op_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tenso
 					   y->data, count);
 	if (st)
 		return weft_error_wrap(st, "%s", op);
-	if ((st = op_record(ctx, op, cross_entropy_backward, y, 1, &logits, &node)))
+	if ((st = op_record_loss(ctx, op, cross_entropy_backward, y, logits, targets, ignore_index,
+				 probs, count, &node)))
 		return st;
-	if (node) {
-		node->i[0] = rows;
-		node->i[1] = V;
-		node->i[2] = targets->dtype;
-		node->i[3] = ignore_index;
-		node->saved[0] = probs;
-		node->saved[1] = targets->data;
-		node->saved[2] = count;
-	}
 	*out = y;
 	return WEFT_OK;
 }
@@ -345,12 +442,14 @@ weft_status weft_op_accuracy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *ta
 			     int64_t ignore_index, int64_t *correct, int64_t *counted)
 {
 	const char *op = "accuracy";
+	weft_dtype narrow;
 	weft_status st;
 
 	if (!correct || !counted)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: correct or counted is NULL", op);
 	*correct = *counted = 0;
-	if ((st = op_check(ctx, op, "logits", logits, 1)) ||
+	if ((st = op_lowp_in(ctx, &logits, 1, &narrow)) ||
+	    (st = op_check(ctx, op, "logits", logits, 1)) ||
 	    (st = op_check(ctx, op, "targets", targets, 0)) ||
 	    (st = check_targets(op, logits, targets)) ||
 	    (st = op_pre_use(ctx, op, logits, WEFT_PASS_FORWARD)))

@@ -53,8 +53,8 @@ static weft_status rmsnorm_backward(weft_ctx *ctx, weft_tape_node *n)
 					bw_grad(n, 0), bw_grad(n, 1));
 }
 
-weft_status weft_op_rmsnorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, float eps,
-			    weft_tensor **out)
+static weft_status rmsnorm_op(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, float eps,
+			      weft_tensor **out)
 {
 	const char *op = "rmsnorm";
 	char dx[256], dw[256];
@@ -106,6 +106,17 @@ weft_status weft_op_rmsnorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, float
 /* ---- rotary position embeddings ---- */
 
 /* The node keeps the weft_rope in the tape arena (saved[0]). */
+/* RMSNorm takes 16-bit activations widened (its weight is F32): F32 out */
+weft_status weft_op_rmsnorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w, float eps,
+			    weft_tensor **out)
+{
+	weft_tensor *in[2] = { x, w };
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, in, 2, &narrow);
+
+	return st ? st : op_lowp_out(ctx, rmsnorm_op(ctx, in[0], w, eps, out), narrow, out);
+}
+
 static weft_status rope_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	weft_tensor *x = n->in[0];
@@ -146,8 +157,8 @@ static weft_status check_rope(const char *op, const weft_rope *rope)
 	return WEFT_OK;
 }
 
-weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, int64_t n_rot,
-			 int64_t head_dim, int64_t pos_offset, weft_tensor **out)
+static weft_status rope_op(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, int64_t n_rot,
+			   int64_t head_dim, int64_t pos_offset, weft_tensor **out)
 {
 	const char *op = "rope";
 	char dx[256];
@@ -206,6 +217,18 @@ weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, i
 /* ---- SwiGLU ---- */
 
 /* i[0] rows, i[1] cols, i[2] ld; packed (one input) when n_in is 1. */
+weft_status weft_op_rope(weft_ctx *ctx, weft_tensor *x, const weft_rope *rope, int64_t n_rot,
+			 int64_t head_dim, int64_t pos_offset, weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, &x, 1, &narrow);
+
+	if (st)
+		return st;
+	return op_lowp_out(ctx, rope_op(ctx, x, rope, n_rot, head_dim, pos_offset, out), narrow,
+			   out);
+}
+
 static weft_status swiglu_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	weft_tensor *g = n->in[0], *u = n->in[1];
@@ -217,8 +240,8 @@ static weft_status swiglu_backward(weft_ctx *ctx, weft_tape_node *n)
 				       n->out->grad->data, dg, du);
 }
 
-weft_status weft_op_swiglu(weft_ctx *ctx, weft_tensor *gate, weft_tensor *up,
-			   weft_tensor **out)
+static weft_status swiglu_op(weft_ctx *ctx, weft_tensor *gate, weft_tensor *up,
+			     weft_tensor **out)
 {
 	const char *op = "swiglu";
 	char dg[256], du[256];
@@ -339,8 +362,18 @@ weft_status op_attention_flash(weft_ctx *ctx, const char *op, weft_tensor *qkv, 
 	return WEFT_OK;
 }
 
-weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
-				  int64_t n_kv_head, weft_tensor **out)
+weft_status weft_op_swiglu(weft_ctx *ctx, weft_tensor *gate, weft_tensor *up,
+			   weft_tensor **out)
+{
+	weft_tensor *in[2] = { gate, up };
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, in, 2, &narrow);
+
+	return st ? st : op_lowp_out(ctx, swiglu_op(ctx, in[0], in[1], out), narrow, out);
+}
+
+static weft_status attention_gqa_op(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+				    int64_t n_kv_head, weft_tensor **out)
 {
 	const char *op = "attention_gqa";
 	char dq[256];
@@ -398,4 +431,15 @@ weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_hea
 	}
 	*out = y;
 	return WEFT_OK;
+}
+
+weft_status weft_op_attention_gqa(weft_ctx *ctx, weft_tensor *qkv, int64_t n_head,
+				  int64_t n_kv_head, weft_tensor **out)
+{
+	weft_dtype narrow;
+	weft_status st = op_lowp_in(ctx, &qkv, 1, &narrow);
+
+	if (st)
+		return st;
+	return op_lowp_out(ctx, attention_gqa_op(ctx, qkv, n_head, n_kv_head, out), narrow, out);
 }

@@ -45,6 +45,12 @@ typedef struct weft_tape_node {
 	uint32_t passed;                 /* bit i: input i was handed the output's
 					  * gradient buffer; the backward skips it
 					  * (run_node) */
+	uint32_t in_place;               /* bit i: when this node is input i's last
+					  * use and its gradient is not made yet, the
+					  * gradient may take input i's own data
+					  * buffer (the backward writes it whole and
+					  * reads nothing of input i after it; set by
+					  * the op, run_node) */
 } weft_tape_node;
 
 /* Private flag of an arena gradient made by grad_of whose data has not been
@@ -84,6 +90,9 @@ struct weft_ctx {
 	void *module_ptrs[MODULE_MAX_DEPTH];
 	int32_t autocast;       /* weft_dtype matrix products of F32 ops take their
 				 * inputs in (autocast.c); WEFT_F32: off */
+	int32_t lowp_mode;      /* weft_lowp_act the user chose (lowp.c) */
+	int32_t lowp;           /* weft_dtype activations are kept in (lowp.c);
+				 * WEFT_F32: off */
 };
 
 #define ARENA_DEFAULT_BYTES (1u << 20)         /* an arena's first block */
@@ -118,7 +127,10 @@ weft_status tensor_check_shape(const char *what, weft_dtype dt, int32_t ndim,
 const char *op_desc(const weft_tensor *t, const char *role, char *buf, size_t len);
 
 /* Checks a tensor input of `op`: present, with data, on ctx's device; a
- * float dtype the kernels support when want_float, else I32/I64. */
+ * float dtype the kernels support when want_float (OP_FLOAT_OR_LOWP: or
+ * the context's 16-bit activation dtype, for the ops that take it on any
+ * table), else I32/I64. */
+#define OP_FLOAT_OR_LOWP 2
 weft_status op_check(weft_ctx *ctx, const char *op, const char *role, const weft_tensor *t,
 		     int want_float);
 
@@ -197,5 +209,76 @@ weft_status autocast_linear_forward(weft_ctx *ctx, const weft_tensor *x, const w
 				    const weft_tensor *b, int64_t rows, int64_t in_f,
 				    int64_t out_f, weft_tensor *y, void **saved);
 weft_status autocast_linear_backward(weft_ctx *ctx, weft_tape_node *n);
+
+/* gemm_lowp of one matrix (no batch) with its scratch from the arena:
+ * C (F32) = op(A) op(B) (+ C when beta is 1), A and B of `lo`. */
+weft_status autocast_gemm(weft_ctx *ctx, const char *op, weft_dtype lo, int trans_a,
+			  int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+			  const void *b, int64_t ldb, float beta, void *c, int64_t ldc);
+
+/* n F32 elements at src rounded to lo in a new arena buffer *out. */
+weft_status autocast_round(weft_ctx *ctx, const char *op, const void *src, int64_t n,
+			   weft_dtype lo, void **out);
+
+/* ---- 16-bit activations (lowp.c, ops_lowp.c) ----
+ *
+ * Under the gate (ctx->lowp BF16 or F16, weft_ctx_set_lowp_activations)
+ * the ops that have 16-bit kernels (ABI 1.6: the linear layer, layernorm
+ * with the residual add, the loss) take and give ctx->lowp tensors. Every
+ * other op goes through op_lowp_in / op_lowp_out: on a table that computes
+ * in ctx->lowp (CUDA's float_dtypes) 16-bit inputs pass as they are; on one
+ * that does not (the CPU's), they are widened to F32 and the output rounded
+ * back, as the 16-bit kernel would store it; an op mixing 16-bit and F32
+ * inputs (a norm's F32 weight) widens the 16-bit ones and gives F32, as
+ * autocast's fp32 ops do. */
+
+/* Whether the table has every ABI 1.6 member of 16-bit activations. */
+int lowp_table_complete(const weft_kernel_table *k);
+
+/* Sets ctx->lowp from ctx->autocast, ctx->lowp_mode and the table. */
+void lowp_update(weft_ctx *ctx);
+
+/* y = x converted to dt (x itself when it has dt), recorded: the backward
+ * converts the gradient back to x's dtype. */
+weft_status op_cast(weft_ctx *ctx, weft_tensor *x, weft_dtype dt, weft_tensor **out);
+
+/* Widens in[0..n) (NULL entries skipped) where the op cannot take them in
+ * 16 bits; *narrow: the dtype op_lowp_out rounds the output to (F32:
+ * none). Off the gate: nothing, *narrow F32. */
+weft_status op_lowp_in(weft_ctx *ctx, weft_tensor **in, int32_t n, weft_dtype *narrow);
+
+/* The op's result st; when st is WEFT_OK and narrow is not F32, *out is
+ * cast to narrow. */
+weft_status op_lowp_out(weft_ctx *ctx, weft_status st, weft_dtype narrow, weft_tensor **out);
+
+/* y[i] += alpha x[i] for a dtype the table may not compute in (widened to
+ * F32 through the arena then). */
+weft_status op_axpy(weft_ctx *ctx, weft_dtype dt, int64_t n, float alpha, const void *x,
+		    void *y);
+
+/* The linear layer under the gate (ops_lowp.c): *handled 0 when it does not
+ * apply (the gate off, or x or w of other dtypes). gelu: the GELU epilogue
+ * (weft_op_linear_gelu). */
+weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+			weft_tensor *b, int gelu, weft_tensor **out, int *handled);
+
+/* layernorm (r NULL) or residual add + layernorm under the gate; *handled 0
+ * when it does not apply. */
+weft_status lowp_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r, weft_tensor *w,
+			   weft_tensor *b, float eps, weft_tensor **sum, weft_tensor **out,
+			   int *handled);
+
+/* Records a loss node of `op` (y from logits against targets): i[0..3]
+ * rows, vocab, the targets' dtype, ignore_index; saved[0] the forward's
+ * statistic for backward (probabilities, or log-sum-exp), saved[1] the
+ * targets, saved[2] the count of counted rows. */
+weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *y,
+			   weft_tensor *logits, weft_tensor *targets, int64_t ignore_index,
+			   void *stat, void *count, weft_tape_node **node);
+
+/* cross-entropy over 16-bit logits under the gate; *handled 0 when it does
+ * not apply. */
+weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *targets,
+			       int64_t ignore_index, weft_tensor **out, int *handled);
 
 #endif /* WEFT_TENSOR_IMPL_H */

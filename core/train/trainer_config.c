@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "train/trainer_config.h"
+#include "weft/autograd.h"
 
 static weft_status count_or_frac(const weft_cfg *sec, const char *key, double def,
 				 weft_count_or_frac *out)
@@ -363,8 +364,17 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 				  &c->act_ckpt)))
 		return st;
 	c->precision = prec <= 1 ? "32-true" : precisions[prec];
-	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)))
+	if ((st = weft_precision_parse(tr, c->precision, &c->autocast, &c->loss_scale)) ||
+	    (st = weft_lowp_act_parse(tr, c->autocast, &c->lowp_act)))
 		return st;
+	/* tensor parallelism's ops (core/tp) move and reduce F32 activations */
+	if (!strcmp(c->strategy_name, "tp") && c->lowp_act == WEFT_LOWP_ACT_ON)
+		return weft_cfg_error(weft_cfg_get(tr, "lowp_activations"), "is true, but strategy "
+				      "tp keeps its activations in float32 (its split, gather and "
+				      "vocabulary-parallel ops take F32); set lowp_activations: "
+				      "auto (F32 activations under tp) or false");
+	if (!strcmp(c->strategy_name, "tp"))
+		c->lowp_act = WEFT_LOWP_ACT_OFF;
 	if ((st = weft_cfg_int(tr, "max_epochs", -1, &c->max_epochs)) ||
 	    (st = weft_cfg_int(tr, "max_steps", -1, &c->max_steps)) ||
 	    (st = parse_max_time(tr, &c->max_time_s)) ||

@@ -85,6 +85,7 @@ typedef struct weft_trainer_config {
 	weft_lr_monitor_config lr_monitor;
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
 	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
+	int lowp_act;                /* lowp_activations: weft_lowp_act (auto, on, off) */
 	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
 	/* Lightning's output switches */
 	int enable_model_summary;    /* the model summary table at start */

@@ -94,6 +94,8 @@ static weft_status tr_replica_create(void *p, int32_t index, weft_device dev, vo
 		st = weft_ctx_create(&co, &r->ctx);
 	if (!st)
 		st = weft_ctx_set_autocast(r->ctx, t->tc.autocast);
+	if (!st)
+		st = weft_ctx_set_lowp_activations(r->ctx, (weft_lowp_act)t->tc.lowp_act);
 	if (st) {
 		weft_model_free(r->model);
 		free(r);
@@ -177,6 +179,8 @@ static weft_status tr_stage_forward(void *p, void *stage, weft_ctx *ctx, const w
 		key = (uint64_t)(t->global_step * t->tc.accumulate + (b - t->step_micro)) + 1;
 	/* the strategy made ctx: mixed precision and the loss scale apply there too */
 	st = weft_ctx_set_autocast(ctx, t->tc.autocast);
+	if (!st)
+		st = weft_ctx_set_lowp_activations(ctx, (weft_lowp_act)t->tc.lowp_act);
 	if (st)
 		return st;
 	if (train)

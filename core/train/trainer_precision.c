@@ -13,6 +13,10 @@ void weft_trainer_print_precision(const weft_trainer *t, FILE *out)
 			"accumulation; parameters, gradients and optimizer state are float32%s\n",
 			t->tc.precision, weft_dtype_name(t->tc.autocast),
 			t->tc.loss_scale.enabled ? "; dynamic loss scaling" : "");
+	if (t->ctx && weft_ctx_lowp_activations(t->ctx) != WEFT_F32)
+		fprintf(out, "activations between layers and their gradients are %s "
+			"(trainer.lowp_activations)\n",
+			weft_dtype_name(weft_ctx_lowp_activations(t->ctx)));
 	if (t->tc.loss_scale.enabled)
 		fprintf(out, "loss scale %g (halves after %lld consecutive overflows, not below "
 			"%g; doubles after %lld clean steps)\n", t->scaler.scale,

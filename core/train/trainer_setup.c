@@ -660,6 +660,13 @@ weft_status weft_trainer_setup(weft_trainer *t)
 		return weft_cfg_error(weft_cfg_get(t->tc.section, "precision"), "%s is not "
 				      "available: %s", t->tc.precision, why);
 	}
+	st = weft_ctx_set_lowp_activations(t->ctx, (weft_lowp_act)t->tc.lowp_act);
+	if (st) {
+		char why[768];
+
+		snprintf(why, sizeof(why), "%s", weft_error_last());
+		return weft_cfg_error(weft_cfg_get(t->tc.section, "lowp_activations"), "%s", why);
+	}
 	st = setup_optimizer(t);
 	if (st)
 		return st;

@@ -128,6 +128,9 @@ static const weft_kernel_table cpu_table = {
 	.attention_gqa_scratch = cpu_attention_gqa_scratch,
 	.gelu_erf_forward = cpu_gelu_erf_forward,
 	.gelu_erf_backward = cpu_gelu_erf_backward,
+	/* 0: the references below are there to test 16-bit activations
+	 * (trainer.lowp_activations: true); by default the CPU's stay F32 */
+	.lowp_act_dtypes = 0,
 	.gemm_lowp_ex = cpu_gemm_lowp_ex,
 	.sum_rows_lowp = cpu_sum_rows_lowp,
 	.layernorm_lowp_forward = cpu_layernorm_lowp_forward,

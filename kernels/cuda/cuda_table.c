@@ -493,6 +493,8 @@ static const weft_kernel_table cuda_table = {
 	.flash_attention_backward = cuda_flash_attention_backward,
 	.gelu_erf_forward = cuda_gelu_erf_forward,
 	.gelu_erf_backward = cuda_gelu_erf_backward,
+	/* 16-bit activations by default under bf16-mixed and 16-mixed */
+	.lowp_act_dtypes = WEFT_DTYPE_BIT(WEFT_BF16) | WEFT_DTYPE_BIT(WEFT_F16),
 	.gemm_lowp_ex = cuda_gemm_lowp_ex,
 	.sum_rows_lowp = cuda_sum_rows_lowp,
 	.layernorm_lowp_forward = cuda_layernorm_lowp_forward,

@@ -18,9 +18,17 @@
  *     (test_cuda_fit_optim's bound and argument: F32 gradients differ by
  *     ~1e-5 relative, AdamW moves each weight by about lr whatever the
  *     gradient's size, a wrong attention gradient moves the loss by 1e-3
- *     or more within these steps) and within 1e-4 at bf16-mixed
- *     (precision_fit.h's bound: attention stays F32 under autocast on
- *     both devices). The worst difference is printed.
+ *     or more within these steps) and within 3e-4 at bf16-mixed with
+ *     16-bit activations on both devices (precision_fit.h's argument: the
+ *     attention's qkv and output are bf16 on both, the CPU widening them
+ *     to its F32 kernels and rounding the output back as the flash
+ *     kernels store it). Loosened from 1e-4, the bound while activations
+ *     were F32, because every stored activation is now a bf16 rounding
+ *     that the two devices' F32 sum orders can tip one ulp (2^-8) apart:
+ *     measured 5.2e-5 under the emulator over these 6 steps (1e-4 left 2x,
+ *     too little for a GPU's tensor-core sum order); 3e-4 leaves 6x and
+ *     still fails a wrong attention gradient. The worst difference is
+ *     printed.
  * Skips (77) without a GPU. */
 #include <math.h>
 #include <stdio.h>
@@ -67,14 +75,16 @@ static void fit_case(const char *dir, const char *corpus, const char *precision,
 {
 	double cpu[STEPS], gpu[STEPS], worst = 0.0;
 	char name[64], cname[80], gname[80];
+	/* mixed precision: 16-bit activations on both devices (CUDA's default) */
+	const char *lowp = strcmp(precision, "32-true") ? "--trainer.lowp_activations=true" : "";
 	int nc, ng;
 
 	snprintf(name, sizeof(name), "gpt_%s", precision);
 	snprintf(cname, sizeof(cname), "%s_cpu", name);
 	snprintf(gname, sizeof(gname), "%s_cuda", name);
 	WT_REQUIRE(write_config(dir, name, corpus, precision) == 0);
-	WT_CHECK(ct_fit(dir, name, cname, "cpu", "") == 0);
-	WT_CHECK(ct_fit(dir, name, gname, "cuda", "") == 0);
+	WT_CHECK(ct_fit(dir, name, cname, "cpu", lowp) == 0);
+	WT_CHECK(ct_fit(dir, name, gname, "cuda", lowp) == 0);
 	nc = ct_read_metrics(dir, cname, 0, cpu, NULL, STEPS);
 	ng = ct_read_metrics(dir, gname, 0, gpu, NULL, STEPS);
 	WT_CHECK(nc == STEPS && ng == STEPS);
@@ -103,7 +113,7 @@ int main(void)
 	WT_REQUIRE(mkdtemp(dir) != NULL);
 	ct_write_corpus(dir, corpus, sizeof(corpus));
 	fit_case(dir, corpus, "32-true", 2e-4);
-	fit_case(dir, corpus, "bf16-mixed", 1e-4);
+	fit_case(dir, corpus, "bf16-mixed", 3e-4);
 	ct_finish_dir(dir);
 	return wt_done("test_cuda_gpt_flash");
 }

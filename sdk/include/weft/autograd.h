@@ -126,6 +126,32 @@ WEFT_API weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt);
 /* The autocast dtype of ctx (WEFT_F32: off). */
 WEFT_API weft_dtype weft_ctx_autocast(const weft_ctx *ctx);
 
+/* 16-bit activations under autocast (weft_ctx_set_lowp_activations). */
+typedef enum weft_lowp_act {
+	WEFT_LOWP_ACT_AUTO = 0, /* on where the device's table offers them
+				 * (lowp_act_dtypes holds the autocast dtype:
+				 * CUDA's), off elsewhere (the CPU's) */
+	WEFT_LOWP_ACT_ON = 1,   /* on wherever the table has the members (the
+				 * CPU's references included) */
+	WEFT_LOWP_ACT_OFF = 2   /* activations stay F32 */
+} weft_lowp_act;
+
+/* Whether ctx keeps activations, and their gradients, in the autocast
+ * dtype between layers while autocast is on: the linear layers give
+ * 16-bit outputs (bias and GELU fused in their product), layernorm takes
+ * the residual add in front, the loss reads 16-bit logits and writes their
+ * gradient over them; every other op takes 16-bit tensors where the device
+ * computes in them and otherwise widens them to F32. Parameters, their
+ * gradients and the optimizer stay F32. Needs the kernel table's ABI 1.6
+ * members (weft/kernels.h). Kept across weft_ctx_set_autocast; applies to
+ * ops recorded afterwards. Errors: WEFT_ERR_INVALID_ARG for an unknown
+ * mode; WEFT_ERR_UNSUPPORTED for WEFT_LOWP_ACT_ON on a table without the
+ * members (the mode is then unchanged). */
+WEFT_API weft_status weft_ctx_set_lowp_activations(weft_ctx *ctx, weft_lowp_act mode);
+
+/* The dtype ctx keeps activations in now (WEFT_F32: F32 activations). */
+WEFT_API weft_dtype weft_ctx_lowp_activations(const weft_ctx *ctx);
+
 /* ---- backward ----------------------------------------------------------- */
 
 /* Back-propagates from a scalar (numel 1) `loss` with d(loss) = 1.

@@ -41,6 +41,14 @@ WEFT_API weft_status weft_op_matmul(weft_ctx *ctx, weft_tensor *a, weft_tensor *
 WEFT_API weft_status weft_op_linear(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
 				    weft_tensor *b, weft_tensor **out);
 
+/* gelu(x @ w^T + b), GELU's tanh form: weft_op_linear then weft_op_gelu,
+ * in one product with the bias and GELU in its epilogue under 16-bit
+ * activations (weft_ctx_set_lowp_activations), where the pre-activation is
+ * kept and the backward of the linear layer reading the output applies
+ * GELU's derivative in its own product. */
+WEFT_API weft_status weft_op_linear_gelu(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
+					 weft_tensor *b, weft_tensor **out);
+
 /* a + b and a * b elementwise. b has a's shape or a trailing part of it
  * (b of shape (T, C) broadcasts over a (B, T, C)). out: a's shape. */
 WEFT_API weft_status weft_op_add(weft_ctx *ctx, weft_tensor *a, weft_tensor *b,
@@ -71,6 +79,20 @@ WEFT_API weft_status weft_op_softmax(weft_ctx *ctx, weft_tensor *x, weft_tensor 
  * PyTorch); w and b of the last dim's size, either may be NULL. */
 WEFT_API weft_status weft_op_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
 				       weft_tensor *b, float eps, weft_tensor **out);
+
+/* A residual add and the LayerNorm after it: *sum = x + r (x's shape) and
+ * *out = layernorm(*sum) as weft_op_layernorm, both kept (the sum is the
+ * residual stream, the norm the next layer's input); one pass under 16-bit
+ * activations (weft_ctx_set_lowp_activations). */
+WEFT_API weft_status weft_op_add_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r,
+					   weft_tensor *w, weft_tensor *b, float eps,
+					   weft_tensor **sum, weft_tensor **out);
+
+/* x converted to dt (F32, or the context's 16-bit activation dtype, or
+ * one its kernels compute in), rounded to nearest even; x itself when it
+ * has dt already. The gradient is converted back to x's dtype. */
+WEFT_API weft_status weft_op_cast(weft_ctx *ctx, weft_tensor *x, weft_dtype dt,
+				  weft_tensor **out);
 
 /* Row lookup: ids (any shape, I32 or I64) into table (vocab, dim).
  * out: ids' shape + (dim). Gradient flows to the table only.

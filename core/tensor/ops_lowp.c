@@ -1,0 +1,311 @@
+/* The ops with 16-bit kernels under the gate (lowp.c): the linear layer
+ * (bias, and GELU with its backward, in the product's epilogue), layernorm
+ * with the residual add in front, the loss over 16-bit logits with the
+ * gradient written over them. */
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+#define DT(t) ((weft_dtype)(t)->dtype)
+
+static int64_t last_dim(const weft_tensor *t)
+{
+	return t->ndim ? t->shape[t->ndim - 1] : 1;
+}
+
+/* ---- linear, linear + GELU ----
+ *
+ * The node: in x, w, b; i[0..2] rows, in_f, out_f; i[3] the 16-bit dtype;
+ * saved[0] x in 16 bits (x's own data when it is), saved[1] w rounded,
+ * saved[2] GELU's pre-activation (aux) or NULL; u[0] 1 once a consumer's
+ * backward has applied GELU's derivative to the output's gradient (the
+ * DGELU epilogue of its dx product). */
+
+static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n);
+
+/* Whether x, the input of a linear node under the gate, is the GELU output
+ * of a linear + GELU node whose gradient this backward alone makes and
+ * writes whole: its dx product then takes the DGELU epilogue and gives the
+ * pre-activation's gradient, which that node reads as its own. */
+static weft_tape_node *gelu_producer(const weft_ctx *ctx, const weft_tape_node *n)
+{
+	const weft_tensor *x = n->in[0];
+	weft_tape_node *p = x->producer;
+
+	if (!p || x->ag_stamp != ctx->stamp || p->backward != lowp_linear_backward ||
+	    !p->saved[2] || p->done || x->ag_pending != 1 || !bw_first(n, 0) ||
+	    DT(x) != (weft_dtype)n->i[3])
+		return NULL;
+	return p;
+}
+
+/* dpre = dy gelu'(aux), all 16-bit, through F32 (a GELU output whose
+ * gradient did not come through a fused product). */
+static weft_status dgelu_apart(weft_ctx *ctx, weft_dtype lo, int64_t count, const void *aux,
+			       const void *dy, void **dpre)
+{
+	size_t bytes = (size_t)count * sizeof(float);
+	void *af, *df, *pf;
+	weft_status st;
+
+	if ((st = op_scratch(ctx, "linear_gelu backward", bytes, &af)) ||
+	    (st = op_scratch(ctx, "linear_gelu backward", bytes, &df)) ||
+	    (st = op_scratch(ctx, "linear_gelu backward", bytes, &pf)) ||
+	    (st = op_scratch(ctx, "linear_gelu backward", (size_t)count * weft_dtype_size(lo),
+			     dpre)) ||
+	    (st = ctx->k->convert(ctx->kctx, count, lo, aux, WEFT_F32, af)) ||
+	    (st = ctx->k->convert(ctx->kctx, count, lo, dy, WEFT_F32, df)) ||
+	    (st = ctx->k->zero(ctx->kctx, pf, bytes)) ||
+	    (st = ctx->k->gelu_backward(ctx->kctx, WEFT_F32, count, af, df, pf)))
+		return st;
+	return ctx->k->convert(ctx->kctx, count, WEFT_F32, pf, lo, *dpre);
+}
+
+static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	const weft_kernel_table *k = ctx->k;
+	weft_dtype lo = (weft_dtype)n->i[3];
+	int64_t rows = n->i[0], in_f = n->i[1], out_f = n->i[2];
+	const void *dy = n->out->grad->data;
+	void *dx = bw_grad(n, 0), *dw = bw_grad(n, 1), *db = bw_grad(n, 2), *aux = NULL;
+	int32_t epi = WEFT_EPI_NONE;
+	weft_tape_node *p = NULL;
+	weft_status st = WEFT_OK;
+
+	if (n->saved[2] && !n->u[0] && rows && out_f) /* GELU's derivative not applied yet */
+		st = dgelu_apart(ctx, lo, rows * out_f, n->saved[2], dy, (void **)&dy);
+	n->u[0] = 0;
+	if (!st && dx && (p = gelu_producer(ctx, n))) {
+		epi = WEFT_EPI_DGELU;
+		aux = p->saved[2];
+	}
+	if (!st && dx) /* dx = dy w, in x's dtype */
+		st = k->gemm_lowp_ex(ctx->kctx, lo, 0, 0, rows, in_f, out_f, 1.0f, dy, out_f,
+				     n->saved[1], in_f, bw_first(n, 0) ? 0.0f : 1.0f,
+				     DT(n->in[0]), dx, in_f, NULL, epi, aux);
+	if (!st && p)
+		p->u[0] = 1;
+	if (!st && dw) /* dw = dy^T x, F32 */
+		st = autocast_gemm(ctx, "linear backward (16-bit)", lo, 1, 0, out_f, in_f, rows, dy,
+				   out_f, n->saved[0], in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f);
+	if (!st && db && rows)
+		st = k->sum_rows_lowp(ctx->kctx, lo, rows, out_f, dy, db);
+	return st;
+}
+
+weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+			weft_tensor *b, int gelu, weft_tensor **out, int *handled)
+{
+	weft_dtype lo = (weft_dtype)ctx->lowp;
+	int64_t shape[WEFT_MAX_DIMS], rows = 1, in_f = w->shape[1], out_f = w->shape[0];
+	weft_tensor *in[3] = { x, w, b }, *y;
+	weft_tape_node *node;
+	void *xl, *wl = NULL, *aux = NULL;
+	weft_status st = WEFT_OK;
+
+	*handled = lo != WEFT_F32 && DT(w) == WEFT_F32 && (!b || DT(b) == WEFT_F32) &&
+		   (DT(x) == WEFT_F32 || DT(x) == lo);
+	if (!*handled)
+		return WEFT_OK;
+	for (int32_t i = 0; i < x->ndim - 1; i++)
+		rows *= x->shape[i];
+	memcpy(shape, x->shape, sizeof(shape));
+	shape[x->ndim - 1] = out_f;
+	xl = x->data;
+	if ((st = op_output(ctx, op, lo, x->ndim, shape, &y)) ||
+	    (gelu && (st = op_scratch(ctx, op, (size_t)(rows * out_f) * weft_dtype_size(lo),
+				      &aux))) ||
+	    (DT(x) != lo && (st = autocast_round(ctx, op, x->data, rows * in_f, lo, &xl))) ||
+	    (st = autocast_round(ctx, op, w->data, out_f * in_f, lo, &wl)))
+		return st;
+	if (rows && out_f)
+		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 1, rows, out_f, in_f, 1.0f, xl, in_f,
+					  wl, in_f, 0.0f, lo, y->data, out_f, b ? b->data : NULL,
+					  gelu ? WEFT_EPI_GELU : WEFT_EPI_NONE, aux);
+	if (st)
+		return weft_error_wrap(st, "%s (16-bit)", op);
+	if ((st = op_record(ctx, op, lowp_linear_backward, y, 3, in, &node)))
+		return st;
+	if (node) {
+		node->i[0] = rows;
+		node->i[1] = in_f;
+		node->i[2] = out_f;
+		node->i[3] = lo;
+		node->saved[0] = xl;
+		node->saved[1] = wl;
+		node->saved[2] = aux;
+		node->u[0] = 0;
+		node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: products with beta 0 */
+	}
+	*out = y;
+	return WEFT_OK;
+}
+
+/* ---- layernorm, residual add + layernorm ---- */
+
+/* The residual sum's node: the gradient of x + r is each input's (the
+ * kernel wrote the sum in the layernorm's pass). */
+static weft_status sum_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	int64_t count = weft_tensor_numel(n->out);
+	const void *dy = n->out->grad->data;
+	weft_status st = WEFT_OK;
+
+	for (int32_t i = 0; i < 2 && !st; i++) {
+		void *d = bw_grad(n, i);
+
+		if (d && bw_first(n, i))
+			st = ctx->k->copy(ctx->kctx, d, dy, weft_tensor_nbytes(n->out),
+					  WEFT_COPY_DEVICE_TO_DEVICE);
+		else if (d)
+			st = op_axpy(ctx, DT(n->out), count, 1.0f, dy, d);
+	}
+	return st;
+}
+
+/* in: s (the sum, or x), w, b; i[0..1] rows, cols; saved[0..1] mean, rstd. */
+static weft_status lowp_layernorm_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_tensor *s = n->in[0], *w = n->in[1];
+	void *dx = bw_grad(n, 0);
+
+	if (!n->i[0] || !n->i[1])
+		return WEFT_OK;
+	return ctx->k->layernorm_lowp_backward(ctx->kctx, DT(s), n->i[0], n->i[1], s->data,
+					       w->data, n->saved[0], n->saved[1],
+					       n->out->grad->data, dx, bw_first(n, 0), bw_grad(n, 1),
+					       bw_grad(n, 2));
+}
+
+weft_status lowp_layernorm(weft_ctx *ctx, weft_tensor *x, weft_tensor *r, weft_tensor *w,
+			   weft_tensor *b, float eps, weft_tensor **sum, weft_tensor **out,
+			   int *handled)
+{
+	const char *op = r ? "add_layernorm" : "layernorm";
+	weft_dtype lo = (weft_dtype)ctx->lowp;
+	weft_tensor *pair[2] = { x, r }, *s = x, *y, *in[3];
+	weft_tape_node *node;
+	int64_t cols = last_dim(x), rows;
+	void *mean, *rstd;
+	weft_status st;
+
+	*handled = lo != WEFT_F32 && w && DT(w) == WEFT_F32 && (!b || DT(b) == WEFT_F32) &&
+		   DT(x) == lo && (!r || DT(r) == lo);
+	if (!*handled)
+		return WEFT_OK;
+	rows = cols ? weft_tensor_numel(x) / cols : 0;
+	if ((r && (st = op_output(ctx, op, lo, x->ndim, x->shape, &s))) ||
+	    (st = op_output(ctx, op, lo, x->ndim, x->shape, &y)) ||
+	    (st = op_scratch(ctx, op, (size_t)rows * sizeof(float), &mean)) ||
+	    (st = op_scratch(ctx, op, (size_t)rows * sizeof(float), &rstd)))
+		return st;
+	if (rows && cols)
+		st = ctx->k->layernorm_lowp_forward(ctx->kctx, lo, rows, cols, eps, x->data,
+						    r ? r->data : NULL, r ? s->data : NULL,
+						    w->data, b ? b->data : NULL, y->data, mean,
+						    rstd);
+	if (st)
+		return weft_error_wrap(st, "%s (16-bit)", op);
+	if (r && (st = op_record(ctx, "add", sum_backward, s, 2, pair, &node)))
+		return st;
+	if (r && node) /* both gradients are dy's, as add's */
+		node->overwrites = node->passes = 1u << 0 | 1u << 1;
+	in[0] = s;
+	in[1] = w;
+	in[2] = b;
+	if ((st = op_record(ctx, op, lowp_layernorm_backward, y, 3, in, &node)))
+		return st;
+	if (node) {
+		node->i[0] = rows;
+		node->i[1] = cols;
+		node->saved[0] = mean;
+		node->saved[1] = rstd;
+		node->overwrites = 1u << 0; /* dx_write */
+	}
+	if (sum)
+		*sum = s;
+	*out = y;
+	return WEFT_OK;
+}
+
+/* ---- cross-entropy over 16-bit logits ---- */
+
+/* The node of op_record_loss, saved[0] the lse. The gradient is written whole
+ * (0 on ignored rows), over the logits when this is their last use. */
+static weft_status lowp_ce_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	weft_tensor *z = n->in[0];
+	void *dz = bw_grad(n, 0), *dst = dz;
+	weft_status st = WEFT_OK;
+
+	if (!dz || !n->i[0])
+		return WEFT_OK;
+	/* a gradient with another contribution already: written apart, added */
+	if (!bw_first(n, 0))
+		st = op_scratch(ctx, "cross_entropy backward", weft_tensor_nbytes(z), &dst);
+	if (!st)
+		st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, DT(z), n->i[0], n->i[1], n->i[1],
+							 z->data, (weft_dtype)n->i[2], n->saved[1],
+							 n->i[3], n->saved[0], n->out->grad->data,
+							 n->saved[2], dst);
+	if (!st && dst != dz)
+		st = op_axpy(ctx, DT(z), weft_tensor_numel(z), 1.0f, dst, dz);
+	return st;
+}
+
+/* The 16-bit loss kernels do not check targets (kernels.h): on the host's
+ * memory the op does, as the F32 kernel would; on a device the trainer's
+ * data check (weft_data_module_check_ids) has. */
+static weft_status check_host_targets(const weft_ctx *ctx, const weft_tensor *targets,
+				      int64_t rows, int64_t vocab, int64_t ignore_index)
+{
+	if (ctx->dev.type != WEFT_DEVICE_CPU)
+		return WEFT_OK;
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t t = targets->dtype == WEFT_I32 ? ((const int32_t *)targets->data)[r] :
+							 ((const int64_t *)targets->data)[r];
+
+		if (t != ignore_index && (t < 0 || t >= vocab))
+			return weft_error_set(WEFT_ERR_INVALID_ARG, "cross_entropy: row %lld has "
+					      "target %lld, outside [0, %lld) and not the "
+					      "ignore_index %lld; check the data's token ids "
+					      "against the model's vocab_size", (long long)r,
+					      (long long)t, (long long)vocab,
+					      (long long)ignore_index);
+	}
+	return WEFT_OK;
+}
+
+weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *targets,
+			       int64_t ignore_index, weft_tensor **out, int *handled)
+{
+	const char *op = "cross_entropy";
+	int64_t V = last_dim(logits), rows = weft_tensor_numel(targets);
+	weft_tensor *y;
+	weft_tape_node *node;
+	void *lse, *count;
+	weft_status st;
+
+	*handled = ctx->lowp != WEFT_F32 && DT(logits) == (weft_dtype)ctx->lowp;
+	if (!*handled)
+		return WEFT_OK;
+	if ((st = check_host_targets(ctx, targets, rows, V, ignore_index)) ||
+	    (st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
+	    (st = op_scratch(ctx, op, (size_t)(rows ? rows : 1) * sizeof(float), &lse)) ||
+	    (st = op_scratch(ctx, op, sizeof(float), &count)))
+		return st;
+	st = ctx->k->cross_entropy_lowp_forward(ctx->kctx, DT(logits), rows, V, V, logits->data,
+						DT(targets), targets->data, ignore_index, lse,
+						y->data, count);
+	if (st)
+		return weft_error_wrap(st, "%s (16-bit logits)", op);
+	if ((st = op_record_loss(ctx, op, lowp_ce_backward, y, logits, targets, ignore_index, lse,
+				 count, &node)))
+		return st;
+	if (node) {
+		node->overwrites = 1u << 0;
+		node->in_place = 1u << 0;
+	}
+	*out = y;
+	return WEFT_OK;
+}
