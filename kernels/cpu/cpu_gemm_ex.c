@@ -4,7 +4,9 @@
  * them, else sgemm), then the epilogue runs per element in F32 (bias, GELU
  * with its pre-activation saved, GELU's backward, with the GELU of
  * gelu_forward / gelu_backward) and each stored value is rounded once to
- * its dtype. */
+ * its dtype. With a 16-bit C the F32 bias is first rounded to C's dtype
+ * (the contract: as autocast rounds a linear layer's bias, and as
+ * cuBLASLt takes a bias of D's type); an F32 C adds it as given. */
 #include <stdint.h>
 
 #include "cpu_impl.h"
@@ -18,7 +20,7 @@ typedef struct epi_args {
 	weft_dtype c_dt;
 	int64_t n, ldd, ldc;
 	const float *d; /* the F32 product, rows ldd apart (C itself when c_dt is F32) */
-	const float *bias;
+	const float *bias; /* as added: rounded to c_dt already when C is 16-bit */
 	void *c, *aux;
 } epi_args;
 
@@ -58,8 +60,9 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 	weft_status st;
 	const char *bad = weft_gemm_ex_misuse(CPU_EX_IN_DTS, in_dt, c_dt, beta, epilogue, bias,
 					      aux, &st);
-	int64_t na, nb, nd;
+	int64_t na, nb, nd, nbias;
 	size_t wide;
+	const float *add_bias = bias;
 	float *buf, *d;
 	epi_args e;
 
@@ -72,16 +75,27 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 		return WEFT_OK;
 	na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, 0, 1);
 	nb = weft_gemm_span(trans_b ? n : k, trans_b ? k : n, ldb, 0, 1);
-	/* F32 C is the product's own buffer; a 16-bit one gets an F32 one */
+	/* F32 C is the product's own buffer; a 16-bit one gets an F32 one, and
+	 * its bias is rounded to c_dt once, into n floats after it */
 	nd = c_dt == WEFT_F32 ? 0 : m * n;
+	nbias = c_dt != WEFT_F32 && bias ? n : 0;
 	wide = cpu_gemm_lowp_scratch(in_dt, na, nb);
-	buf = cpu_thread_buffer(CPU_BUF_EPILOGUE, wide + (size_t)nd * sizeof(float) + 1);
+	buf = cpu_thread_buffer(CPU_BUF_EPILOGUE, wide + (size_t)(nd + nbias) * sizeof(float) + 1);
 	if (!buf)
 		return weft_error_set(WEFT_ERR_NOMEM, "gemm_lowp_ex: no memory for the %zu bytes "
 				      "of F32 operands and result of a %lld x %lld x %lld product",
-				      wide + (size_t)nd * sizeof(float), (long long)m,
+				      wide + (size_t)(nd + nbias) * sizeof(float), (long long)m,
 				      (long long)n, (long long)k);
 	d = c_dt == WEFT_F32 ? c : buf + (na + nb);
+	if (nbias) {
+		float *rb = buf + (na + nb + nd);
+
+		for (int64_t j = 0; j < n; j++)
+			rb[j] = c_dt == WEFT_BF16 ?
+				weft_half_bf16_to_f32(weft_half_f32_to_bf16(bias[j])) :
+				weft_half_f16_to_f32(weft_half_f32_to_f16(bias[j]));
+		add_bias = rb;
+	}
 	if (c_dt != WEFT_F32 && beta != 0.0f)
 		for (int64_t r = 0; r < m; r++)
 			weft_half_convert(n, c_dt, (const uint16_t *)c + r * ldc, WEFT_F32,
@@ -93,7 +107,7 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 	if (c_dt == WEFT_F32 && epilogue == WEFT_EPI_NONE && !bias)
 		return WEFT_OK; /* the product is the result */
 	e = (epi_args){ .epilogue = epilogue, .c_dt = c_dt, .n = n,
-			.ldd = c_dt == WEFT_F32 ? ldc : n, .ldc = ldc, .d = d, .bias = bias,
+			.ldd = c_dt == WEFT_F32 ? ldc : n, .ldc = ldc, .d = d, .bias = add_bias,
 			.c = c, .aux = aux };
 	cpu_parallel_for(m, CPU_GRAIN / (4 * n) + 1, epi_rows, &e);
 	return WEFT_OK;

@@ -1,11 +1,22 @@
 /* gemm_lowp_ex's own epilogue, for the calls cuBLASLt's fused epilogues
  * cannot take (cuda_gemm_lt.c says which): per element of the F32 product,
- * the bias, GELU with its pre-activation saved, or GELU's backward, in F32,
+ * the bias (rounded to C's dtype first when C is 16-bit, as the contract
+ * says), GELU with its pre-activation saved, or GELU's backward, in F32,
  * each stored value rounded once to C's dtype, as the CPU's reference
  * (kernels/cpu/cpu_gemm_ex.c) computes them. */
 #include "cuda_dev.cuh"
 
 #define THREADS 256
+
+/* v rounded to dt (nearest even) and widened back: F32 is left as it is. */
+__device__ __forceinline__ float rounded(float v, int dt)
+{
+	if (dt == WEFT_BF16)
+		return __bfloat162float(__float2bfloat16_rn(v));
+	if (dt == WEFT_F16)
+		return __half2float(__float2half_rn(v));
+	return v;
+}
 
 __global__ void k_gemm_epilogue(int64_t m, int64_t n, const float *d, int64_t ldd, int add_c,
 				int dt, void *c, int64_t ldc, const float *bias, int epi, void *aux)
@@ -20,7 +31,7 @@ __global__ void k_gemm_epilogue(int64_t m, int64_t n, const float *d, int64_t ld
 			if (add_c)
 				v += ld(c, at, dt);
 			if (bias)
-				v += bias[j];
+				v += rounded(bias[j], dt);
 			if (epi == WEFT_EPI_GELU) {
 				st(aux, at, dt, v);
 				v = dev_gelu_tanh(v);

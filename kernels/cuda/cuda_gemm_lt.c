@@ -4,9 +4,14 @@
  *
  *  - fused: one cublasLtMatmul, compute CUBLAS_COMPUTE_32F, scale F32,
  *    A and B BF16 or F16, C = D of C's dtype, the epilogue DEFAULT, BIAS,
- *    GELU_AUX, GELU_AUX_BIAS or DGELU, the F32 bias as
- *    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUDA_R_32F, aux (C's dtype) at
- *    EPILOGUE_AUX_POINTER with EPILOGUE_AUX_LD = ldc. Row-major C = op(A)
+ *    GELU_AUX, GELU_AUX_BIAS or DGELU, the bias of D's type
+ *    (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, as cublasLt.h requires): the
+ *    caller's F32 bias for an F32 C; for a 16-bit C the bias rounded to
+ *    C's dtype (the contract) by the table's convert kernel into the
+ *    context's row scratch (c->rows, grown on demand and kept, so steady
+ *    state allocates nothing), stream-ordered before the matmul, which
+ *    reads it; aux (C's dtype) at EPILOGUE_AUX_POINTER with
+ *    EPILOGUE_AUX_LD = ldc. Row-major C = op(A)
  *    op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's A is our B,
  *    its B our A, its D n x m with leading dimension ldc, so the bias runs
  *    along D's rows as cuBLASLt's BIAS epilogue wants. A 16-bit C allows
@@ -16,8 +21,8 @@
  *  - unfused: cuda_gemm_ex (cublasGemmStridedBatchedEx, F32 compute) into
  *    an F32 product (C itself when C is F32, else the context's row
  *    scratch), then this library's epilogue kernel (cuda_gemm_epi.cu),
- *    which computes what the CPU does, up to the order of the sums and
- *    tanhf's ulps.
+ *    which computes what the CPU does (a 16-bit C's bias rounded to its
+ *    dtype in the kernel), up to the order of the sums and tanhf's ulps.
  *
  * The fused path is taken unless: k is 0; the epilogue is GELU or DGELU
  * and ldc is not a multiple of 8 (cuBLASLt's header: the GELU aux leading
@@ -27,8 +32,10 @@
  * the heuristic is told each pointer's actual alignment
  * (MIN_ALIGNMENT_*_BYTES) and the bias and aux pointers, so it refuses
  * what its kernels cannot take, for instance operands that are not 16-byte
- * aligned, and a 16-bit C with an F32 bias, which NVIDIA documents only
- * for D of the bias's type.
+ * aligned. The rounded bias costs a launch of n elements per fused call
+ * with a 16-bit C and a bias; it is not cached across calls, since the
+ * kernel table sees only the bias's address, and the optimizer rewrites
+ * the bias in place every step.
  *
  * The cuBLASLt handle and a 32 MiB workspace are made at the first call
  * on a context and kept until ctx_destroy; each call shape (dtypes,
@@ -171,13 +178,13 @@ static weft_status lt_get(cuda_ctx *c, struct cuda_lt **out)
  * aux are the call's, whose alignment the heuristic reads. A heuristic
  * that supports nothing leaves p->fused 0 and is not an error. */
 static cublasStatus_t plan_build(struct cuda_lt *lt, lt_plan *p, const lt_key *key,
-				 const float *bias, void *aux)
+				 const void *bias, void *aux)
 {
 	cudaDataType_t in = lt_type(key->in_dt), out = lt_type(key->c_dt);
 	int32_t opa = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A: our B */
 	int32_t opb = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
 	uint32_t epi = lt_epilogue(key->epilogue, key->has_bias);
-	int32_t bias_type = CUDA_R_32F;
+	int32_t bias_type = lt_type(key->c_dt); /* D's: F32, or the rounded copy */
 	int64_t aux_ld = key->ldc;
 	uint32_t scheme = key->c_dt == WEFT_F32 ? CUBLASLT_REDUCTION_SCHEME_MASK :
 			  CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
@@ -249,7 +256,7 @@ static cublasStatus_t plan_build(struct cuda_lt *lt, lt_plan *p, const lt_key *k
 /* The plan for key: found in the cache, or built in the least recently
  * used slot. */
 static weft_status plan_get(cuda_ctx *c, struct cuda_lt *lt, const lt_key *key,
-			    const float *bias, void *aux, lt_plan **out)
+			    const void *bias, void *aux, lt_plan **out)
 {
 	lt_plan *p = NULL;
 	cublasStatus_t bst;
@@ -282,7 +289,7 @@ static weft_status plan_get(cuda_ctx *c, struct cuda_lt *lt, const lt_key *key,
 }
 
 static weft_status lt_run(cuda_ctx *c, struct cuda_lt *lt, lt_plan *p, float alpha,
-			  const void *a, const void *b, float beta, void *cm, const float *bias,
+			  const void *a, const void *b, float beta, void *cm, const void *bias,
 			  void *aux)
 {
 	const lt_key *key = &p->key;
@@ -347,6 +354,7 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 	const char *bad;
 	struct cuda_lt *lt = NULL;
 	lt_plan *p = NULL;
+	const void *lt_bias = bias; /* the bias cuBLASLt reads: of D's type */
 	lt_key key;
 
 	if (st)
@@ -365,6 +373,13 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 			       c_dt, cm, ldc, bias, epilogue, aux);
 	if ((st = lt_get(c, &lt)))
 		return st;
+	if (bias && c_dt != WEFT_F32) {
+		/* its place now (the heuristic reads its alignment); written
+		 * below, only when the fused path takes the call */
+		if ((st = cuda_rows_reserve(c, "gemm_lowp_ex", (size_t)n * cuda_dt_size(c_dt))))
+			return st;
+		lt_bias = c->rows;
+	}
 	memset(&key, 0, sizeof(key)); /* padding too: keys are compared with memcmp */
 	key.in_dt = in_dt;
 	key.c_dt = c_dt;
@@ -381,12 +396,14 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 	key.align[0] = lt_align(a);
 	key.align[1] = lt_align(b);
 	key.align[2] = lt_align(cm);
-	key.align[3] = lt_align(bias);
+	key.align[3] = lt_align(lt_bias);
 	key.align[4] = lt_align(aux);
-	if ((st = plan_get(c, lt, &key, bias, aux, &p)))
+	if ((st = plan_get(c, lt, &key, lt_bias, aux, &p)))
 		return st;
 	if (!p->fused)
 		return unfused(c, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
 			       c_dt, cm, ldc, bias, epilogue, aux);
-	return lt_run(c, lt, p, alpha, a, b, beta, cm, bias, aux);
+	if (lt_bias != bias && (st = cuda_convert(c, n, WEFT_F32, bias, c_dt, c->rows)))
+		return st;
+	return lt_run(c, lt, p, alpha, a, b, beta, cm, lt_bias, aux);
 }

@@ -164,7 +164,8 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 			      void *c, int64_t ldc, const float *bias, int32_t epilogue, void *aux);
 void cuda_lt_release(cuda_ctx *c);
 /* cuda_gemm_epi.cu: gemm_lowp_ex's epilogue on an F32 product d (rows ldd
- * apart), per element (r, j): v = d + C (add_c) + bias[j] (bias non-NULL),
+ * apart), per element (r, j): v = d + C (add_c) + bias[j] (bias non-NULL;
+ * rounded to dt first when dt is 16-bit),
  * aux = v and C = gelu_tanh(v) (GELU), C = d * gelu_tanh'(aux) (DGELU),
  * C = v (NONE); C and aux of dt with leading dimension ldc, stored rounded
  * once. d may be C itself when dt is F32 (in place). */

@@ -17,13 +17,29 @@
  *             (2^-7 |ref| BF16, 2^-10 |ref| + 2^-24 F16): each side rounds
  *             its own F32 value once, so the two may land on neighbouring
  *             values. The aux GELU saves is held to the same.
+ * Both sides add a 16-bit C's bias rounded to C's dtype (the contract;
+ * ex_expect too). On ex_tie_fill's inputs, where the rounded and the
+ * unrounded bias give different results, every element is the rounded
+ * rule's exactly (the F32 C's the unrounded one's), through cuBLASLt's
+ * fused bias epilogue (A aligned) and the unfused path (A 2 bytes off).
  * Also: a call's misuse gives the CPU's error with "cuda:0 kernel
  * gemm_lowp_ex" in front; a second call of a shape reuses its plan (the
- * same results from the cache). */
+ * same results from the cache).
+ *
+ * `test_cuda_gemm_ex fused-bias-counts` (the emulator only, with its
+ * EMU_COUNTS, registered by tests/cuda_emu as
+ * test_cuda_gemm_ex_fused_bias_emu): a BF16 C with a bias takes the fused
+ * path - one cuBLASLt G line whose bias read is 2 bytes an element, the
+ * bias's conversion (n elements) the one kernel beside it, no epilogue
+ * kernel - and moves at least the F32 product's write and read-back
+ * (2 m n 4 bytes) less than the unfused path on the same call with A
+ * misaligned, up to the four pages the two paths' bias handling touch. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_test.h"
 #include "precision/gemm_ex_testutil.h"
@@ -162,6 +178,127 @@ static void check_plan_reuse(void)
 	ct_release(&g);
 }
 
+/* ex_tie_fill's product (M x N x K of dt, C of c_dt, a bias, NONE) on the
+ * GPU, A `shift` elements past an aligned address (0: cuBLASLt's fused
+ * path; 1, 2 bytes, which no tensor-core algorithm takes: the unfused
+ * one); then, with `between` (the emulator's mark) around the call only,
+ * checks every element is the contract's value exactly. */
+enum { TIE_M = 256, TIE_N = 256, TIE_K = 64 };
+static void tie_run(weft_dtype dt, weft_dtype c_dt, int shift, void (*between)(const char *),
+		    const char *label)
+{
+	size_t cbytes = (size_t)TIE_M * TIE_N * ct_size(c_dt);
+	uint16_t *a = calloc(TIE_M * TIE_K + 1, 2), *b = malloc(TIE_K * TIE_N * 2);
+	float bias[TIE_N], want16, want32, want;
+	char *got = malloc(cbytes);
+	ct_dev g = ct_gpu_dev(dt);
+	void *da, *db, *dc;
+	float *dbias;
+	int64_t bad = 0;
+
+	WT_REQUIRE(a && b && got);
+	ex_tie_fill(dt, TIE_M, TIE_N, TIE_K, a + shift, b, bias, &want16, &want32);
+	want = c_dt == WEFT_F32 ? want32 : want16;
+	da = ct_in_raw(&g, a, (TIE_M * TIE_K + 1) * 2);
+	db = ct_in_raw(&g, b, TIE_K * TIE_N * 2);
+	dbias = ct_in_raw(&g, bias, sizeof(bias));
+	dc = ct_alloc(&g, cbytes);
+	if (between)
+		between(label);
+	WT_OK(ct_gpu->gemm_lowp_ex(ct_kctx, dt, 0, 0, TIE_M, TIE_N, TIE_K, 1.0f,
+				   (uint16_t *)da + shift, TIE_K, db, TIE_N, 0.0f, c_dt, dc, TIE_N,
+				   dbias, WEFT_EPI_NONE, NULL));
+	if (between)
+		between("after");
+	WT_OK(ct_gpu->copy(ct_kctx, got, dc, cbytes, WEFT_COPY_DEVICE_TO_HOST));
+	for (int64_t i = 0; i < (int64_t)TIE_M * TIE_N; i++)
+		bad += ex_load(c_dt, got, i) != want;
+	if (bad)
+		fprintf(stderr, "%s->%s A shift %d: %lld elements are not %.9g\n", ct_name(dt),
+			ct_name(c_dt), shift, (long long)bad, (double)want);
+	WT_CHECK(bad == 0);
+	ct_release(&g);
+	free(a);
+	free(b);
+	free(got);
+}
+
+static void check_bias_rounded(void)
+{
+	for (int d = 0; d < 2; d++)
+		for (int shift = 0; shift < 2; shift++) {
+			weft_dtype dt = d ? WEFT_F16 : WEFT_BF16;
+
+			tie_run(dt, dt, shift, NULL, NULL);
+			tie_run(dt, WEFT_F32, shift, NULL, NULL);
+		}
+}
+
+/* The counts file's lines between the marks `from` and `to`: G and K
+ * lines counted, their bytes (read + written) summed, and the G line's
+ * name and bytes read, the K lines' names (comma-joined) kept. */
+typedef struct span_counts {
+	int g, k;
+	double bytes, g_read;
+	char g_name[128], k_names[256];
+} span_counts;
+
+static span_counts read_span(const char *path, const char *from, const char *to)
+{
+	FILE *f = fopen(path, "r");
+	char line[512], name[128];
+	double rd, wr;
+	span_counts sc = { 0 };
+	int in = 0;
+
+	WT_REQUIRE(f != NULL);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (line[0] == 'M') {
+			if (in && !strcmp(line + 2, to))
+				break;
+			in = in || !strcmp(line + 2, from);
+			continue;
+		}
+		if (!in || sscanf(line + 2, "%127[^\t]\t%lf\t%lf", name, &rd, &wr) != 3)
+			continue;
+		sc.bytes += rd + wr;
+		if (line[0] == 'G') {
+			sc.g++;
+			sc.g_read = rd;
+			snprintf(sc.g_name, sizeof(sc.g_name), "%s", name);
+		} else if (line[0] == 'K') {
+			sc.k++;
+			if (strlen(sc.k_names) + strlen(name) + 2 < sizeof(sc.k_names))
+				strcat(strcat(sc.k_names, sc.k_names[0] ? "," : ""), name);
+		}
+	}
+	fclose(f);
+	return sc;
+}
+
+static void check_fused_bias_counts(const char *path)
+{
+	void (*mark)(const char *) = NULL;
+	const double ab = TIE_M * TIE_K * 2.0 + TIE_K * TIE_N * 2.0, product = TIE_M * TIE_N * 4.0;
+	span_counts fu, un;
+
+	*(void **)&mark = dlsym(RTLD_DEFAULT, "emu_count_mark");
+	WT_REQUIRE(mark != NULL); /* run under the CUDA emulator */
+	tie_run(WEFT_BF16, WEFT_BF16, 0, mark, "fused");
+	tie_run(WEFT_BF16, WEFT_BF16, 1, mark, "unfused");
+	fu = read_span(path, "fused", "after");
+	un = read_span(path, "unfused", "after");
+	printf("bf16 %dx%dx%d with a bias, bf16 C: fused %d G + %d K lines (%s; %s), %.0f bytes; "
+	       "unfused %d G + %d K (%s; %s), %.0f bytes\n", TIE_M, TIE_N, TIE_K, fu.g, fu.k,
+	       fu.g_name, fu.k_names, fu.bytes, un.g, un.k, un.g_name, un.k_names, un.bytes);
+	WT_CHECK(fu.g == 1 && strstr(fu.g_name, "cublasLtMatmul") && strstr(fu.g_name, " bias"));
+	WT_CHECK(fu.g_read == ab + TIE_N * 2.0); /* the bias read as BF16 */
+	WT_CHECK(fu.k == 1 && strstr(fu.k_names, "convert") && !strstr(fu.k_names, "epilogue"));
+	WT_CHECK(un.g == 1 && un.k == 1 && strstr(un.k_names, "epilogue"));
+	WT_CHECK(un.bytes - fu.bytes >= 2.0 * product - 4.0 * 4096.0);
+}
+
 static void check_misuse(void)
 {
 	ct_dev g = ct_gpu_dev(WEFT_BF16);
@@ -183,13 +320,27 @@ static void check_misuse(void)
 	ct_release(&g);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1) {
+		char path[] = "/tmp/weft_gemm_ex_counts_XXXXXX";
+		int fd = mkstemp(path);
+
+		WT_REQUIRE(!strcmp(argv[1], "fused-bias-counts") && fd >= 0);
+		close(fd);
+		setenv("EMU_COUNTS", path, 1); /* before any device work */
+		ct_setup("test_cuda_gemm_ex");
+		check_fused_bias_counts(path);
+		ct_teardown();
+		unlink(path);
+		return wt_done("test_cuda_gemm_ex_fused_bias");
+	}
 	ct_setup("test_cuda_gemm_ex");
 	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, gemm_lowp_ex) &&
 		   ct_gpu->gemm_lowp_ex && ct_cpu->gemm_lowp_ex);
 	check_against_cpu();
 	check_plan_reuse();
+	check_bias_rounded();
 	check_misuse();
 	ct_teardown();
 	return wt_done("test_cuda_gemm_ex");

@@ -83,6 +83,17 @@ static inline void ex_store(weft_dtype dt, void *p, int64_t i, float v)
 		((float *)p)[i] = v;
 }
 
+/* v rounded to dt (nearest even), as a 16-bit C's bias is before it is
+ * added; F32 keeps v. */
+static inline float ex_round(weft_dtype dt, float v)
+{
+	if (dt == WEFT_BF16)
+		return weft_bf16_to_f32(weft_f32_to_bf16(v));
+	if (dt == WEFT_F16)
+		return weft_f16_to_f32(weft_f32_to_f16(v));
+	return v;
+}
+
 static inline double ex_gelu(double v)
 {
 	return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
@@ -118,7 +129,9 @@ static inline void ex_fill(const ex_case *x, void *a, int64_t na, void *b, int64
  * computation may be from *ref: 1e-5 M + 1e-6 (1 + |pre|) (1 + |D|), M the
  * sum of the magnitudes feeding the element (|alpha| sum_l |a_il b_lj| +
  * |bias_j| + |C_ij|, times |gelu'(aux)| for DGELU), D the product. a, b,
- * c0 (C before the call) and aux as the call saw them. */
+ * c0 (C before the call) and aux as the call saw them; bias as the caller
+ * passed it (F32): with a 16-bit C the reference adds it rounded to c_dt,
+ * as the contract says, so every device is held to the same rounded bias. */
 static inline void ex_expect(const ex_case *x, float alpha, const void *a, int64_t lda,
 			     const void *b, int64_t ldb, const float *bias, const void *c0,
 			     const void *aux, int64_t ldc, int64_t i, int64_t j, double *ref,
@@ -143,8 +156,10 @@ static inline void ex_expect(const ex_case *x, float alpha, const void *a, int64
 	} else {
 		v = dot;
 		if (x->bias) {
-			v += bias[j];
-			mag += fabs(bias[j]);
+			double bj = ex_round(x->c_dt, bias[j]);
+
+			v += bj;
+			mag += fabs(bj);
 		}
 		if (x->beta != 0.0f) {
 			v += ex_load(x->c_dt, c0, at);
@@ -154,6 +169,29 @@ static inline void ex_expect(const ex_case *x, float alpha, const void *a, int64
 	}
 	*pre = v;
 	*tol32 = 1e-5 * mag + 1e-6 * (1 + fabs(v)) * (1 + fabs(dot));
+}
+
+/* Inputs whose result tells a bias rounded to dt (the contract, with a
+ * 16-bit C) from one added as given: A (m x k) and B (k x n), row-major,
+ * dense, of dt, with D = A B = -0.375 u in every element (A's column 0
+ * holds it, B's row 0 holds 1, the rest 0), u dt's unit in the last place
+ * at 1 (2^-7 BF16, 2^-10 F16), and bias[j] = 1 + 0.75 u; all exact in
+ * dt or F32. The bias rounded to dt is 1 + u, and C = 1 + 0.625 u rounds
+ * to 1 + u (*want16); added as given, 1 + 0.375 u would round to 1. An F32
+ * C keeps the bias as given: exactly 1 + 0.375 u (*want32). */
+static inline void ex_tie_fill(weft_dtype dt, int64_t m, int64_t n, int64_t k, void *a,
+			       void *b, float *bias, float *want16, float *want32)
+{
+	const float u = dt == WEFT_BF16 ? 0x1p-7f : 0x1p-10f;
+
+	for (int64_t i = 0; i < m * k; i++)
+		ex_store(dt, a, i, i % k ? 0.0f : -0.375f * u);
+	for (int64_t i = 0; i < k * n; i++)
+		ex_store(dt, b, i, i < n ? 1.0f : 0.0f);
+	for (int64_t j = 0; j < n; j++)
+		bias[j] = 1.0f + 0.75f * u;
+	*want16 = 1.0f + u;
+	*want32 = 1.0f + 0.375f * u;
 }
 
 #endif /* WEFT_GEMM_EX_TESTUTIL_H */

@@ -27,8 +27,12 @@
  *    GELU equals gelu_forward(aux), C of DGELU equals gelu_backward(aux,
  *    D) from zero, within 1e-6 relative + 1e-7 (the same F32 formula; the
  *    compiler may contract a multiply-add differently in the two loops).
- * 3. k = 0: C = bias (+ C); m = 0 writes nothing.
- * 4. Misuse: each refused argument gives its WEFT_ERR_* and a message
+ * 3. The bias of a 16-bit C is rounded to C's dtype before it is added,
+ *    an F32 C's is added as given (the contract): on ex_tie_fill's inputs
+ *    every element is exactly the value each rule gives, BF16 and F16,
+ *    NONE and GELU (its aux), and differs from the other rule's.
+ * 4. k = 0: C = bias (+ C); m = 0 writes nothing.
+ * 5. Misuse: each refused argument gives its WEFT_ERR_* and a message
  *    naming gemm_lowp_ex and what to pass, and leaves C unwritten.
  */
 #include <math.h>
@@ -40,15 +44,6 @@
 #include "weft/tensor.h"
 #include "weft_test.h"
 #include "precision/gemm_ex_testutil.h"
-
-/* v rounded to dt, as F32 */
-static float round_to(weft_dtype dt, double v)
-{
-	uint16_t h[2];
-
-	ex_store(dt, h, 0, (float)v);
-	return ex_load(dt, h, 0);
-}
 
 static int64_t cases_run, decided_16, missed_16, total_16;
 
@@ -63,9 +58,9 @@ static double check_value(weft_dtype dt, double got, double ref, double tol32)
 		return fabs(got - ref) / tol;
 	tol += dt == WEFT_BF16 ? ldexp(fabs(ref), -8) : ldexp(fabs(ref), -11) + ldexp(1.0, -24);
 	total_16++;
-	if (round_to(dt, ref - tol32) == round_to(dt, ref + tol32)) {
+	if (ex_round(dt, (float)(ref - tol32)) == ex_round(dt, (float)(ref + tol32))) {
 		decided_16++;
-		missed_16 += got != round_to(dt, ref);
+		missed_16 += got != ex_round(dt, (float)ref);
 	}
 	return fabs(got - ref) / tol;
 }
@@ -173,6 +168,32 @@ static void check_same_gelu(const weft_kernel_table *kt)
 		WT_CLOSE(c[i], want[i], 1e-6, 1e-7);
 }
 
+static void check_bias_rounded(const weft_kernel_table *kt)
+{
+	enum { M = 5, N = 6, K = 3 };
+	uint16_t a[M * K], b[K * N], c16[M * N], aux16[M * N];
+	float bias[N], c32[M * N], aux32[M * N], want16, want32;
+
+	for (int d = 0; d < 2; d++) {
+		weft_dtype dt = d ? WEFT_F16 : WEFT_BF16;
+
+		ex_tie_fill(dt, M, N, K, a, b, bias, &want16, &want32);
+		WT_CHECK(ex_round(dt, want32) != want16); /* the two rules differ */
+		for (int32_t epi = WEFT_EPI_NONE; epi <= WEFT_EPI_GELU; epi++) {
+			WT_OK(kt->gemm_lowp_ex(NULL, dt, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, dt,
+					       c16, N, bias, epi, epi ? aux16 : NULL));
+			WT_OK(kt->gemm_lowp_ex(NULL, dt, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f,
+					       WEFT_F32, c32, N, bias, epi, epi ? aux32 : NULL));
+			for (int i = 0; i < M * N; i++) {
+				float got16 = ex_load(dt, epi ? aux16 : c16, i);
+				float got32 = epi ? aux32[i] : c32[i];
+
+				WT_CHECK(got16 == want16 && got32 == want32);
+			}
+		}
+	}
+}
+
 static void check_empty(const weft_kernel_table *kt)
 {
 	uint16_t a[4] = { 0 }, b[6] = { 0 }, cb[6];
@@ -236,6 +257,7 @@ int main(void)
 	WT_REQUIRE(WEFT_HAS_MEMBER(kt, weft_kernel_table, gemm_lowp_ex) && kt->gemm_lowp_ex);
 	check_against_double(kt);
 	check_same_gelu(kt);
+	check_bias_rounded(kt);
 	check_empty(kt);
 	check_misuse(kt);
 	return wt_done("test_gemm_lowp_ex");

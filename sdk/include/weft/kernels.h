@@ -737,7 +737,11 @@ typedef struct weft_kernel_table {
 	 * gelu_tanh as gelu_forward; aux has C's dtype and leading dimension
 	 * and is written by GELU (stored rounded; C is computed from the F32
 	 * value), read by DGELU. bias: n F32 elements, or NULL for none (it
-	 * must be NULL with DGELU). beta: 0 (C is not read) or 1 (NONE only).
+	 * must be NULL with DGELU); when c_dt is 16-bit, bias[j] is rounded
+	 * to c_dt before it is added (as autocast rounds a linear layer's
+	 * bias to the layer's dtype, and as cuBLASLt's fused bias epilogue
+	 * takes it, in D's type), the sum still in F32; with an F32 C it is
+	 * added as given. beta: 0 (C is not read) or 1 (NONE only).
 	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_misuse
 	 * below): WEFT_ERR_DTYPE for an in_dt the device does not take (the
 	 * CPU and CUDA tables take BF16 and F16, whatever lowp_act_dtypes
