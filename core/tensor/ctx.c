@@ -441,3 +441,21 @@ weft_status op_record_always(weft_ctx *ctx, const char *op, tape_backward_fn bw,
 	*node = n;
 	return WEFT_OK;
 }
+
+weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, weft_tensor *y,
+			   weft_tensor *logits, weft_tensor *targets, int64_t ignore_index,
+			   void *stat, void *count, weft_tape_node **node)
+{
+	weft_status st = op_record(ctx, op, bw, y, 1, &logits, node);
+
+	if (st || !*node)
+		return st;
+	(*node)->i[0] = weft_tensor_numel(targets);
+	(*node)->i[1] = logits->shape[logits->ndim - 1];
+	(*node)->i[2] = targets->dtype;
+	(*node)->i[3] = ignore_index;
+	(*node)->saved[0] = stat;
+	(*node)->saved[1] = targets->data;
+	(*node)->saved[2] = count;
+	return WEFT_OK;
+}
