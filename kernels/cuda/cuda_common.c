@@ -13,11 +13,7 @@ const weft_host *cuda_host;
 
 void cuda_account_device(weft_mem_category cat, int64_t delta)
 {
-	if (WEFT_HAS_MEMBER(cuda_host, weft_host, mem_account_device) &&
-	    cuda_host->mem_account_device)
-		cuda_host->mem_account_device(cat, delta);
-	else
-		cuda_host->mem_account(cat, delta);
+	weft_host_account_device(cuda_host, cat, delta);
 }
 
 weft_status cuda_status_for(cudaError_t err)

@@ -10,11 +10,7 @@ const weft_host *nccl_host;
 
 void nccl_account_device(weft_mem_category cat, int64_t delta)
 {
-	if (WEFT_HAS_MEMBER(nccl_host, weft_host, mem_account_device) &&
-	    nccl_host->mem_account_device)
-		nccl_host->mem_account_device(cat, delta);
-	else
-		nccl_host->mem_account(cat, delta);
+	weft_host_account_device(nccl_host, cat, delta);
 }
 
 int64_t nccl_now_ms(void)

@@ -362,6 +362,17 @@ typedef struct weft_host {
 	void (*mem_account_device)(weft_mem_category cat, int64_t delta);
 } weft_host;
 
+/* Counts delta bytes of device memory under cat through host: its
+ * mem_account_device, or mem_account on a host older than ABI 1.5. */
+static inline void weft_host_account_device(const weft_host *host, weft_mem_category cat,
+					    int64_t delta)
+{
+	if (WEFT_HAS_MEMBER(host, weft_host, mem_account_device) && host->mem_account_device)
+		host->mem_account_device(cat, delta);
+	else
+		host->mem_account(cat, delta);
+}
+
 /* The entry symbol's name and type. */
 #define WEFT_PLUGIN_ENTRY_SYMBOL "weft_plugin_entry"
 typedef const weft_plugin_desc *(*weft_plugin_entry_fn)(const weft_host *host);
