@@ -111,8 +111,9 @@ static void test_gate(void)
 	WT_CHECK(weft_ctx_lowp_activations(ctx) == WEFT_F32);
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, (weft_lowp_act)7), WEFT_ERR_INVALID_ARG,
 		 "unknown mode 7");
-	/* 16-bit logits (a linear layer's under the gate) against a target
-	 * outside the vocabulary: the op names the row and the target */
+	/* 16-bit logits (a linear layer's under the gate, or the fused
+	 * head's) against a target outside the vocabulary: the op names the
+	 * row and the target */
 	{
 		int64_t xs[2] = { 2, 4 }, ws[2] = { 5, 4 }, ts[1] = { 2 };
 		weft_tensor *x, *w, *t, *z, *loss;
@@ -132,6 +133,11 @@ static void test_gate(void)
 			 "cross_entropy: row 1 has target 5, outside [0, 5) and not the "
 			 "ignore_index -1; check the data's token ids against the model's "
 			 "vocab_size");
+		/* the same from the head and its loss in one op */
+		WT_FAILS(weft_op_linear_cross_entropy(ctx, x, w, t, -1, &loss),
+			 WEFT_ERR_INVALID_ARG, "cross_entropy: row 1 has target 5, outside "
+			 "[0, 5) and not the ignore_index -1; check the data's token ids "
+			 "against the model's vocab_size");
 	}
 	weft_ctx_free(ctx);
 
