@@ -228,6 +228,8 @@ static weft_status init_weights(weft_model *m)
 }
 
 static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out);
+static weft_status gpt_forward_loss(weft_model *m, weft_ctx *ctx, weft_tensor *x,
+				    weft_tensor *targets, int64_t ignore_index, weft_tensor **loss);
 static weft_status gpt_load(weft_model *m, const char *path);
 
 static int64_t gpt_ignore_index(const weft_model *m)
@@ -241,6 +243,7 @@ static const nn_class_ops gpt_ops = {
 	.load = gpt_load,
 	.vocab_split = nn_gpt_tp_vocab,
 	.ignore_index = gpt_ignore_index,
+	.forward_loss = gpt_forward_loss,
 };
 
 weft_status weft_model_create_gpt(const weft_gpt_config *cfg, const weft_model_options *opt,
@@ -423,7 +426,33 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 	return WEFT_OK;
 }
 
-static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+/* The targets of the loss the head computes in one op. */
+typedef struct nn_head_targets {
+	weft_tensor *targets;
+	int64_t ignore_index;
+} nn_head_targets;
+
+/* The head of the last stage: the logits, or with targets the loss of
+ * them in one op (no logits made). */
+static weft_status head_forward(weft_model *m, nn_scope *s, weft_tensor *h,
+				const nn_head_targets *t, weft_tensor **out)
+{
+	nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
+	weft_status st;
+
+	if (!t)
+		return nn_linear(s, &head, h, out);
+	if (!(st = nn_enter(s, head.mod)) &&
+	    !(st = weft_op_linear_cross_entropy(s->ctx, h, head.w, t->targets, t->ignore_index,
+						out)))
+		st = nn_leave(s);
+	return st;
+}
+
+/* The forward: the logits (t NULL), the loss against t's targets, or a
+ * stage's F32 hidden state. */
+static weft_status gpt_run(weft_model *m, weft_ctx *ctx, weft_tensor *x,
+			   const nn_head_targets *t, weft_tensor **out)
 {
 	nn_scope s = { .ctx = ctx };
 	weft_tensor *h;
@@ -441,11 +470,9 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 		if ((st = run_block(m, &s, &m->blocks[i], h, &h)))
 			goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
-		nn_affine head = { .mod = m->head_mod, .w = m->head_w ? m->head_w : m->wte };
-
 		if ((st = nn_block_norm(m, &s, &m->ln_f, h, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
-		    (st = nn_linear(&s, &head, h, &h)))
+		    (st = head_forward(m, &s, h, t, &h)))
 			goto out_unwind;
 	}
 	/* a stage hands the next one its hidden state in F32 */
@@ -458,6 +485,23 @@ static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 out_unwind:
 	nn_unwind(&s);
 	return st;
+}
+
+static weft_status gpt_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	return gpt_run(m, ctx, x, NULL, out);
+}
+
+static weft_status gpt_forward_loss(weft_model *m, weft_ctx *ctx, weft_tensor *x,
+				    weft_tensor *targets, int64_t ignore_index, weft_tensor **loss)
+{
+	nn_head_targets t = { .targets = targets, .ignore_index = ignore_index };
+
+	if (!(m->stage & WEFT_STAGE_HEAD) || m->tp)
+		return weft_error_set(WEFT_ERR_INTERNAL, "gpt forward_loss: needs the head and "
+				      "whole layers (stage %u, tensor parallel %s)",
+				      (unsigned)m->stage, m->tp ? "yes" : "no");
+	return gpt_run(m, ctx, x, &t, loss);
 }
 
 /* ---- the whole model of a tensor-parallel one ---- */

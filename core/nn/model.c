@@ -277,13 +277,23 @@ static int vocab_split(const weft_model *m)
 	return m->ops->vocab_split && m->ops->vocab_split(m);
 }
 
-weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+/* Whether weft_model_loss takes the head and its loss in one op: with
+ * gradients on (training needs no logits; evaluation keeps them), 16-bit
+ * activations (where the op pads the logits' rows), a class that has it,
+ * the head on this stage and no tensor parallelism (no vocabulary split). */
+static int head_loss_fused(const weft_model *m, weft_ctx *ctx)
+{
+	return m->ops->forward_loss && weft_ctx_grad_enabled(ctx) &&
+	       weft_ctx_lowp_activations(ctx) != WEFT_F32 && m->cls == WEFT_MODEL_GPT &&
+	       (m->stage & WEFT_STAGE_HEAD) && !m->tp;
+}
+
+/* What every forward of m on ctx needs: parameter storage, the same
+ * device. */
+static weft_status forward_check(const weft_model *m, weft_ctx *ctx)
 {
 	char a[32], b[32];
 
-	if (!out)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: out is NULL");
-	*out = NULL;
 	if (m->build == NN_BUILD_SHAPES)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: this model was built "
 				      "as shapes only (for a plan: names and sizes, no parameter "
@@ -294,6 +304,18 @@ weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, wef
 				      "the context runs on %s; make the context on the model's "
 				      "device", weft_device_str(m->opt.device, a, sizeof(a)),
 				      weft_device_str(weft_ctx_device(ctx), b, sizeof(b)));
+	return WEFT_OK;
+}
+
+weft_status weft_model_forward(weft_model *m, weft_ctx *ctx, weft_tensor *x, weft_tensor **out)
+{
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "model forward: out is NULL");
+	*out = NULL;
+	if ((st = forward_check(m, ctx)))
+		return st;
 	return m->ops->forward(m, ctx, x, out);
 }
 
@@ -323,6 +345,16 @@ weft_status weft_model_loss(weft_model *m, weft_ctx *ctx, const weft_batch *batc
 		if (st)
 			return weft_error_wrap(st, "model '%s' training_step",
 					       m->plugin_ops->head.name);
+		out->loss = loss;
+		return WEFT_OK;
+	}
+	if (head_loss_fused(m, ctx)) {
+		/* the head's logits stay inside the op (training needs only the loss) */
+		if ((st = forward_check(m, ctx)) ||
+		    (st = nn_stage_input(ctx, batch->targets, "targets", &targets)) ||
+		    (st = m->ops->forward_loss(m, ctx, batch->inputs, targets,
+					       weft_model_ignore_index(m), &loss)))
+			return st;
 		out->loss = loss;
 		return WEFT_OK;
 	}

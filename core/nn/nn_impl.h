@@ -80,6 +80,14 @@ typedef struct nn_class_ops {
 	int (*vocab_split)(const weft_model *m);
 	/* (optional) The target id the loss skips; NULL: -100. */
 	int64_t (*ignore_index)(const weft_model *m);
+	/* (optional) The forward with the head and its loss in one op
+	 * (weft_op_linear_cross_entropy): the loss of input x against
+	 * targets (on the context's device) in *loss, no logits. Only for a
+	 * model with the head, no tensor parallelism; NULL: the class has
+	 * none (weft_model_loss takes the forward and the loss apart). */
+	weft_status (*forward_loss)(weft_model *m, weft_ctx *ctx, weft_tensor *x,
+				    weft_tensor *targets, int64_t ignore_index,
+				    weft_tensor **loss);
 } nn_class_ops;
 
 struct weft_model {

@@ -61,13 +61,35 @@ static weft_status dgelu_apart(weft_ctx *ctx, weft_dtype lo, int64_t count, cons
 	return ctx->k->convert(ctx->kctx, count, WEFT_F32, pf, lo, *dpre);
 }
 
-static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
+/* The gradients of a product y = x w^T under the gate from dy (row stride
+ * ldy >= out_f, only out_f columns read), with the node fields of
+ * lowp_linear_node: dx = dy w (gemm_lowp_ex in x's dtype, the epilogue epi
+ * with aux), dw = dy^T x (F32); each written on its first contribution,
+ * else added. NULL dx or dw: not wanted. */
+static weft_status lowp_linear_grads(weft_ctx *ctx, const char *op, weft_tape_node *n,
+				     const void *dy, int64_t ldy, void *dx, void *dw, int32_t epi,
+				     void *aux)
 {
-	const weft_kernel_table *k = ctx->k;
 	weft_dtype lo = (weft_dtype)n->i[3];
 	int64_t rows = n->i[0], in_f = n->i[1], out_f = n->i[2];
+	weft_status st = WEFT_OK;
+
+	if (dx) /* dx = dy w, in x's dtype */
+		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 0, rows, in_f, out_f, 1.0f, dy, ldy,
+					  n->saved[1], in_f, bw_first(n, 0) ? 0.0f : 1.0f,
+					  DT(n->in[0]), dx, in_f, NULL, epi, aux);
+	if (!st && dw) /* dw = dy^T x, F32 */
+		st = autocast_gemm(ctx, op, lo, 1, 0, out_f, in_f, rows, dy, ldy, n->saved[0],
+				   in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f);
+	return st;
+}
+
+static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	int64_t rows = n->i[0], out_f = n->i[2];
+	weft_dtype lo = (weft_dtype)n->i[3];
 	const void *dy = n->out->grad->data;
-	void *dx = bw_grad(n, 0), *dw = bw_grad(n, 1), *db = bw_grad(n, 2), *aux = NULL;
+	void *dx = bw_grad(n, 0), *db = bw_grad(n, 2), *aux = NULL;
 	int32_t epi = WEFT_EPI_NONE;
 	weft_tape_node *p = NULL;
 	weft_status st = WEFT_OK;
@@ -79,18 +101,53 @@ static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
 		epi = WEFT_EPI_DGELU;
 		aux = p->saved[2];
 	}
-	if (!st && dx) /* dx = dy w, in x's dtype */
-		st = k->gemm_lowp_ex(ctx->kctx, lo, 0, 0, rows, in_f, out_f, 1.0f, dy, out_f,
-				     n->saved[1], in_f, bw_first(n, 0) ? 0.0f : 1.0f,
-				     DT(n->in[0]), dx, in_f, NULL, epi, aux);
+	if (!st)
+		st = lowp_linear_grads(ctx, "linear backward (16-bit)", n, dy, out_f, dx,
+				       bw_grad(n, 1), epi, aux);
 	if (!st && p)
 		p->u[0] = 1;
-	if (!st && dw) /* dw = dy^T x, F32 */
-		st = autocast_gemm(ctx, "linear backward (16-bit)", lo, 1, 0, out_f, in_f, rows, dy,
-				   out_f, n->saved[0], in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f);
 	if (!st && db && rows)
-		st = k->sum_rows_lowp(ctx->kctx, lo, rows, out_f, dy, db);
+		st = ctx->k->sum_rows_lowp(ctx->kctx, lo, rows, out_f, dy, db);
 	return st;
+}
+
+/* The operands of y = x w^T under the gate: x in lo (*xl: x's own data
+ * when it has lo, else rounded into the arena) and w rounded (*wl). */
+static weft_status lowp_operands(weft_ctx *ctx, const char *op, weft_dtype lo,
+				 const weft_tensor *x, int64_t rows, const weft_tensor *w,
+				 void **xl, void **wl)
+{
+	weft_status st;
+
+	*xl = x->data;
+	if (DT(x) != lo && (st = autocast_round(ctx, op, x->data, rows * w->shape[1], lo, xl)))
+		return st;
+	return autocast_round(ctx, op, w->data, w->shape[0] * w->shape[1], lo, wl);
+}
+
+/* The fields every node of a product under the gate has (lowp_linear_grads
+ * reads them). */
+static void lowp_linear_node(weft_tape_node *node, int64_t rows, int64_t in_f, int64_t out_f,
+			     weft_dtype lo, void *xl, void *wl)
+{
+	node->i[0] = rows;
+	node->i[1] = in_f;
+	node->i[2] = out_f;
+	node->i[3] = lo;
+	node->saved[0] = xl;
+	node->saved[1] = wl;
+	node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: products with beta 0 */
+}
+
+/* Whether the product of x and w goes under the gate: w and b F32, x F32
+ * or the context's 16-bit dtype. */
+static int lowp_takes(const weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
+		      const weft_tensor *b)
+{
+	weft_dtype lo = (weft_dtype)ctx->lowp;
+
+	return lo != WEFT_F32 && DT(w) == WEFT_F32 && (!b || DT(b) == WEFT_F32) &&
+	       (DT(x) == WEFT_F32 || DT(x) == lo);
 }
 
 weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
@@ -103,20 +160,17 @@ weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tens
 	void *xl, *wl = NULL, *aux = NULL;
 	weft_status st = WEFT_OK;
 
-	*handled = lo != WEFT_F32 && DT(w) == WEFT_F32 && (!b || DT(b) == WEFT_F32) &&
-		   (DT(x) == WEFT_F32 || DT(x) == lo);
+	*handled = lowp_takes(ctx, x, w, b);
 	if (!*handled)
 		return WEFT_OK;
 	for (int32_t i = 0; i < x->ndim - 1; i++)
 		rows *= x->shape[i];
 	memcpy(shape, x->shape, sizeof(shape));
 	shape[x->ndim - 1] = out_f;
-	xl = x->data;
 	if ((st = op_output(ctx, op, lo, x->ndim, shape, &y)) ||
 	    (gelu && (st = op_scratch(ctx, op, (size_t)(rows * out_f) * weft_dtype_size(lo),
 				      &aux))) ||
-	    (DT(x) != lo && (st = autocast_round(ctx, op, x->data, rows * in_f, lo, &xl))) ||
-	    (st = autocast_round(ctx, op, w->data, out_f * in_f, lo, &wl)))
+	    (st = lowp_operands(ctx, op, lo, x, rows, w, &xl, &wl)))
 		return st;
 	if (rows && out_f)
 		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 1, rows, out_f, in_f, 1.0f, xl, in_f,
@@ -127,15 +181,9 @@ weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tens
 	if ((st = op_record(ctx, op, lowp_linear_backward, y, 3, in, &node)))
 		return st;
 	if (node) {
-		node->i[0] = rows;
-		node->i[1] = in_f;
-		node->i[2] = out_f;
-		node->i[3] = lo;
-		node->saved[0] = xl;
-		node->saved[1] = wl;
+		lowp_linear_node(node, rows, in_f, out_f, lo, xl, wl);
 		node->saved[2] = aux;
 		node->u[0] = 0;
-		node->overwrites = 1u << 0 | 1u << 1; /* dx, dw: products with beta 0 */
 	}
 	*out = y;
 	return WEFT_OK;
@@ -308,4 +356,133 @@ weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *
 	}
 	*out = y;
 	return WEFT_OK;
+}
+
+/* ---- the classifier head and its loss in one op ----
+ *
+ * Under the gate the logits live only in arena scratch, rows of V with the
+ * row stride ld = V rounded up to a multiple of LOGITS_ALIGN elements, so
+ * that every product over them has aligned leading dimensions (a 16-bit
+ * row of 50257 is not, and sends the tensor cores' fused epilogue to an
+ * F32 product written and read again). The padding columns are never
+ * written and never read: the forward product writes n = V columns, the
+ * loss kernels read V, and the backward's products take k = V (dx) or
+ * m = V (dw) of them. */
+
+#define LOGITS_ALIGN 128
+
+/* What the head's backward needs beyond lowp_linear_node's fields (host,
+ * in the tape arena; saved[2] of the node). */
+typedef struct head_loss {
+	void *logits;       /* rows x ld, lo; the gradient replaces them */
+	int64_t ld;
+	float *lse, *count; /* the loss kernel's statistics (device) */
+	const void *targets;
+	weft_dtype idx_dt;
+	int64_t ignore_index;
+} head_loss;
+
+/* dlogits in place of the logits, then dx and dw from them with the
+ * padded stride. */
+static weft_status head_loss_backward(weft_ctx *ctx, weft_tape_node *n)
+{
+	const head_loss *hl = n->saved[2];
+	weft_dtype lo = (weft_dtype)n->i[3];
+	void *dx = bw_grad(n, 0), *dw = bw_grad(n, 1);
+	weft_status st;
+
+	if ((!dx && !dw) || !n->i[0])
+		return WEFT_OK;
+	st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, lo, n->i[0], n->i[2], hl->ld,
+						 hl->logits, hl->idx_dt, hl->targets,
+						 hl->ignore_index, hl->lse, n->out->grad->data,
+						 hl->count, hl->logits);
+	if (!st)
+		st = lowp_linear_grads(ctx, "linear_cross_entropy backward (16-bit)", n,
+				       hl->logits, hl->ld, dx, dw, WEFT_EPI_NONE, NULL);
+	return st;
+}
+
+/* The fused head under the gate; x (rows, C) of F32 or lo, w (V, C) F32,
+ * shapes checked by the caller. */
+static weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+				  weft_tensor *targets, int64_t ignore_index, weft_tensor **out)
+{
+	weft_dtype lo = (weft_dtype)ctx->lowp;
+	int64_t rows = weft_tensor_numel(targets), C = w->shape[1], V = w->shape[0];
+	weft_tensor *in[2] = { x, w }, *y;
+	weft_tape_node *node;
+	head_loss *hl;
+	void *xl, *wl;
+	weft_status st;
+
+	if ((st = weft_arena_alloc(ctx->tape_arena, sizeof(*hl), 0, (void **)&hl)))
+		return weft_error_wrap(st, "%s: the tape", op);
+	hl->ld = (V + LOGITS_ALIGN - 1) / LOGITS_ALIGN * LOGITS_ALIGN;
+	hl->targets = targets->data;
+	hl->idx_dt = DT(targets);
+	hl->ignore_index = ignore_index;
+	if ((st = check_host_targets(ctx, targets, rows, V, ignore_index)) ||
+	    (st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
+	    (st = op_scratch(ctx, op, (size_t)(rows * hl->ld) * weft_dtype_size(lo),
+			     &hl->logits)) ||
+	    (st = op_scratch(ctx, op, (size_t)(rows ? rows : 1) * sizeof(float),
+			     (void **)&hl->lse)) ||
+	    (st = op_scratch(ctx, op, sizeof(float), (void **)&hl->count)) ||
+	    (st = lowp_operands(ctx, op, lo, x, rows, w, &xl, &wl)))
+		return st;
+	if (rows && V)
+		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 1, rows, V, C, 1.0f, xl, C, wl, C, 0.0f,
+					  lo, hl->logits, hl->ld, NULL, WEFT_EPI_NONE, NULL);
+	if (!st)
+		st = ctx->k->cross_entropy_lowp_forward(ctx->kctx, lo, rows, V, hl->ld, hl->logits,
+							hl->idx_dt, hl->targets, ignore_index,
+							hl->lse, y->data, hl->count);
+	if (st)
+		return weft_error_wrap(st, "%s (16-bit)", op);
+	if ((st = op_record(ctx, op, head_loss_backward, y, 2, in, &node)))
+		return st;
+	if (node) {
+		lowp_linear_node(node, rows, C, V, lo, xl, wl);
+		node->saved[2] = hl;
+	}
+	*out = y;
+	return WEFT_OK;
+}
+
+/* Whether x, w and targets fit the fused head: x (..., C), w (V, C),
+ * targets x's shape without its last dim. */
+static int head_shapes_fit(const weft_tensor *x, const weft_tensor *w,
+			   const weft_tensor *targets)
+{
+	return x->ndim >= 1 && w->ndim == 2 && last_dim(x) == w->shape[1] &&
+	       targets->ndim == x->ndim - 1 &&
+	       !memcmp(targets->shape, x->shape, (size_t)targets->ndim * sizeof(int64_t));
+}
+
+weft_status weft_op_linear_cross_entropy(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
+					 weft_tensor *targets, int64_t ignore_index,
+					 weft_tensor **out)
+{
+	const char *op = "linear_cross_entropy";
+	weft_tensor *logits;
+	weft_status st;
+
+	if (!out)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
+	*out = NULL;
+	if (!ctx)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the context is NULL", op);
+	if ((st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)) ||
+	    (st = op_check(ctx, op, "w", w, 1)) || (st = op_check(ctx, op, "targets", targets, 0)))
+		return st;
+	/* off the gate, or shapes the composed ops will name: linear, then the loss */
+	if (!lowp_takes(ctx, x, w, NULL) || !head_shapes_fit(x, w, targets)) {
+		st = weft_op_linear(ctx, x, w, NULL, &logits);
+		return st ? st : weft_op_cross_entropy(ctx, logits, targets, ignore_index, out);
+	}
+	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
+	    (st = op_pre_use(ctx, op, w, WEFT_PASS_FORWARD)))
+		return st;
+	return lowp_head_loss(ctx, op, x, w, targets, ignore_index, out);
 }

@@ -9,8 +9,10 @@
  * member and the config key to change.
  *
  * One step of a 2-layer GPT (bf16-mixed) under the gate:
- * - the logits are BF16 and the loss F32; parameters and their gradients
- *   F32;
+ * - the head and its loss run as one op (weft_op_linear_cross_entropy):
+ *   no logits tensor comes back, the one product writing them has the
+ *   row stride 128 for the vocabulary of 64 (BF16 logits in the arena);
+ *   the loss F32; parameters and their gradients F32;
  * - GELU is in c_fc's product (one GELU epilogue per layer) and its
  *   derivative in the product of c_proj's dx (one DGELU epilogue per
  *   layer); the separate GELU kernels never run;
@@ -42,7 +44,7 @@
 
 static const weft_kernel_table *cpu;
 static weft_kernel_table counting;
-static int n_epi[3], n_gelu_kernels, in_backward;
+static int n_epi[3], n_gelu_kernels, n_padded, in_backward;
 static size_t zero_bytes;
 static const void *ce_logits, *ce_dlogits;
 
@@ -53,6 +55,8 @@ static weft_status count_gemm_ex(void *kctx, weft_dtype in_dt, int ta, int tb, i
 {
 	if (epi >= 0 && epi < 3)
 		n_epi[epi]++;
+	if (ldc != n)
+		n_padded++;
 	return cpu->gemm_lowp_ex(kctx, in_dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c_dt,
 				 c, ldc, bias, epi, aux);
 }
@@ -107,8 +111,9 @@ static void test_gate(void)
 	WT_CHECK(weft_ctx_lowp_activations(ctx) == WEFT_F32);
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, (weft_lowp_act)7), WEFT_ERR_INVALID_ARG,
 		 "unknown mode 7");
-	/* 16-bit logits (a linear layer's under the gate) against a target
-	 * outside the vocabulary: the op names the row and the target */
+	/* 16-bit logits (a linear layer's under the gate, or the fused
+	 * head's) against a target outside the vocabulary: the op names the
+	 * row and the target */
 	{
 		int64_t xs[2] = { 2, 4 }, ws[2] = { 5, 4 }, ts[1] = { 2 };
 		weft_tensor *x, *w, *t, *z, *loss;
@@ -128,6 +133,11 @@ static void test_gate(void)
 			 "cross_entropy: row 1 has target 5, outside [0, 5) and not the "
 			 "ignore_index -1; check the data's token ids against the model's "
 			 "vocab_size");
+		/* the same from the head and its loss in one op */
+		WT_FAILS(weft_op_linear_cross_entropy(ctx, x, w, t, -1, &loss),
+			 WEFT_ERR_INVALID_ARG, "cross_entropy: row 1 has target 5, outside "
+			 "[0, 5) and not the ignore_index -1; check the data's token ids "
+			 "against the model's vocab_size");
 	}
 	weft_ctx_free(ctx);
 
@@ -188,7 +198,7 @@ static double step(int lowp, float **grads, size_t *n_grads, weft_dtype *logits_
 		((int64_t *)tg->data)[i] = ((i + 1) * 7 + 3) % V;
 	}
 	WT_OK(weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &out));
-	*logits_dt = (weft_dtype)out.logits->dtype;
+	*logits_dt = out.logits ? (weft_dtype)out.logits->dtype : WEFT_DTYPE_COUNT;
 	WT_CHECK(out.loss->dtype == WEFT_F32);
 	loss = *(const float *)out.loss->data;
 	in_backward = 1;
@@ -230,9 +240,11 @@ static void test_step(void)
 	WT_CHECK(dt32 == WEFT_F32);
 	memset(n_epi, 0, sizeof(n_epi));
 	n_gelu_kernels = 0;
+	n_padded = 0;
 	zero_bytes = 0;
 	l16 = step(1, &g16, &n16, &dt16);
-	WT_CHECK(dt16 == WEFT_BF16);
+	WT_CHECK(dt16 == WEFT_DTYPE_COUNT); /* no logits: the fused head */
+	WT_CHECK(n_padded == 1);
 	WT_CHECK(n_epi[WEFT_EPI_GELU] == LAYERS);
 	WT_CHECK(n_epi[WEFT_EPI_DGELU] == LAYERS);
 	WT_CHECK(n_gelu_kernels == 0);

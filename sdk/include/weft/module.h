@@ -269,7 +269,11 @@ typedef struct weft_batch {
 typedef struct weft_model_output {
 	weft_tensor *loss;    /* F32 scalar; recorded when grad is on, so
 				 weft_backward(ctx, loss) trains */
-	weft_tensor *logits;  /* the forward output */
+	weft_tensor *logits;  /* the forward output; NULL (since ABI 1.6) when
+				 the head and its loss ran as one op
+				 (weft_op_linear_cross_entropy): a GPT
+				 with gradients on under 16-bit activations
+				 and no tensor parallelism */
 } weft_model_output;
 
 /* The task-level step: forward, then the mean cross-entropy of the logits

@@ -166,6 +166,20 @@ WEFT_API weft_status weft_op_cross_entropy(weft_ctx *ctx, weft_tensor *logits,
 					   weft_tensor *targets, int64_t ignore_index,
 					   weft_tensor **out);
 
+/* A classifier head and its loss in one op, since ABI 1.6: the mean
+ * cross-entropy of x @ w^T against targets, x (..., C), w (V, C) with no
+ * bias, targets x's shape without its last dim; what weft_op_linear then
+ * weft_op_cross_entropy give, with no logits tensor. Under 16-bit
+ * activations (weft_ctx_set_lowp_activations; w F32, x F32 or the 16-bit
+ * dtype) the logits live only in the step's arena, rows padded to a
+ * multiple of 128 elements so every product over them has aligned leading
+ * dimensions, and the loss's gradient is written over them before the
+ * backward's two products read it. Elsewhere it is those two ops, whose
+ * errors it gives. Errors: as weft_op_linear and weft_op_cross_entropy. */
+WEFT_API weft_status weft_op_linear_cross_entropy(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
+						  weft_tensor *targets, int64_t ignore_index,
+						  weft_tensor **out);
+
 /* Counts rows of logits (..., V) whose arg-max equals the target, skipping
  * ignore_index; never recorded. *correct and *counted are host integers.
  * Blocks until they are known. */
