@@ -141,7 +141,7 @@ static void lowp_linear_node(weft_tape_node *node, int64_t rows, int64_t in_f, i
 
 /* Whether the product of x and w goes under the gate: w and b F32, x F32
  * or the context's 16-bit dtype. */
-static int lowp_takes(const weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
+int lowp_takes(const weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
 		      const weft_tensor *b)
 {
 	weft_dtype lo = (weft_dtype)ctx->lowp;
@@ -405,8 +405,8 @@ static weft_status head_loss_backward(weft_ctx *ctx, weft_tape_node *n)
 
 /* The fused head under the gate; x (rows, C) of F32 or lo, w (V, C) F32,
  * shapes checked by the caller. */
-static weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
-				  weft_tensor *targets, int64_t ignore_index, weft_tensor **out)
+weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+			   weft_tensor *targets, int64_t ignore_index, weft_tensor **out)
 {
 	weft_dtype lo = (weft_dtype)ctx->lowp;
 	int64_t rows = weft_tensor_numel(targets), C = w->shape[1], V = w->shape[0];
@@ -452,37 +452,3 @@ static weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x,
 
 /* Whether x, w and targets fit the fused head: x (..., C), w (V, C),
  * targets x's shape without its last dim. */
-static int head_shapes_fit(const weft_tensor *x, const weft_tensor *w,
-			   const weft_tensor *targets)
-{
-	return x->ndim >= 1 && w->ndim == 2 && last_dim(x) == w->shape[1] &&
-	       targets->ndim == x->ndim - 1 &&
-	       !memcmp(targets->shape, x->shape, (size_t)targets->ndim * sizeof(int64_t));
-}
-
-weft_status weft_op_linear_cross_entropy(weft_ctx *ctx, weft_tensor *x, weft_tensor *w,
-					 weft_tensor *targets, int64_t ignore_index,
-					 weft_tensor **out)
-{
-	const char *op = "linear_cross_entropy";
-	weft_tensor *logits;
-	weft_status st;
-
-	if (!out)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: out is NULL", op);
-	*out = NULL;
-	if (!ctx)
-		return weft_error_set(WEFT_ERR_INVALID_ARG, "%s: the context is NULL", op);
-	if ((st = op_check(ctx, op, "x", x, OP_FLOAT_OR_LOWP)) ||
-	    (st = op_check(ctx, op, "w", w, 1)) || (st = op_check(ctx, op, "targets", targets, 0)))
-		return st;
-	/* off the gate, or shapes the composed ops will name: linear, then the loss */
-	if (!lowp_takes(ctx, x, w, NULL) || !head_shapes_fit(x, w, targets)) {
-		st = weft_op_linear(ctx, x, w, NULL, &logits);
-		return st ? st : weft_op_cross_entropy(ctx, logits, targets, ignore_index, out);
-	}
-	if ((st = op_pre_use(ctx, op, x, WEFT_PASS_FORWARD)) ||
-	    (st = op_pre_use(ctx, op, w, WEFT_PASS_FORWARD)))
-		return st;
-	return lowp_head_loss(ctx, op, x, w, targets, ignore_index, out);
-}

@@ -281,4 +281,15 @@ weft_status op_record_loss(weft_ctx *ctx, const char *op, tape_backward_fn bw, w
 weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *targets,
 			       int64_t ignore_index, weft_tensor **out, int *handled);
 
+/* Whether the product of x and w (and bias b, may be NULL) goes under the
+ * gate: w and b F32, x F32 or the context's 16-bit dtype (ops_lowp.c). */
+int lowp_takes(const weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
+	       const weft_tensor *b);
+
+/* The fused head and loss under the gate (ops_lowp.c): x (rows, C) of F32
+ * or the 16-bit dtype, w (V, C) F32, shapes checked by the caller
+ * (weft_op_linear_cross_entropy, ops_head.c). */
+weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tensor *w,
+			   weft_tensor *targets, int64_t ignore_index, weft_tensor **out);
+
 #endif /* WEFT_TENSOR_IMPL_H */
