@@ -37,7 +37,11 @@
  * autocast itself changes (ddp's CPU run at 32-true against the same at
  * the mixed precision), measured on the fit tests' fixed corpus
  * (ct_write_corpus; 1.8e-5 for pp on the docs text they read before):
- *   bf16-mixed 1e-4: cuda vs cpu measured worst 1.7e-5 (6x margin);
+ *   bf16-mixed 1e-4: cuda vs cpu measured worst 7.0e-5 (ddp with the bf16
+ *     compression hook; pp 6.3e-5, the rest 1.7e-5): 1.4x margin. The
+ *     tensor-core attention rounds its probabilities to bf16 before the
+ *     P V product, the CPU's attention does not: with the scalar attention
+ *     kernels the worst was 1.7e-5;
  *     autocast off differs by 1.2e-3, 12x above the bound, and F32
  *     activations (lowp_activations false on the CPU) by 4.7e-4, 4.7x.
  *   16-mixed 7e-5 (2e-4 with F32 activations): cuda vs cpu measured worst
