@@ -102,6 +102,53 @@ static inline void ct_teardown(void)
 	ct_kctx = NULL;
 }
 
+/* An EMU_COUNTS file's lines between the marks `from` and `to` (the
+ * emulator's counts: tests/cuda_emu/emu_count.cpp): G and K lines
+ * counted, their bytes (read + written) summed, the last G line's name
+ * and bytes read, the K lines' names (comma-joined, as many as fit), and
+ * the K lines whose name contains k_match (NULL: none). */
+typedef struct ct_span {
+	int g, k, k_matched;
+	double bytes, g_read;
+	char g_name[128], k_names[256];
+} ct_span;
+
+static inline ct_span ct_count_span(const char *path, const char *from, const char *to,
+				    const char *k_match)
+{
+	FILE *f = fopen(path, "r");
+	char line[512], name[128];
+	double rd, wr;
+	ct_span sc = { 0 };
+	int in = 0;
+
+	WT_REQUIRE(f != NULL);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (line[0] == 'M') {
+			if (in && !strcmp(line + 2, to))
+				break;
+			in = in || !strcmp(line + 2, from);
+			continue;
+		}
+		if (!in || sscanf(line + 2, "%127[^\t]\t%lf\t%lf", name, &rd, &wr) != 3)
+			continue;
+		sc.bytes += rd + wr;
+		if (line[0] == 'G') {
+			sc.g++;
+			sc.g_read = rd;
+			snprintf(sc.g_name, sizeof(sc.g_name), "%s", name);
+		} else if (line[0] == 'K') {
+			sc.k++;
+			sc.k_matched += k_match && strstr(name, k_match);
+			if (strlen(sc.k_names) + strlen(name) + 2 < sizeof(sc.k_names))
+				strcat(strcat(sc.k_names, sc.k_names[0] ? "," : ""), name);
+		}
+	}
+	fclose(f);
+	return sc;
+}
+
 /* One side of a comparison: a table, its context and the dtype it
  * computes in (the CPU table is F32 only). Allocations are remembered and
  * freed by ct_release. */

@@ -234,61 +234,18 @@ static void check_bias_rounded(void)
 		}
 }
 
-/* The counts file's lines between the marks `from` and `to`: G and K
- * lines counted, their bytes (read + written) summed, and the G line's
- * name and bytes read, the K lines' names (comma-joined) kept. */
-typedef struct span_counts {
-	int g, k;
-	double bytes, g_read;
-	char g_name[128], k_names[256];
-} span_counts;
-
-static span_counts read_span(const char *path, const char *from, const char *to)
-{
-	FILE *f = fopen(path, "r");
-	char line[512], name[128];
-	double rd, wr;
-	span_counts sc = { 0 };
-	int in = 0;
-
-	WT_REQUIRE(f != NULL);
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		if (line[0] == 'M') {
-			if (in && !strcmp(line + 2, to))
-				break;
-			in = in || !strcmp(line + 2, from);
-			continue;
-		}
-		if (!in || sscanf(line + 2, "%127[^\t]\t%lf\t%lf", name, &rd, &wr) != 3)
-			continue;
-		sc.bytes += rd + wr;
-		if (line[0] == 'G') {
-			sc.g++;
-			sc.g_read = rd;
-			snprintf(sc.g_name, sizeof(sc.g_name), "%s", name);
-		} else if (line[0] == 'K') {
-			sc.k++;
-			if (strlen(sc.k_names) + strlen(name) + 2 < sizeof(sc.k_names))
-				strcat(strcat(sc.k_names, sc.k_names[0] ? "," : ""), name);
-		}
-	}
-	fclose(f);
-	return sc;
-}
-
 static void check_fused_bias_counts(const char *path)
 {
 	void (*mark)(const char *) = NULL;
 	const double ab = TIE_M * TIE_K * 2.0 + TIE_K * TIE_N * 2.0, product = TIE_M * TIE_N * 4.0;
-	span_counts fu, un;
+	ct_span fu, un;
 
 	*(void **)&mark = dlsym(RTLD_DEFAULT, "emu_count_mark");
 	WT_REQUIRE(mark != NULL); /* run under the CUDA emulator */
 	tie_run(WEFT_BF16, WEFT_BF16, 0, mark, "fused");
 	tie_run(WEFT_BF16, WEFT_BF16, 1, mark, "unfused");
-	fu = read_span(path, "fused", "after");
-	un = read_span(path, "unfused", "after");
+	fu = ct_count_span(path, "fused", "after", NULL);
+	un = ct_count_span(path, "unfused", "after", NULL);
 	printf("bf16 %dx%dx%d with a bias, bf16 C: fused %d G + %d K lines (%s; %s), %.0f bytes; "
 	       "unfused %d G + %d K (%s; %s), %.0f bytes\n", TIE_M, TIE_N, TIE_K, fu.g, fu.k,
 	       fu.g_name, fu.k_names, fu.bytes, un.g, un.k, un.g_name, un.k_names, un.bytes);

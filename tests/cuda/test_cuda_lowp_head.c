@@ -119,28 +119,6 @@ static void step(weft_model *m, weft_device dev, int fused, void (*mark)(const c
 	weft_tensor_free(tg);
 }
 
-/* The K lines between marks `from` and `to` whose name has `what`. */
-static int kernels_named(const char *path, const char *from, const char *to, const char *what)
-{
-	FILE *f = fopen(path, "r");
-	char line[512];
-	int in = 0, n = 0;
-
-	WT_REQUIRE(f != NULL);
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		if (line[0] == 'M') {
-			if (in && !strcmp(line + 2, to))
-				break;
-			in = in || !strcmp(line + 2, from);
-		} else if (in && line[0] == 'K' && strstr(line, what)) {
-			n++;
-		}
-	}
-	fclose(f);
-	return n;
-}
-
 int main(void)
 {
 	char path[] = "/tmp/weft_lowp_head_counts_XXXXXX";
@@ -178,8 +156,8 @@ int main(void)
 
 		step(mg, cuda0, 0, mark, "split", &lu, &gu, &logits);
 		WT_CHECK(logits);
-		fused_epi = kernels_named(path, "fused begin", "fused end", "epilogue");
-		split_epi = kernels_named(path, "split begin", "split end", "epilogue");
+		fused_epi = ct_count_span(path, "fused begin", "fused end", "epilogue").k_matched;
+		split_epi = ct_count_span(path, "split begin", "split end", "epilogue").k_matched;
 		fprintf(stderr, "GEMM epilogue kernels: fused head %d, head as two ops %d\n",
 			fused_epi, split_epi);
 		WT_CHECK(fused_epi == 0);
