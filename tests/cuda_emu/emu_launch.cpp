@@ -89,6 +89,9 @@ struct warp_state {
 	float tile[256];
 	unsigned tile_gen = ~0u;
 	int tile_arrived = 0; /* lanes at the pending mma_sync */
+	/* emu_warp_gather (kernels/cuda/cuda_mma.cuh): each lane's bytes, by
+	 * barrier generation parity as the shuffles' slots */
+	unsigned char xbuf[2][32][32];
 };
 
 struct block_state {
@@ -291,6 +294,57 @@ float *emu_wmma_collective(const char *call, int *first)
 	w->tile_gen = w->gen;
 	emu_count_add_flops(2.0 * 16 * 16 * 16, "tc16");
 	return w->tile;
+}
+
+/* ---- the warp-level tensor-core instructions (kernels/cuda/cuda_mma.cuh) ---- */
+
+/* mma.sync and ldmatrix are collectives of the whole warp: each lane hands
+ * in its registers (or its row address) and gets every lane's after a warp
+ * barrier; the header computes its own part. The parity argument of
+ * emu_shfl_xor holds: a lane copies the buffer out before it can reach the
+ * next barrier. Every lane of a full warp must take part: a lane that has
+ * returned (or a warp of fewer than 32 threads) is reported, as real
+ * hardware leaves such a call undefined. */
+void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *all,
+		     double tc16_flops)
+{
+	block_state *b = cur_block;
+	warp_state *w = &b->warps[cur_tid / 32];
+	int lane = cur_tid % 32;
+	unsigned par = w->gen & 1;
+
+	if (bytes > sizeof w->xbuf[0][0]) {
+		emu_report("kernel %s: %s: %u bytes per lane; the emulator gathers at most %zu "
+			   "(an emulator limit: extend warp_state.xbuf)", b->name, call, bytes,
+			   sizeof w->xbuf[0][0]);
+		abort();
+	}
+	if (w->lanes != 32 || w->live != 32) {
+		emu_report("kernel %s: %s: warp %d has %d of its %d lanes running; every lane of a "
+			   "full warp (32 threads) must take part (no lane may return before a "
+			   "warp-wide matrix instruction, and the block size must be a multiple of "
+			   "32)", b->name, call, cur_tid / 32, w->live, 32);
+		abort();
+	}
+	memcpy(w->xbuf[par][lane], mine, bytes);
+	warp_bar(w);
+	for (int l = 0; l < 32; l++)
+		memcpy((unsigned char *)all + (size_t)l * bytes, w->xbuf[par][l], bytes);
+	if (lane == 0 && tc16_flops > 0)
+		emu_count_add_flops(tc16_flops, "tc16");
+}
+
+/* A row address of ldmatrix: 16-byte aligned, as the instruction requires
+ * (a GPU faults on a misaligned one). */
+void emu_ldmatrix_check(const char *call, const void *row, int lane)
+{
+	if ((uintptr_t)row % 16) {
+		emu_report("kernel %s: %s: lane %d's row address %p is not 16-byte aligned; each "
+			   "8 x 8 matrix row must start on a 16-byte boundary (pad shared-memory "
+			   "rows to a multiple of 8 16-bit elements)",
+			   cur_block ? cur_block->name : "(none)", call, lane, row);
+		abort();
+	}
 }
 
 /* Thread tid of block b has ended: the barriers stop counting it. */

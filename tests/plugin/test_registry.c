@@ -16,6 +16,10 @@
 #include "weft_test.h"
 
 #define FX(rel) FX_DIR "/" rel
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+/* "this weft has ABI <major>.<minor>" as the loader words it */
+#define THIS_ABI "this weft has ABI " ABI_STR(WEFT_ABI_MAJOR) "." ABI_STR(WEFT_ABI_MINOR)
 
 static weft_registry *make(void)
 {
@@ -140,10 +144,10 @@ static void test_refusals(void)
 
 	WT_FAILS(scan_file(FX("abi_major/fx_abi2.so")), WEFT_ERR_ABI,
 		 "plugin " FX("abi_major/fx_abi2.so") " was built for weft plugin ABI 2.0",
-		 "this weft has ABI 1.6", "rebuild it against this weft's SDK");
+		 THIS_ABI, "rebuild it against this weft's SDK");
 	WT_FAILS(scan_file(FX("abi_vtable/fx_abi_vtable.so")), WEFT_ERR_ABI,
 		 FX("abi_vtable/fx_abi_vtable.so"), "(strategy plugin 'future')",
-		 "was built for weft plugin ABI 2.0", "this weft has ABI 1.6", "rebuild");
+		 "was built for weft plugin ABI 2.0", THIS_ABI, "rebuild");
 	WT_FAILS(scan_file(FX("no_entry/fx_noentry.so")), WEFT_ERR_PLUGIN,
 		 FX("no_entry/fx_noentry.so"), "does not export the entry symbol 'weft_plugin_entry'",
 		 "WEFT_PLUGIN_ENTRY(host)");

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1
-#define WEFT_ABI_MINOR 6
+#define WEFT_ABI_MINOR 7
 #define WEFT_ABI_MAKE(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define WEFT_ABI_VERSION WEFT_ABI_MAKE(WEFT_ABI_MAJOR, WEFT_ABI_MINOR)
 #define WEFT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)

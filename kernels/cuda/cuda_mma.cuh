@@ -1,0 +1,274 @@
+/* Warp-level tensor-core primitives of sm_80 and later, as the PTX ISA
+ * defines them: the m16n8k16 matrix product of 16-bit operands with F32
+ * accumulators (mma.sync) and the shared-memory matrix loads that feed it
+ * (ldmatrix). Kernels that keep their tiles in registers (the flash
+ * attention kernels: the softmax of a score tile without a trip through
+ * shared memory) use these instead of the warp matrix API, whose register
+ * layout is unspecified.
+ *
+ * Register layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"): a lane
+ * is g = lane / 4 (its group) and t = lane % 4; a 32-bit register holds
+ * two 16-bit elements, the lower column (or k) in the lower half.
+ *   A, 16 x 16 (m x k), row-major, a[4]:
+ *     a[0] = A[g][2t, 2t+1]      a[1] = A[g+8][2t, 2t+1]
+ *     a[2] = A[g][2t+8, 2t+9]    a[3] = A[g+8][2t+8, 2t+9]
+ *   B, 16 x 8 (k x n), b[2]:
+ *     b[0] = B[2t, 2t+1][g]      b[1] = B[2t+8, 2t+9][g]
+ *   C and D, 16 x 8 F32, c[4]:
+ *     c[0], c[1] = C[g][2t, 2t+1]     c[2], c[3] = C[g+8][2t, 2t+1]
+ * so a D tile of one product, rounded and packed two by two, is the A
+ * fragment of the next (the columns 0-7 of a 16 x 16 A tile are one D
+ * tile's, 8-15 the next one's).
+ *
+ * ldmatrix: each of up to four 8 x 8 matrices of 16-bit elements, rows of
+ * 16 bytes (16-byte aligned, in shared memory); lanes 8i .. 8i+7 give the
+ * addresses of matrix i's rows 0-7. Lane l receives in r[i] matrix i's
+ * row l/4, columns 2(l%4) and 2(l%4)+1; with .trans the transposed
+ * matrix's: rows 2(l%4) and 2(l%4)+1 of column l/4. So one x4 load of a
+ * 16 x 16 row-major tile (lanes 0-15 rows 0-15 at column 0, lanes 16-31
+ * rows 0-15 at column 8) is an A fragment, and a .trans load of a
+ * row-major k x n tile is B fragments.
+ *
+ * Every lane of the warp must execute each call (converged, none
+ * returned). Built for an architecture before sm_80 the calls trap; the
+ * callers keep such devices off these kernels.
+ *
+ * Under the CUDA emulator (tests/cuda_emu) the same calls are warp
+ * collectives: every lane's registers are gathered, the product is taken
+ * in F32 (products of the 16-bit inputs summed in k order after the
+ * accumulator) and each lane keeps its own elements; ldmatrix reads the
+ * addresses the lanes give. The emulator checks that all 32 lanes take
+ * part and that each row address is 16-byte aligned, and counts
+ * 2 x 16 x 8 x 16 FLOPs of class tc16 per warp and mma. */
+#ifndef WEFT_CUDA_MMA_CUH
+#define WEFT_CUDA_MMA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef WEFT_CUDA_EMU_H
+/* libemucuda (emu_launch.cpp): each lane of the caller's warp hands in
+ * `bytes` (at most 32) of its own and receives every lane's, lane order,
+ * in `all` (32 x bytes); a warp barrier. tc16_flops > 0 counts that many
+ * FLOPs of class tc16 once for the warp. */
+void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *all,
+		     double tc16_flops);
+/* Reports and aborts unless `row` (lane's ldmatrix row address) is 16-byte
+ * aligned. */
+void emu_ldmatrix_check(const char *call, const void *row, int lane);
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define MMA_DEVICE 0
+#else
+#define MMA_DEVICE 1
+#endif
+
+/* Two F32 values rounded to E (__nv_bfloat16 or __half) and packed, lo in
+ * the lower half. */
+template <class E> __device__ __forceinline__ uint32_t mma_pack(float lo, float hi);
+
+template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo, float hi)
+{
+	__nv_bfloat16 v[2] = { __float2bfloat16_rn(lo), __float2bfloat16_rn(hi) };
+	uint32_t r;
+
+	memcpy(&r, v, 4);
+	return r;
+}
+
+template <> __device__ __forceinline__ uint32_t mma_pack<__half>(float lo, float hi)
+{
+	__half v[2] = { __float2half_rn(lo), __float2half_rn(hi) };
+	uint32_t r;
+
+	memcpy(&r, v, 4);
+	return r;
+}
+
+/* The two 16-bit halves of r as F32 (lo = the lower half). */
+template <class E> __device__ __forceinline__ void mma_unpack(uint32_t r, float *lo, float *hi);
+
+template <> __device__ __forceinline__ void mma_unpack<__nv_bfloat16>(uint32_t r, float *lo,
+								    float *hi)
+{
+	__nv_bfloat16 v[2];
+
+	memcpy(v, &r, 4);
+	*lo = __bfloat162float(v[0]);
+	*hi = __bfloat162float(v[1]);
+}
+
+template <> __device__ __forceinline__ void mma_unpack<__half>(uint32_t r, float *lo, float *hi)
+{
+	__half v[2];
+
+	memcpy(v, &r, 4);
+	*lo = __half2float(v[0]);
+	*hi = __half2float(v[1]);
+}
+
+#ifdef WEFT_CUDA_EMU_H
+template <class E> static inline float mma_emu_elem(const uint32_t *regs, int reg, int half)
+{
+	float lo, hi;
+
+	mma_unpack<E>(regs[reg], &lo, &hi);
+	return half ? hi : lo;
+}
+
+/* One emulated m16n8k16 product: every lane's fragments, the tiles
+ * rebuilt from the layouts above, this lane's four outputs. */
+template <class E> static inline void mma_emu_16816(float c[4], const uint32_t a[4],
+						    const uint32_t b[2])
+{
+	uint32_t mine[6] = { a[0], a[1], a[2], a[3], b[0], b[1] }, all[32][6];
+	float A[16][16], B[16][8];
+	int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+
+	emu_warp_gather("mma.sync.m16n8k16", mine, sizeof mine, all, 2.0 * 16 * 8 * 16);
+	for (int l = 0; l < 32; l++) {
+		int g = l / 4, t = l % 4;
+
+		for (int h = 0; h < 2; h++) {
+			A[g][2 * t + h] = mma_emu_elem<E>(all[l], 0, h);
+			A[g + 8][2 * t + h] = mma_emu_elem<E>(all[l], 1, h);
+			A[g][2 * t + 8 + h] = mma_emu_elem<E>(all[l], 2, h);
+			A[g + 8][2 * t + 8 + h] = mma_emu_elem<E>(all[l], 3, h);
+			B[2 * t + h][g] = mma_emu_elem<E>(all[l], 4, h);
+			B[2 * t + 8 + h][g] = mma_emu_elem<E>(all[l], 5, h);
+		}
+	}
+	int g = lane / 4, t = lane % 4;
+
+	for (int i = 0; i < 4; i++) {
+		int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+		float s = c[i];
+
+		for (int k = 0; k < 16; k++)
+			s += A[row][k] * B[k][col];
+		c[i] = s;
+	}
+}
+
+/* ldmatrix of `n` (1, 2, 4) 8 x 8 matrices, transposed or not. */
+static inline void mma_emu_ldmatrix(const char *call, uint32_t *r, int n, int trans,
+				    const void *p)
+{
+	const unsigned char *all[32];
+	int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+
+	emu_warp_gather(call, &p, sizeof p, all, 0);
+	for (int l = 0; l < 8 * n; l++)
+		emu_ldmatrix_check(call, all[l], l);
+	for (int i = 0; i < n; i++) {
+		uint16_t h[2];
+
+		for (int e = 0; e < 2; e++) {
+			int row = trans ? 2 * (lane % 4) + e : lane / 4;
+			int col = trans ? lane / 4 : 2 * (lane % 4) + e;
+
+			memcpy(&h[e], all[8 * i + row] + 2 * col, 2);
+		}
+		memcpy(&r[i], h, 4);
+	}
+}
+#endif
+
+/* D = A B + C on tensor cores, in place on c (see the layouts above). */
+template <class E> __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4],
+							   const uint32_t b[2]);
+
+template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float c[4],
+								   const uint32_t a[4],
+								   const uint32_t b[2])
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_16816<__nv_bfloat16>(c, a, b);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+template <> __device__ __forceinline__ void mma_16816<__half>(float c[4], const uint32_t a[4],
+							    const uint32_t b[2])
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_16816<__half>(c, a, b);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+#if defined(__CUDA_ARCH__) && MMA_DEVICE && !defined(WEFT_CUDA_EMU_H)
+#define MMA_SMEM(p) ((unsigned)__cvta_generic_to_shared(p))
+#endif
+
+/* Four 8 x 8 matrices (r[0..3]); p: this lane's row address (above). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_ldmatrix("ldmatrix.x4", r, 4, 0, p);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(MMA_SMEM(p)));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_ldmatrix("ldmatrix.x4.trans", r, 4, 1, p);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(MMA_SMEM(p)));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+/* Two 8 x 8 matrices (r[0..1]): lanes 0-15 give the row addresses (the
+ * others' p is not read but must be a valid value). */
+__device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void *p)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_ldmatrix("ldmatrix.x2", r, 2, 0, p);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+		     : "=r"(r[0]), "=r"(r[1])
+		     : "r"(MMA_SMEM(p)));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const void *p)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	mma_emu_ldmatrix("ldmatrix.x2.trans", r, 2, 1, p);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+		     : "=r"(r[0]), "=r"(r[1])
+		     : "r"(MMA_SMEM(p)));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+#endif
