@@ -42,6 +42,11 @@
 #include "weft/tensor.h"
 #include "weft_test.h"
 
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+/* this weft's ABI as messages print it, e.g. "1.7" */
+#define THIS_ABI ABI_STR(WEFT_ABI_MAJOR) "." ABI_STR(WEFT_ABI_MINOR)
+
 static const weft_kernel_table *cpu;
 static weft_kernel_table counting;
 static int n_epi[3], n_gelu_kernels, n_padded, in_backward;
@@ -148,7 +153,7 @@ static void test_gate(void)
 	WT_OK(weft_ctx_create(&o, &ctx));
 	WT_OK(weft_ctx_set_autocast(ctx, WEFT_BF16));
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, WEFT_LOWP_ACT_ON), WEFT_ERR_UNSUPPORTED,
-		 "16-bit activations: the 'cpu' kernel table (device cpu, ABI 1.6) lacks the "
+		 "16-bit activations: the 'cpu' kernel table (device cpu, ABI " THIS_ABI ") lacks the "
 		 "members they need (gemm_lowp_ex, sum_rows_lowp, layernorm_lowp_*, "
 		 "cross_entropy_lowp_*, since ABI 1.6); rebuild that kernel library against "
 		 "this weft's SDK, or set trainer.lowp_activations to auto or false");
