@@ -29,6 +29,13 @@
  * rows 0-15 at column 8) is an A fragment, and a .trans load of a
  * row-major k x n tile is B fragments.
  *
+ * These layouts were checked against the PTX ISA ("Matrix Fragments for
+ * mma.m16n8k16 with floating point type", "ldmatrix") and against
+ * CUTLASS's GPU-run SM80 16x8x16 MMA traits and SM75 LDSM copy traits,
+ * whose thread-value layouts reduce to the same A, B, C/D and ldmatrix
+ * maps (.trans included); tests/cuda_emu/emu_mma.cu holds the emulator to
+ * them.
+ *
  * Every lane of the warp must execute each call (converged, none
  * returned). Built for an architecture before sm_80 the calls trap; the
  * callers keep such devices off these kernels.
@@ -38,8 +45,8 @@
  * in F32 (products of the 16-bit inputs summed in k order after the
  * accumulator) and each lane keeps its own elements; ldmatrix reads the
  * addresses the lanes give. The emulator checks that all 32 lanes take
- * part and that each row address is 16-byte aligned, and counts
- * 2 x 16 x 8 x 16 FLOPs of class tc16 per warp and mma. */
+ * part, at the same call, and that each row address is 16-byte aligned,
+ * and counts 2 x 16 x 8 x 16 FLOPs of class tc16 per warp and mma. */
 #ifndef WEFT_CUDA_MMA_CUH
 #define WEFT_CUDA_MMA_CUH
 
@@ -72,42 +79,42 @@ template <class E> __device__ __forceinline__ uint32_t mma_pack(float lo, float 
 
 template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo, float hi)
 {
-	__nv_bfloat16 v[2] = { __float2bfloat16_rn(lo), __float2bfloat16_rn(hi) };
-	uint32_t r;
+	__nv_bfloat16_raw l = __float2bfloat16_rn(lo), h = __float2bfloat16_rn(hi);
 
-	memcpy(&r, v, 4);
-	return r;
+	return (uint32_t)l.x | (uint32_t)h.x << 16;
 }
 
 template <> __device__ __forceinline__ uint32_t mma_pack<__half>(float lo, float hi)
 {
-	__half v[2] = { __float2half_rn(lo), __float2half_rn(hi) };
-	uint32_t r;
+	__half_raw l = __float2half_rn(lo), h = __float2half_rn(hi);
 
-	memcpy(&r, v, 4);
-	return r;
+	return (uint32_t)l.x | (uint32_t)h.x << 16;
 }
 
-/* The two 16-bit halves of r as F32 (lo = the lower half). */
+/* The two 16-bit halves of r as F32 (lo = the lower half). Through the
+ * _raw types: a memcpy into the 16-bit classes is no valid C++ to g++,
+ * which builds these for the emulator. */
 template <class E> __device__ __forceinline__ void mma_unpack(uint32_t r, float *lo, float *hi);
 
 template <> __device__ __forceinline__ void mma_unpack<__nv_bfloat16>(uint32_t r, float *lo,
 								    float *hi)
 {
-	__nv_bfloat16 v[2];
+	__nv_bfloat16_raw l, h;
 
-	memcpy(v, &r, 4);
-	*lo = __bfloat162float(v[0]);
-	*hi = __bfloat162float(v[1]);
+	l.x = (unsigned short)(r & 0xffffu);
+	h.x = (unsigned short)(r >> 16);
+	*lo = __bfloat162float(__nv_bfloat16(l));
+	*hi = __bfloat162float(__nv_bfloat16(h));
 }
 
 template <> __device__ __forceinline__ void mma_unpack<__half>(uint32_t r, float *lo, float *hi)
 {
-	__half v[2];
+	__half_raw l, h;
 
-	memcpy(v, &r, 4);
-	*lo = __half2float(v[0]);
-	*hi = __half2float(v[1]);
+	l.x = (unsigned short)(r & 0xffffu);
+	h.x = (unsigned short)(r >> 16);
+	*lo = __half2float(__half(l));
+	*hi = __half2float(__half(h));
 }
 
 #ifdef WEFT_CUDA_EMU_H

@@ -89,9 +89,13 @@ struct warp_state {
 	float tile[256];
 	unsigned tile_gen = ~0u;
 	int tile_arrived = 0; /* lanes at the pending mma_sync */
-	/* emu_warp_gather (kernels/cuda/cuda_mma.cuh): each lane's bytes, by
-	 * barrier generation parity as the shuffles' slots */
+	/* emu_warp_gather (kernels/cuda/cuda_mma.cuh): each lane's bytes and
+	 * call, by barrier generation parity as the shuffles' slots, and how
+	 * many lanes arrived at the gather of barrier generation xgen[par] */
 	unsigned char xbuf[2][32][32];
+	const char *xcall[2][32];
+	int xcount[2] = { 0, 0 };
+	unsigned xgen[2] = { ~0u, ~0u };
 };
 
 struct block_state {
@@ -326,8 +330,32 @@ void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *a
 			   "32)", b->name, call, cur_tid / 32, w->live, 32);
 		abort();
 	}
+	if (w->xgen[par] != w->gen) { /* the first lane at this gather */
+		w->xgen[par] = w->gen;
+		w->xcount[par] = 0;
+	}
+	w->xcount[par]++;
+	w->xcall[par][lane] = call;
 	memcpy(w->xbuf[par][lane], mine, bytes);
 	warp_bar(w);
+	/* a lane that returned while the others waited completed the barrier
+	 * without arriving: count the arrivals; and every lane must be at the
+	 * same instruction (a divergent warp pairs different calls) */
+	if (w->xcount[par] != 32) {
+		emu_report("kernel %s: %s: %d of warp %d's 32 lanes called it, the others had "
+			   "returned or were at another warp-wide call; every lane of the warp must "
+			   "take part (no lane may return before a warp-wide matrix instruction)",
+			   b->name, call, w->xcount[par], cur_tid / 32);
+		abort();
+	}
+	for (int l = 0; l < 32; l++)
+		if (strcmp(w->xcall[par][l], call)) {
+			emu_report("kernel %s: lanes of warp %d are at different warp-wide calls "
+				   "(lane %d at %s, lane %d at %s); every lane must execute the same "
+				   "instruction (keep the call out of lane-dependent branches)",
+				   b->name, cur_tid / 32, lane, call, l, w->xcall[par][l]);
+			abort();
+		}
 	for (int l = 0; l < 32; l++)
 		memcpy((unsigned char *)all + (size_t)l * bytes, w->xbuf[par][l], bytes);
 	if (lane == 0 && tc16_flops > 0)
