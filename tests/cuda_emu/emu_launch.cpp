@@ -105,6 +105,8 @@ struct block_state {
 	std::vector<warp_state> warps;
 	const char *name = "";
 	const std::function<void()> *body = nullptr;
+	/* each thread's cp.async copies not yet performed (emu_async.cpp) */
+	std::vector<emu_async_thread> async;
 	/* the runner: the first round's threads one after another on one fiber */
 	struct fiber *fibers = nullptr;
 	const unsigned *turn = nullptr;
@@ -375,11 +377,21 @@ void emu_ldmatrix_check(const char *call, const void *row, int lane)
 	}
 }
 
-/* Thread tid of block b has ended: the barriers stop counting it. */
+/* The running thread's cp.async copies and its kernel's name (for
+ * emu_async.cpp); NULL outside a kernel. */
+emu_async_thread *emu_cur_async(const char **kernel)
+{
+	*kernel = cur_block ? cur_block->name : "(none)";
+	return cur_block ? &cur_block->async[cur_tid] : nullptr;
+}
+
+/* Thread tid of block b has ended: its pending cp.async copies complete
+ * (as they would on a GPU) and the barriers stop counting it. */
 static void thread_leave(block_state *b, int tid)
 {
 	warp_state *w = &b->warps[tid / 32];
 
+	emu_async_complete(&b->async[tid], ~0u);
 	w->live--;
 	if (w->arrived > 0 && w->arrived == w->live) {
 		w->arrived = 0;
@@ -504,6 +516,10 @@ static void run_block(block_state *b, const emu_cfg_t &cfg, unsigned i, std::vec
 		w.tile_gen = w.gen - 1;
 		w.tile_arrived = 0;
 	}
+	for (auto &a : b->async) { /* empty: each thread's end completed its copies */
+		a.copies.clear();
+		a.committed = 0;
+	}
 	free_slots.clear();
 	for (unsigned k = nt; k > 0; k--)
 		free_slots.push_back(k - 1);
@@ -583,6 +599,7 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 	b.name = name;
 	b.body = &body;
 	b.warps = std::vector<warp_state>((nt + 31) / 32);
+	b.async.resize(nt);
 	for (size_t w = 0; w < b.warps.size(); w++)
 		b.warps[w].lanes = (int)(nt - w * 32 < 32 ? nt - w * 32 : 32);
 	for (unsigned t = 0; t < nt; t++) {
