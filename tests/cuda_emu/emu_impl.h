@@ -126,7 +126,7 @@ void emu_count_record(char kind, const char *name, double rd, double wr, double 
  * allocations it reads and writes. */
 void emu_count_kernel_begin(int dev);
 void emu_count_kernel_end(const char *name);
-/* From a kernel (the warp matrix API's mma_sync, once per warp): adds
+/* From a kernel (wmma::mma_sync and mma_16816, once per warp): adds
  * flops of class cls to the running launch's count; a launch's line takes
  * the class of its counted FLOPs ("-" when none). */
 void emu_count_add_flops(double flops, const char *cls);
