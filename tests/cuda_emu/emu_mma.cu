@@ -6,11 +6,12 @@
  *     and f16: A from shared memory by ldmatrix.x4, B three ways (.x4.trans
  *     and .x2.trans of the row-major k x n tile, .x2 of the n x k tile),
  *     C0 loaded and D stored by the accumulator layout; each equals the
- *     host's product exactly (integers of at most 4 bits: every product and
- *     sum is exact in F32). Then each warp packs its two D tiles (mma_pack)
- *     into the A fragment of a second product with a 16 x 8 B2, which equals
- *     the host's product of D rounded to the 16-bit type (exact in F32: the
- *     rounded D are integers below 2^12, the sums below 2^19). The shared
+ *     host's product exactly (integers, |A| <= 8, |B| <= 6, |C0| <= 4: every
+ *     |D| < 2^11, so each product and sum is exact in F32). Then each warp
+ *     packs its two D tiles (mma_pack) into the A fragment of a second
+ *     product with a 16 x 8 B2 (|B2| <= 5), which equals the host's product
+ *     of D rounded to the 16-bit type (exact in F32: the rounded D are
+ *     integers below 2^11, the sums below 2^17). The shared
  *     rows are padded (pitches of 80 and 48 bytes), so a layout that
  *     assumed contiguous rows would read the wrong elements. Under
  *     EMU_COUNTS each launch counts 2 warps x 13 mma x 2 x 16 x 8 x 16 FLOPs
