@@ -13,6 +13,9 @@
  *     before its copy lands: the program checks that the result differs
  *     from the host's and that every value is the one the stale buffers
  *     give (the sentinel written before the copies), and exits 1 saying so;
+ *   missing-sync: the pipeline without the __syncthreads after its wait
+ *     reads elements other threads copied before they waited: the result
+ *     differs from the host's and the program exits 1 saying so;
  *   misaligned: a copy from a global address 8 bytes past a 16-byte
  *     boundary fails, naming the call.
  * Exits 0 when every check holds (the failing modes are run by
@@ -29,7 +32,7 @@
 #define TILES 16
 #define SENTINEL (-1000.0f)
 
-enum { MODE_WAIT, MODE_NO_WAIT, MODE_MISALIGNED };
+enum { MODE_WAIT, MODE_NO_WAIT, MODE_NO_SYNC, MODE_MISALIGNED };
 
 /* out[e] = sum over tiles t of (t + 1) in[t][TILE - 1 - e]: each thread
  * reads the elements that the thread at the mirrored position copied. */
@@ -50,7 +53,8 @@ __global__ void k_pipeline(const float *in, float *out, int mode)
 		cp_async_commit(); /* an empty group at the end keeps wait<1> uniform */
 		if (mode != MODE_NO_WAIT)
 			cp_async_wait<1>(); /* tile t landed, t + 1 may be in flight */
-		__syncthreads();
+		if (mode != MODE_NO_SYNC)
+			__syncthreads(); /* and so has every other thread's part */
 		for (int i = 0; i < 4; i++)
 			acc[i] += (float)(t + 1) * buf[t & 1][TILE - 1 - (4 * tid + i)];
 		__syncthreads(); /* before tile t + 2 overwrites this buffer */
@@ -127,6 +131,7 @@ int main(int argc, char **argv)
 {
 	const char *arg = argc > 1 ? argv[1] : "";
 	int mode = !*arg ? MODE_WAIT : !strcmp(arg, "missing-wait") ? MODE_NO_WAIT :
+		   !strcmp(arg, "missing-sync") ? MODE_NO_SYNC :
 		   !strcmp(arg, "misaligned") ? MODE_MISALIGNED : -1;
 	char path[] = "/tmp/emu_cp_async_XXXXXX";
 	static float hin[TILES * TILE], hout[TILE], want[TILE], stale[TILE], hflags[5];
@@ -135,7 +140,7 @@ int main(int argc, char **argv)
 	int fd, differ = 0, all_stale = 1;
 
 	if (mode < 0) {
-		printf("usage: emu_cp_async [missing-wait|misaligned]\n");
+		printf("usage: emu_cp_async [missing-wait|missing-sync|misaligned]\n");
 		return 2;
 	}
 	fd = mkstemp(path);
@@ -172,6 +177,14 @@ int main(int argc, char **argv)
 		       "buffers' values; the emulator did not defer the copies\n",
 		       differ ? "differs from" : "equals", all_stale ? "equals" : "differs from");
 		return 0;
+	}
+	if (mode == MODE_NO_SYNC) {
+		unlink(path);
+		printf("emu_cp_async missing-sync: the result %s the host's%s\n",
+		       differ ? "differs from" : "equals",
+		       differ ? ": threads read other threads' cp.async data before the "
+				"__syncthreads after the wait" : "; the emulator did not defer the copies");
+		return differ ? 1 : 0;
 	}
 	if (mode == MODE_MISALIGNED) { /* the emulator ended the process before this */
 		unlink(path);
