@@ -96,7 +96,7 @@ template <> __device__ __forceinline__ void mma_unpack<__nv_bfloat16>(uint32_t r
 {
 	__nv_bfloat16 v[2];
 
-	memcpy(v, &r, 4);
+	memcpy((void *)v, &r, 4); /* (void *): g++ -Wclass-memaccess */
 	*lo = __bfloat162float(v[0]);
 	*hi = __bfloat162float(v[1]);
 }
@@ -105,7 +105,7 @@ template <> __device__ __forceinline__ void mma_unpack<__half>(uint32_t r, float
 {
 	__half v[2];
 
-	memcpy(v, &r, 4);
+	memcpy((void *)v, &r, 4); /* (void *): g++ -Wclass-memaccess */
 	*lo = __half2float(v[0]);
 	*hi = __half2float(v[1]);
 }
