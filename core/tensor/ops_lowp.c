@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tensor/tensor_impl.h"
+#include "weft/gemm_ex.h"
 
 #define DT(t) ((weft_dtype)(t)->dtype)
 

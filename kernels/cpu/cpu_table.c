@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_impl.h"
+#include "weft/gemm_ex.h"
 #include "kernels_cpu.h"
 
 static weft_status cpu_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "weft/gemm_ex.h"
 
 /* ---- contexts ---- */
 

@@ -45,6 +45,7 @@
 
 #include "weft/autograd.h"
 #include "weft/config.h"
+#include "weft/gemm_ex.h"
 #include "weft/kernels.h"
 #include "weft/module.h"
 #include "weft/ops.h"

@@ -829,6 +829,18 @@ typedef struct weft_kernel_table {
 	uint32_t gemm_lowp_ex_epilogues;
 } weft_kernel_table;
 
+/* gemm_lowp_ex's epilogues (since ABI 1.6; BGRAD since ABI 1.7). */
+typedef enum weft_gemm_epilogue {
+	WEFT_EPI_NONE = 0,  /* C = D + bias */
+	WEFT_EPI_GELU = 1,  /* aux = D + bias, C = gelu_tanh(aux) */
+	WEFT_EPI_DGELU = 2, /* C = D * gelu_tanh'(aux) */
+	WEFT_EPI_BGRAD = 3, /* C = D, aux (m F32) = the row sums of op(A) */
+} weft_gemm_epilogue;
+
+/* The epilogues of ABI 1.6, which every table with gemm_lowp_ex takes. */
+#define WEFT_GEMM_EX_EPILOGUES_1_6 \
+	((1u << WEFT_EPI_NONE) | (1u << WEFT_EPI_GELU) | (1u << WEFT_EPI_DGELU))
+
 /* The largest head dimension flash_attention_* take (since ABI 1.4). */
 #define WEFT_FLASH_MAX_HEAD_DIM 128
 
@@ -868,8 +880,5 @@ WEFT_API weft_status weft_kernels_get(weft_device dev, const weft_kernel_table *
 #ifdef __cplusplus
 }
 #endif
-
-/* gemm_lowp_ex's epilogues and argument check (they read the table). */
-#include "weft/gemm_ex.h"
 
 #endif /* WEFT_KERNELS_H */
