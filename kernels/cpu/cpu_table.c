@@ -137,6 +137,8 @@ static const weft_kernel_table cpu_table = {
 	.layernorm_lowp_backward = cpu_layernorm_lowp_backward,
 	.cross_entropy_lowp_forward = cpu_cross_entropy_lowp_forward,
 	.cross_entropy_lowp_backward = cpu_cross_entropy_lowp_backward,
+	.cross_entropy_lowp_fused = cpu_cross_entropy_lowp_fused,
+	.cross_entropy_lowp_regrad = cpu_cross_entropy_lowp_regrad,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -501,6 +501,8 @@ static const weft_kernel_table cuda_table = {
 	.layernorm_lowp_backward = cuda_layernorm_lowp_backward,
 	.cross_entropy_lowp_forward = cuda_cross_entropy_lowp_forward,
 	.cross_entropy_lowp_backward = cuda_cross_entropy_lowp_backward,
+	.cross_entropy_lowp_fused = cuda_cross_entropy_lowp_fused,
+	.cross_entropy_lowp_regrad = cuda_cross_entropy_lowp_regrad,
 };
 
 static const weft_cuda_extras cuda_extras = {
