@@ -674,14 +674,23 @@ extern "C" weft_status cuda_layernorm_lowp_backward(void *kctx, weft_dtype dt, i
 #define SIZES_RV "%s rows %lld vocab %lld ld %lld", cuda_dt_name(dt), (long long)rows, \
 	(long long)vocab, (long long)ld
 
-extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
-						       int64_t vocab, int64_t ld,
-						       const void *logits, weft_dtype idx_dt,
-						       const void *targets, int64_t ignore_index,
-						       float *lse, float *loss, float *count)
+/* The hint the fused members take: finite and not 0. */
+static weft_status hint_check(cuda_ctx *c, const char *name, float hint)
 {
-	const char *name = "cross_entropy_lowp_forward";
-	cuda_ctx *c = (cuda_ctx *)kctx;
+	if (isfinite(hint) && hint != 0.0f)
+		return WEFT_OK;
+	return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda:%d kernel %s: dloss_hint %g; pass "
+				    "the finite, nonzero upstream gradient the loss expects (1, or "
+				    "the loss scale)", (int)c->index, name, (double)hint);
+}
+
+/* The loss's forward, and with fused the gradient for `hint` in the same
+ * pass: the count first (fused), the rows, the mean. */
+static weft_status ce_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t rows,
+			     int64_t vocab, int64_t ld, void *logits, weft_dtype idx_dt,
+			     const void *targets, int64_t ignore_index, int fused, float hint,
+			     float *lse, float *loss, float *count)
+{
 	weft_status ret = lowp_begin(c, name, dt, 1, idx_dt);
 
 	if (ret)
@@ -690,14 +699,33 @@ extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt
 		rows = 0;
 	if ((ret = cuda_rows_reserve(c, name, (size_t)(2 * rows + 1) * sizeof(float))))
 		return ret;
-	if (rows > 0) {
+	if (rows > 0 && fused) {
+		k_ce_lowp_count<<<1, LOSS_THREADS, 0, c->stream>>>(rows, targets, idx_dt,
+								   ignore_index, count);
+		if ((ret = cuda_launched(c, name, "rows %lld: the count", (long long)rows)))
+			return ret;
+		k_ce_lowp_fused<<<capped_grid(rows), CE_THREADS, 0, c->stream>>>(
+			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, hint, count, lse,
+			c->rows);
+	} else if (rows > 0) {
 		k_ce_lowp_fwd<<<capped_grid(rows), CE_THREADS, 0, c->stream>>>(
 			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, lse, c->rows);
-		if ((ret = cuda_launched(c, name, SIZES_RV)))
-			return ret;
 	}
+	if (rows > 0 && (ret = cuda_launched(c, name, SIZES_RV)))
+		return ret;
 	k_ce_lowp_mean<<<1, LOSS_THREADS, 0, c->stream>>>(rows, c->rows, loss, count);
 	return cuda_launched(c, name, "rows %lld: the mean", (long long)rows);
+}
+
+extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
+						       int64_t vocab, int64_t ld,
+						       const void *logits, weft_dtype idx_dt,
+						       const void *targets, int64_t ignore_index,
+						       float *lse, float *loss, float *count)
+{
+	/* not fused: the logits are only read */
+	return ce_forward((cuda_ctx *)kctx, "cross_entropy_lowp_forward", dt, rows, vocab, ld,
+			  (void *)logits, idx_dt, targets, ignore_index, 0, 1.0f, lse, loss, count);
 }
 
 extern "C" weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t rows,
@@ -719,16 +747,6 @@ extern "C" weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype d
 	return cuda_launched(c, name, SIZES_RV);
 }
 
-/* The hint the fused members take: finite and not 0. */
-static weft_status hint_check(cuda_ctx *c, const char *name, float hint)
-{
-	if (isfinite(hint) && hint != 0.0f)
-		return WEFT_OK;
-	return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda:%d kernel %s: dloss_hint %g; pass "
-				    "the finite, nonzero upstream gradient the loss expects (1, or "
-				    "the loss scale)", (int)c->index, name, (double)hint);
-}
-
 /* Three launches: the count, the rows (statistics and gradient), the mean
  * (as the forward's). */
 extern "C" weft_status cuda_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, int64_t rows,
@@ -739,29 +757,14 @@ extern "C" weft_status cuda_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, 
 {
 	const char *name = "cross_entropy_lowp_fused";
 	cuda_ctx *c = (cuda_ctx *)kctx;
-	weft_status ret = lowp_begin(c, name, dt, 1, idx_dt);
+	weft_status ret = cuda_need_ctx(c, name);
 
 	if (!ret)
 		ret = hint_check(c, name, dloss_hint);
 	if (ret)
 		return ret;
-	if (rows < 0 || vocab <= 0)
-		rows = 0;
-	if ((ret = cuda_rows_reserve(c, name, (size_t)(2 * rows + 1) * sizeof(float))))
-		return ret;
-	if (rows > 0) {
-		k_ce_lowp_count<<<1, LOSS_THREADS, 0, c->stream>>>(rows, targets, idx_dt,
-								   ignore_index, count);
-		if ((ret = cuda_launched(c, name, "rows %lld: the count", (long long)rows)))
-			return ret;
-		k_ce_lowp_fused<<<capped_grid(rows), CE_THREADS, 0, c->stream>>>(
-			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, dloss_hint,
-			count, lse, c->rows);
-		if ((ret = cuda_launched(c, name, SIZES_RV)))
-			return ret;
-	}
-	k_ce_lowp_mean<<<1, LOSS_THREADS, 0, c->stream>>>(rows, c->rows, loss, count);
-	return cuda_launched(c, name, "rows %lld: the mean", (long long)rows);
+	return ce_forward(c, name, dt, rows, vocab, ld, logits, idx_dt, targets, ignore_index, 1,
+			  dloss_hint, lse, loss, count);
 }
 
 extern "C" weft_status cuda_cross_entropy_lowp_regrad(void *kctx, weft_dtype dt, int64_t rows,

@@ -353,6 +353,19 @@ static const ce_shape ce_shapes[] = {
 	{ 5, 5003, 5008, 0, WEFT_I32 },  /* 3 stretches of 8 a thread: the max grows */
 };
 
+/* Targets of cs's rows (every fourth from row 1 ign, I64 and I32 copies)
+ * and NaN in the padding of z. */
+static void ce_inputs(const ce_shape *cs, int64_t ign, float *z, int64_t *tg, int32_t *tg32)
+{
+	WT_REQUIRE(tg && tg32);
+	for (int64_t r = 0; r < cs->rows; r++) {
+		tg[r] = r % 4 == 1 ? ign : (r * 7919 + 13) % cs->vocab;
+		tg32[r] = (int32_t)tg[r];
+		for (int64_t j = cs->vocab; j < cs->ld; j++)
+			z[r * cs->ld + j] = NAN;
+	}
+}
+
 static void test_ce(weft_dtype dt, const ce_shape *cs)
 {
 	int64_t rows = cs->rows, vocab = cs->vocab, ld = cs->ld, n = rows * ld, ign = -100;
@@ -366,13 +379,7 @@ static void test_ce(weft_dtype dt, const ce_shape *cs)
 	int64_t pad_bad = 0, ign_bad = 0;
 	float scale;
 
-	WT_REQUIRE(tg && tg32);
-	for (int64_t r = 0; r < rows; r++) {
-		tg[r] = r % 4 == 1 ? ign : (r * 7919 + 13) % vocab;
-		tg32[r] = (int32_t)tg[r];
-		for (int64_t j = vocab; j < ld; j++)
-			z[r * ld + j] = NAN;
-	}
+	ce_inputs(cs, ign, z, tg, tg32);
 	for (int k = 0; k < 2; k++) {
 		ct_dev d = side(k, dt);
 		void *zd = put(&d, z, n, cs->skew), *gd = put(&d, z, n, cs->skew);
@@ -480,13 +487,7 @@ static void test_ce_fused(weft_dtype dt, const ce_shape *cs)
 	uint16_t *fz[2], *rz[2];
 	float *st_h[2], *lse[2];
 
-	WT_REQUIRE(tg && tg32);
-	for (int64_t r = 0; r < rows; r++) {
-		tg[r] = r % 4 == 1 ? ign : (r * 7919 + 13) % vocab;
-		tg32[r] = (int32_t)tg[r];
-		for (int64_t j = vocab; j < ld; j++)
-			z[r * ld + j] = NAN;
-	}
+	ce_inputs(cs, ign, z, tg, tg32);
 	for (int k = 0; k < 2; k++) {
 		ct_dev d = side(k, dt);
 		char *zf = put(&d, z, n, cs->skew), *zt = put(&d, z, n, cs->skew);
