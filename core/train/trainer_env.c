@@ -189,6 +189,8 @@ static weft_status tr_stage_forward(void *p, void *stage, weft_ctx *ctx, const w
 		return st;
 	if (train)
 		loss_scale *= t->scaler.scale;
+	/* the last stage's loss is scaled by it, and backward starts from 1 */
+	ctx->loss_grad_hint = (float)loss_scale;
 	return weft_pp_stage_forward(stage, ctx, t->tc.seed, key, b, x, train, loss_scale, out,
 				     loss, rep);
 }
