@@ -825,12 +825,12 @@ typedef struct weft_kernel_table {
 						int64_t ignore_index, float dloss_hint, float *lse,
 						float *loss, float *count);
 	/* The correction for the real upstream gradient *dloss (F32 device
-	 * scalar), read on the device: equal to dloss_hint, nothing else is
-	 * read or written; else each element g of a row not ignored becomes g
-	 * (*dloss / dloss_hint), rounded to dt again: within two roundings of
-	 * dt of the exact gradient (one for _backward), where g is in dt's
-	 * normal range (an element that overflowed under the hint stays
-	 * infinite). Ignored rows stay 0. Never waits for the device. */
+	 * scalar, read on the device): equal to dloss_hint (checked as above),
+	 * nothing else is read or written; else each element g of a row not
+	 * ignored becomes g (*dloss / dloss_hint) rounded to dt again: within
+	 * (2u + u^2 + 2^-21) |exact| (u = 2^-8 BF16, 2^-11 F16; _backward: u
+	 * + 2^-22) where g is in dt's normal range (an element that overflowed
+	 * under the hint stays infinite). Ignored rows stay 0. No host wait. */
 	weft_status (*cross_entropy_lowp_regrad)(void *kctx, weft_dtype dt, int64_t rows,
 						 int64_t vocab, int64_t ld, void *dlogits,
 						 weft_dtype idx_dt, const void *targets,
