@@ -94,6 +94,10 @@ struct weft_ctx {
 	int32_t lowp_mode;      /* weft_lowp_act the user chose (lowp.c) */
 	int32_t lowp;           /* weft_dtype activations are kept in (lowp.c);
 				 * WEFT_F32: off */
+	float loss_grad_hint;   /* the upstream gradient a loss op expects its
+				 * backward to get (default 1; the trainer sets
+				 * its loss scale): the fused classifier makes
+				 * its gradient for it in the forward (ops_lowp.c) */
 };
 
 #define ARENA_DEFAULT_BYTES (1u << 20)         /* an arena's first block */
