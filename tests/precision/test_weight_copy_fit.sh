@@ -1,0 +1,92 @@
+#!/bin/sh
+# trainer.weight_copy through `weft fit` on the CPU with 16-bit activations
+# (bf16-mixed, lowp_activations: true: the CPU's reference kernels run the
+# path a GPU runs), strategy single, accumulate_grad_batches 2, gradient
+# clipping at 1.0, 20 steps, checkpoints every 10.
+#
+# (a) The numbers do not change: for sgd with momentum (the precision
+# tests' config) and for adamw, the run whose linear layers read the bf16
+# copy of the weights (weight_copy: true, the default) logs every step's
+# train loss and gradient norm as the run that rounds each weight in every
+# forward (weight_copy: false) to the last digit, and ends with
+# byte-identical step-10 and step-20 weights. Both round the same F32
+# weights to bf16 the same way; the copy is rounded once per optimizer
+# step instead of once per micro-batch. This also proves the refresh: a
+# copy left stale after a step (or after the checkpoint load of (b))
+# would give the next forwards the previous weights and the losses would
+# part within a step (the optimizer moves every weight by ~lr).
+# (b) Resume: the copy run resumed from its step-10 checkpoint logs the
+# unbroken run's losses of steps 11-20 to the digit and ends with
+# byte-identical weights (the copy is rebuilt from the loaded weights).
+# (c) The copy is there and counted: the copy run says so, the other does
+# not, and summary.json's peak parameter bytes differ by 2 bytes per F32
+# parameter (the F32 gradients' peak over 4).
+set -eu
+. "$(dirname "$0")/precision_lib.sh"
+
+LOWP="--trainer.precision=bf16-mixed --trainer.lowp_activations=true
+	--trainer.accumulate_grad_batches=2 --trainer.enable_checkpointing=true
+	--trainer.callbacks.model_checkpoint.every_n_train_steps=10
+	--trainer.callbacks.model_checkpoint.save_top_k=-1"
+CKPTS="$dir/runs/cfg/version_0/checkpoints"
+
+# same_cols A B: train_loss and grad_norm of A.csv and B.csv equal as logged
+same_cols() {
+	for c in train_loss grad_norm; do
+		col "$1" "$c" > "$dir/cols_a"
+		col "$2" "$c" > "$dir/cols_b"
+		[ "$(grep -c . "$dir/cols_a")" -ge 10 ] || fail "$1 logged too few $c values"
+		cmp -s "$dir/cols_a" "$dir/cols_b" || {
+			paste -d' ' "$dir/cols_a" "$dir/cols_b" | head -5
+			fail "$1 and $2 differ in $c"
+		}
+	done
+}
+
+peak() { # NAME CATEGORY: summary.json's peak bytes
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak_bytes"][sys.argv[2]])' \
+		"$dir/$1.json" "$2"
+}
+
+for opt in sgd adamw; do
+	if [ "$opt" = adamw ]; then
+		sed -i 's/optimizer: {name: sgd, lr: 0.1, momentum: 0.9}/optimizer: {name: adamw, lr: 0.003}/' \
+			"$dir/cfg.yaml"
+	fi
+	# shellcheck disable=SC2086
+	fit "${opt}_round" $LOWP --trainer.weight_copy=false
+	cp "$CKPTS/epoch=0-step=10/model.safetensors" "$dir/${opt}_round10.safetensors"
+	cp "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${opt}_round20.safetensors"
+	grep -q "copy of the weights" "$dir/${opt}_round.out" &&
+		fail "weight_copy false still claims a copy"
+	# shellcheck disable=SC2086
+	fit "${opt}_copy" $LOWP
+	grep -q "the linear layers read a BF16 copy of the weights, refreshed by each optimizer step (trainer.weight_copy)" \
+		"$dir/${opt}_copy.out" || fail "no line saying the products read a BF16 copy"
+	cmp -s "$CKPTS/epoch=0-step=10/model.safetensors" "$dir/${opt}_round10.safetensors" ||
+		fail "$opt: the step-10 weights differ with the copy"
+	cmp -s "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${opt}_round20.safetensors" ||
+		fail "$opt: the step-20 weights differ with the copy"
+	cp -r "$CKPTS/epoch=0-step=10" "$dir/${opt}_ck10"
+	same_cols "${opt}_round" "${opt}_copy"
+	# (c) 2 bytes per parameter
+	numel=$(( $(peak "${opt}_copy" grads) / 4 ))
+	extra=$(( $(peak "${opt}_copy" params) - $(peak "${opt}_round" params) ))
+	echo "$opt: the copy adds $extra bytes of parameters for $numel parameters"
+	[ "$extra" -eq $((2 * numel)) ] || fail "$opt: the copy takes $extra bytes, not 2 x $numel"
+	# (b) resume
+	# shellcheck disable=SC2086
+	fit "${opt}_resumed" $LOWP --trainer.resume="$dir/${opt}_ck10"
+	awk -F, 'NR > 1 && $1 > 10 { print $1, $2 }' "$dir/${opt}_copy.csv" > "$dir/full_tail"
+	awk -F, 'NR > 1 { print $1, $2 }' "$dir/${opt}_resumed.csv" > "$dir/resumed_tail"
+	[ "$(wc -l < "$dir/resumed_tail")" -eq 10 ] ||
+		fail "$opt: the resumed run logged $(wc -l < "$dir/resumed_tail") steps"
+	cmp -s "$dir/full_tail" "$dir/resumed_tail" || {
+		diff "$dir/full_tail" "$dir/resumed_tail" | head
+		fail "$opt: the resumed run's losses differ from the unbroken run's"
+	}
+	cmp -s "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${opt}_round20.safetensors" ||
+		fail "$opt: the resumed run's step-20 weights differ"
+	echo "$opt: losses, gradient norms and weights identical with and without the copy, and across the resume"
+done
+echo "ok"
