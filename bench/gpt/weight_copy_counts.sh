@@ -9,6 +9,9 @@
 # each block and the head's, every weight a product reads, none rounded
 # any more; the whole step (to "step end") 8 fewer, the optimizer's one
 # conversion of the flat buffer into the copy being the one added back.
+# (What the copy run's forward still converts is no weight: the embeddings'
+# F32 sum cast to bf16, and the F32 bias of each biased product, which the
+# cuBLASLt path rounds for its epilogue: measured 9 launches of the 18.)
 #   weight_copy_counts.sh BENCH_GPT   (with the emulator's environment)
 set -eu
 BENCH=$1
