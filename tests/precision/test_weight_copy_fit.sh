@@ -21,6 +21,7 @@
 # (c) The copy is there and counted: the copy run says so, the other does
 # not, and summary.json's peak parameter bytes differ by 2 bytes per F32
 # parameter (the F32 gradients' peak over 4).
+# (d) The same bits under ddp (2 processes over gloo) and dp (2 replicas).
 set -eu
 . "$(dirname "$0")/precision_lib.sh"
 
@@ -88,5 +89,24 @@ for opt in sgd adamw; do
 	cmp -s "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${opt}_round20.safetensors" ||
 		fail "$opt: the resumed run's step-20 weights differ"
 	echo "$opt: losses, gradient norms and weights identical with and without the copy, and across the resume"
+done
+
+# (d) the other strategies that keep the copy, adamw: ddp on 2 processes
+# over gloo (the gradients all-reduced, then the same step on each rank)
+# and dp on 2 replicas in one process (replica 0, on the trainer's context,
+# reads the copy; replica 1 rounds per forward on its own context)
+for strat in ddp dp; do
+	# shellcheck disable=SC2086
+	fit "${strat}_round" $LOWP --trainer.devices=2 --trainer.strategy=$strat \
+		--trainer.weight_copy=false
+	cp "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${strat}_round20.safetensors"
+	# shellcheck disable=SC2086
+	fit "${strat}_copy" $LOWP --trainer.devices=2 --trainer.strategy=$strat
+	grep -q "read a BF16 copy of the weights" "$dir/${strat}_copy.out" ||
+		fail "$strat: no line saying the products read a BF16 copy"
+	cmp -s "$CKPTS/epoch=0-step=20/model.safetensors" "$dir/${strat}_round20.safetensors" ||
+		fail "$strat: the step-20 weights differ with the copy"
+	same_cols "${strat}_round" "${strat}_copy"
+	echo "$strat: losses, gradient norms and weights identical with and without the copy"
 done
 echo "ok"
