@@ -20,7 +20,9 @@
 # byte-identical weights (the copy is rebuilt from the loaded weights).
 # (c) The copy is there and counted: the copy run says so, the other does
 # not, and summary.json's peak parameter bytes differ by 2 bytes per F32
-# parameter (the F32 gradients' peak over 4).
+# parameter (the F32 gradients' peak over 4); `weft plan` gives the copy
+# run's peak parameter bytes to the byte and names the copy's 2 bytes per
+# parameter, and 4 bytes per parameter with weight_copy: false.
 # (d) The same bits under ddp (2 processes over gloo) and dp (2 replicas).
 set -eu
 . "$(dirname "$0")/precision_lib.sh"
@@ -75,6 +77,19 @@ for opt in sgd adamw; do
 	extra=$(( $(peak "${opt}_copy" params) - $(peak "${opt}_round" params) ))
 	echo "$opt: the copy adds $extra bytes of parameters for $numel parameters"
 	[ "$extra" -eq $((2 * numel)) ] || fail "$opt: the copy takes $extra bytes, not 2 x $numel"
+	# weft plan counts it: its params row is the run's peak, with the copy's line
+	# shellcheck disable=SC2086
+	"$WEFT" plan --config "$dir/cfg.yaml" $LOWP >"$dir/plan.txt" 2>&1 || fail "weft plan failed"
+	grep -q "^  params  *$(peak "${opt}_copy" params) B" "$dir/plan.txt" ||
+		fail "$opt: weft plan's params row is not the run's $(peak "${opt}_copy" params) B"
+	grep -q "(of params: the BF16 copy of the weights the linear layers read, $((2 * numel)) B; trainer.weight_copy)" \
+		"$dir/plan.txt" || fail "$opt: weft plan does not show the copy's $((2 * numel)) B"
+	# shellcheck disable=SC2086
+	"$WEFT" plan --config "$dir/cfg.yaml" $LOWP --trainer.weight_copy=false >"$dir/plan.txt" 2>&1 ||
+		fail "weft plan failed"
+	grep -q "^  params  *$((4 * numel)) B" "$dir/plan.txt" ||
+		fail "$opt: weft plan without the copy does not give 4 bytes a parameter"
+	grep -q "copy of the weights" "$dir/plan.txt" && fail "$opt: weft plan shows a copy not kept"
 	# (b) resume
 	# shellcheck disable=SC2086
 	fit "${opt}_resumed" $LOWP --trainer.resume="$dir/${opt}_ck10"
