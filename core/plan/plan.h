@@ -76,7 +76,8 @@ typedef struct weft_plan {
 /* Reads trainer.strategy (a name or a mapping), trainer.devices x
  * trainer.num_nodes (unless world > 0), trainer.accumulate_grad_batches,
  * trainer.comm (with gloo's shm option) and what decides the weight copy
- * (trainer.precision, lowp_activations, weight_copy) from a config root into *o; borrowed from the config. n_slots is left to
+ * (trainer.precision, lowp_activations, weight_copy) from a config root
+ * into *o; borrowed from the config. n_slots is left to
  * the caller (the optimizer plugin knows it). Nothing is marked used.
  * Errors: WEFT_ERR_CONFIG at file:line:col for a mapping without a name or
  * a bad value. */
@@ -98,7 +99,8 @@ weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
  * weft_plan_model_options says to build it; gradients may be absent, no
  * data is read), and adds the 16-bit weight copy to the parameters' bytes
  * where the trainer would keep one (o->weight_copy, and a strategy with
- * whole parameters: weft_strategy_whole_params). Blocks on loading the plugins. Errors:
+ * whole parameters: weft_strategy_whole_params). Blocks on loading the
+ * plugins. Errors:
  * WEFT_ERR_INVALID_ARG for a world size < 1; WEFT_ERR_CONFIG at
  * trainer.strategy for a strategy no plugin provides (listing the ones
  * found); WEFT_ERR_UNSUPPORTED for a strategy that gives no plan (built

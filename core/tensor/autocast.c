@@ -11,8 +11,9 @@
  * (weft_ctx_use_params_copy: one copy of every F32 weight, kept across
  * steps and refreshed after each optimizer step; weft_params_copy_refresh
  * rounds the whole flat buffer in one conversion, as a product here would
- * round each weight, so the products see the same bits). On the CPU gemm_lowp is a reference (widen, then sgemm), so the
- * same path runs, and is tested, without a GPU. With 16-bit activations
+ * round each weight, so the products see the same bits). On the CPU
+ * gemm_lowp is a reference (widen, then sgemm), so the same path runs, and
+ * is tested, without a GPU. With 16-bit activations
  * on (lowp.c, ops_lowp.c) the linear layer takes the 16-bit path there
  * instead; this one serves F32 activations (the CPU's default). */
 #include <stdint.h>

@@ -322,11 +322,13 @@ weft_status weft_params_copy_enable(weft_params *ps, weft_dtype dt)
 		return weft_error_set(WEFT_ERR_DTYPE, "params_copy_enable: a %s copy of the "
 				      "weights; the copy is BF16 or F16 (the autocast dtype)",
 				      weft_dtype_name(dt));
-	if (!ps->finalized || !flat->base)
+	if (!ps->finalized)
 		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_copy_enable: the parameter set "
-				      "has %s; call weft_params_finalize first, and keep F32 "
-				      "parameters (the master weights the copy is made from)",
-				      ps->finalized ? "no F32 parameters" : "not been finalized");
+				      "has not been finalized; call weft_params_finalize first");
+	if (!flat->base)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_copy_enable: the parameter set "
+				      "has no F32 parameters; the copy is made from F32 master "
+				      "weights");
 	if (ps->copy.base) {
 		if (ps->copy.dtype == (int32_t)dt)
 			return WEFT_OK;

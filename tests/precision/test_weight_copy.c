@@ -21,9 +21,9 @@
  *   old loss bit for bit (and not the new one), and after
  *   weft_params_copy_refresh the new one bit for bit.
  * - Memory: the copy is 2 bytes per F32 parameter under WEFT_MEM_PARAMS.
- * - The errors a caller can hit: before finalize, a non-16-bit dtype, a
- *   second dtype, a context told to read a set without a copy, a refresh
- *   without one. */
+ * - The errors a caller can hit: before finalize, a set without F32
+ *   parameters, a non-16-bit dtype, a second dtype, a context told to read
+ *   a set without a copy, a refresh without one. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -220,6 +220,13 @@ static void test_errors(void)
 		 "one copy per set");
 	WT_OK(weft_ctx_use_params_copy(ctx, ps));
 	WT_OK(weft_ctx_use_params_copy(ctx, NULL)); /* back to rounding */
+	weft_params_free(ps);
+	/* no F32 master weights to copy */
+	WT_OK(weft_params_create(WEFT_CPU, &ps));
+	WT_OK(weft_params_add(ps, "w16", WEFT_BF16, 2, ws, &w));
+	WT_OK(weft_params_finalize(ps, 0));
+	WT_FAILS(weft_params_copy_enable(ps, WEFT_BF16), WEFT_ERR_INVALID_ARG,
+		 "has no F32 parameters", "F32 master weights");
 	weft_params_free(ps);
 	weft_ctx_free(ctx);
 }
