@@ -24,6 +24,7 @@
 # run's peak parameter bytes to the byte and names the copy's 2 bytes per
 # parameter, and 4 bytes per parameter with weight_copy: false.
 # (d) The same bits under ddp (2 processes over gloo) and dp (2 replicas).
+# (e) A value of weight_copy that is not a boolean is refused, naming it.
 set -eu
 . "$(dirname "$0")/precision_lib.sh"
 
@@ -124,4 +125,10 @@ for strat in ddp dp; do
 	same_cols "${strat}_round" "${strat}_copy"
 	echo "$strat: losses, gradient norms and weights identical with and without the copy"
 done
+
+# (e) the option's error
+"$WEFT" fit --config "$dir/cfg.yaml" --trainer.weight_copy=maybe >"$dir/out.txt" 2>&1 &&
+	fail "weight_copy maybe was accepted"
+grep -q "'trainer.weight_copy' must be true or false, got 'maybe'" "$dir/out.txt" ||
+	fail "no message for weight_copy maybe"
 echo "ok"
