@@ -74,9 +74,9 @@ void replicated_dev_fini(replicated *r);
 /* Clipping and the optimizer step on device-resident buffers (the part of
  * replicated_step after the overflow check); `in` already carries the
  * averaging factor in grad_scale. The fused kernel also writes r->copy
- * (r->copy_written) when its runs cover every element. Blocking for the host-staged path;
- * the fused path only waits for the clipping norm. Errors: the
- * optimizer's, device copies'. */
+ * (r->copy_written) when its runs cover every element. Blocking for the
+ * host-staged path; the fused path only waits for the clipping norm.
+ * Errors: the optimizer's, device copies'. */
 weft_status replicated_dev_step(replicated *r, const weft_optim_step_info *in,
 				double *grad_norm);
 
