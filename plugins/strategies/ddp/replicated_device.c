@@ -15,13 +15,17 @@
  *                 CPU path does. adamw_step rounds every operation as the
  *                 CPU plugin does, so a step is bit-identical to the CPU
  *                 one on the same inputs (only the clipping norm is summed
- *                 in another order).
+ *                 in another order). With the trainer's 16-bit weight
+ *                 copy (env->params_copy, ABI 1.7) each launch also
+ *                 writes the new weights' rounding into it, and the step
+ *                 reports copy_refreshed.
  *   host-staged   for every other optimizer. The optimizer state lives in
  *                 host memory; each step copies the gradients and the
  *                 parameters into pinned host buffers, clips and runs the
  *                 plugin's step() there (the very code of the CPU path, on
  *                 the same values: bit-identical), and copies the new
- *                 parameters back. The parameters are read back every step
+ *                 parameters back (the trainer then rounds them into its
+ *                 weight copy). The parameters are read back every step
  *                 rather than kept on the host between steps, so weights
  *                 written on the device by anyone else (a checkpoint
  *                 loaded, the start-up broadcast) are always the ones
