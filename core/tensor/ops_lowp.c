@@ -134,7 +134,8 @@ static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
 }
 
 /* The operands of y = x w^T under the gate: x in lo (*xl: x's own data
- * when it has lo, else rounded into the arena) and w rounded (*wl). */
+ * when it has lo, else rounded into the arena) and w in lo (*wl: the
+ * weight copy, else rounded; autocast_weight). */
 static weft_status lowp_operands(weft_ctx *ctx, const char *op, weft_dtype lo,
 				 const weft_tensor *x, int64_t rows, const weft_tensor *w,
 				 void **xl, void **wl)
@@ -144,7 +145,7 @@ static weft_status lowp_operands(weft_ctx *ctx, const char *op, weft_dtype lo,
 	*xl = x->data;
 	if (DT(x) != lo && (st = autocast_round(ctx, op, x->data, rows * w->shape[1], lo, xl)))
 		return st;
-	return autocast_round(ctx, op, w->data, w->shape[0] * w->shape[1], lo, wl);
+	return autocast_weight(ctx, op, w, lo, wl);
 }
 
 /* The fields every node of a product under the gate has (lowp_linear_grads

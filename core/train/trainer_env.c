@@ -243,5 +243,8 @@ weft_status weft_trainer_setup_strategy(weft_trainer *t)
 		.stage_free = tr_stage_free,
 		.grads_check = t->tc.loss_scale.enabled ? weft_trainer_grads_check : NULL,
 	};
+	st = weft_trainer_copy_setup(t);
+	if (st)
+		return st;
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }
