@@ -4,10 +4,12 @@
 # CUDA emulator with EMU_COUNTS, bench_flash_step at B 1, T 80, 4 heads over
 # 2 kv heads of 64, one layer:
 #   - bf16 runs the tensor-core kernels, and each counts exactly the tile
-#     products it issues, once per warp: with n = ceil(80 / 32) = 3 tiles,
-#     n (n + 1) / 2 = 6 tile pairs per head (causal skipping), a 32 x 32 x
-#     64 product 2 x 32 x 32 x 64 FLOPs; the forward 2 products a pair,
-#     dK/dV 4, dQ 3, each over B x 4 heads, class tc16;
+#     products it issues, once per warp: with R-row tiles, n = ceil(80 / R)
+#     tiles and n (n + 1) / 2 tile pairs per head (causal skipping), an
+#     R x R x 64 product 2 x R x R x 64 FLOPs; the forward (R = 32) 2
+#     products a pair, the backward's dK/dV (R = 64, n = 2: 3 pairs) 4 and
+#     dQ 3, each over B x 4 heads, class tc16; the backward's dQ kernel
+#     computes D = rowsum(dO * O), so k_flash_bwd_dot does not run;
 #   - f32 runs the scalar kernels, whose lines count no FLOPs ("-").
 set -e
 BUILD=$1
@@ -20,19 +22,25 @@ run() {
 		--layers 1 --heads 4 --kv-heads 2 --head-dim 64 --dtype "$1" >/dev/null
 }
 run bf16
-awk -F '\t' -v unit=$((2 * 32 * 32 * 64)) -v heads_pairs=$((1 * 4 * 6)) '
+awk -F '\t' -v T=80 -v BH=$((1 * 4)) -v hs=64 '
 	$1 == "K" { got[$2] = $5; cls[$2] = $6 }
 	END {
-		want["k_flash_tc_fwd"] = 2; want["k_flash_tc_bwd_dkdv"] = 4
-		want["k_flash_tc_bwd_dq"] = 3
+		want["k_flash_tc_fwd"] = 2; rows["k_flash_tc_fwd"] = 32
+		want["k_flash_mma_bwd_dkdv"] = 4; rows["k_flash_mma_bwd_dkdv"] = 64
+		want["k_flash_mma_bwd_dq"] = 3; rows["k_flash_mma_bwd_dq"] = 64
 		bad = 0
 		for (k in want) {
-			w = want[k] * heads_pairs * unit
+			R = rows[k]; n = int((T + R - 1) / R)
+			w = want[k] * BH * n * (n + 1) / 2 * 2 * R * R * hs
 			if (got[k] != w || cls[k] != "tc16") {
 				printf "FAIL: %s counted %s FLOPs of class %s, want %d of tc16\n", k, got[k], cls[k], w
 				bad = 1
 			} else
 				printf "ok: %s counted %d FLOPs of class tc16\n", k, w
+		}
+		if ("k_flash_bwd_dot" in got) {
+			print "FAIL: bf16 ran k_flash_bwd_dot; the dQ kernel computes D"
+			bad = 1
 		}
 		exit bad
 	}' "$F"

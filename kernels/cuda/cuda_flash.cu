@@ -17,9 +17,12 @@
  * summing over every query head of its kv head's group in turn; dQ by
  * query tile. The passes of dK/dV and dQ each recompute the scores.
  *
- * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels of
- * cuda_flash_tc.cu (where the device's code is sm_80 or later); these
- * kernels serve every other call, and the first backward pass (D) both. */
+ * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels
+ * (where the device's code is sm_80 or later): the forward of
+ * cuda_flash_tc.cu, and the backward of cuda_flash_mma_bwd.cu, which
+ * computes D in its dQ pass (where qkv, out, dout and dqkv are 16-byte
+ * aligned, as its 128-bit loads need; else these kernels). These kernels
+ * serve every other call. */
 #include <math.h>
 
 #include "cuda_dev.cuh"
@@ -281,6 +284,12 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 	return cuda_launched(c, name, SIZES_FLASH);
 }
 
+/* 1 when p suits the tensor-core backward's 128-bit loads and stores. */
+static int aligned16(const void *p)
+{
+	return (uintptr_t)p % 16 == 0;
+}
+
 extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B,
 						     int64_t T, int64_t nh, int64_t nkv,
 						     int64_t hs, const void *qkv, const void *out,
@@ -301,13 +310,14 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)) ||
 	    (ret = cuda_rows_reserve(c, name, (size_t)rows * sizeof(float))))
 		return ret;
+	if (cuda_flash_tc_takes(dt, hs) && aligned16(qkv) && aligned16(out) && aligned16(dout) &&
+	    aligned16(dqkv))
+		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, c->rows,
+					      dout, dqkv);
 	k_flash_bwd_dot<<<grid_for(rows, 256), 256, 0, c->stream>>>(rows, T, nh, hs, dt, out, dout,
 								   c->rows);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
 		return ret;
-	if (cuda_flash_tc_takes(dt, hs))
-		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, lse, c->rows, dout,
-					      dqkv);
 	k_flash_bwd_dkdv<<<dim3(tiles, (unsigned)nkv, (unsigned)B), TILE, 0, c->stream>>>(
 		T, nh, nkv, hs, scale, dt, qkv, lse, c->rows, dout, dqkv);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))

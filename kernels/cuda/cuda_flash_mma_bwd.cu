@@ -1,0 +1,433 @@
+/* Flash attention backward on tensor cores through mma.sync (cuda_mma.cuh):
+ * flash_attention_backward (weft/kernels.h) for BF16 and F16 storage at
+ * head sizes 64 and 128, the score-like tiles S, dP, P and dS kept in
+ * registers as the accumulators of one product and fed, rounded and
+ * packed, as the A operand of the next. cuda_flash.cu sends every other
+ * call to its scalar kernels. Deterministic: no atomics, every sum in a
+ * fixed order.
+ *
+ * Two kernels, the dQ kernel launched first:
+ *   - dQ (grid: query tiles, nh, B): a block owns BR = 64 query rows of
+ *     one head, a group of 16 rows per warp. It stages its Q and dO rows,
+ *     keeps their A fragments in registers and computes D = rowsum(dO * O)
+ *     of its rows (O read once here, dO from the staged tile; written to
+ *     D for the dK/dV kernel), then walks the key tiles up to its own:
+ *     dP = dO V^T, and per 16 keys S = Q K^T, P = exp(S scale - lse),
+ *     dS = P (dP - D) scale, dQ += dS K (K through ldmatrix .trans).
+ *   - dK/dV (grid: key tiles, nkv, B): a block owns 64 keys of one kv
+ *     head, 16 a warp group, K and V as A fragments in registers; over
+ *     the query heads of the group in order, and for each over the query
+ *     tiles from its own on: dP^T = V dO^T and per 16 queries
+ *     S^T = K Q^T (Q and dO tiles read with ldmatrix), P^T from the lse,
+ *     dV += P^T dO at once, dS^T = P^T (dP^T - D) scale, then
+ *     dK += dS^T Q (dO and Q through ldmatrix .trans).
+ * Each adds its F32 result into dqkv once, at the end, one rounding.
+ *
+ * Head size 128: a warp's gradient of 16 rows by 128 columns is 64 F32
+ * registers a lane, twice that for dK and dV, which with the K and V
+ * fragments does not fit 255 registers. So a block has two warps per
+ * group of 16 rows (8 warps, 256 threads), each accumulating a 64-column
+ * half of the gradient (SLICE); both compute the group's S and dP tiles
+ * over the whole head (the dK/dV kernel issues 6 tile products a pair of
+ * tiles at head size 128 where 4 would do, the dQ kernel 5 for 3).
+ *
+ * Tiles are staged in shared memory in the storage dtype, rows padded by
+ * 16 bytes (ldmatrix reads 8 rows of 16 bytes from distinct banks), with
+ * 128-bit loads, a thread's pieces consecutive along a row (coalesced);
+ * the next tile's loads are issued into registers before the current
+ * tile's products and stored after them (zeros past T). Causal skipping:
+ * a query tile reads the key tiles up to its own and a key tile the query
+ * tiles from its own on; only the diagonal tile and a tile reaching past
+ * T are masked. The dQ kernel takes the longest query tiles (the last)
+ * first; the dK/dV kernel's longest key tiles are its first.
+ *
+ * The caller keeps the 16-byte alignment the 128-bit loads need (every
+ * pointer; the row strides are multiples of 64 elements). */
+#include <math.h>
+
+#include "cuda_dev.cuh"
+#include "cuda_flash.cuh"
+#include "cuda_flash_mma.cuh"
+
+#define BR FLASH_MMA_ROWS /* rows a block owns, and rows of a staged tile */
+#define SLICE 64	  /* gradient columns accumulated in one pass */
+
+/* The shape of a block at head size HS. */
+template <int HS> struct bwd_shape {
+	static const int LD = FLASH_MMA_LD(HS);	     /* shared row stride, elements */
+	static const int PER = FLASH_MMA_CHUNKS(BR, HS); /* a thread's 16 bytes of a tile */
+	static const int PASSES = HS / SLICE;		     /* over the gradient's columns */
+	/* the next tiles' loads held in registers across the current tile's
+	 * products: at head size 64 only (at 128 their 64 registers would
+	 * spill the gradient) */
+	static const bool AHEAD = HS == 64;
+};
+
+/* Rows r0 .. r0 + BR - 1 of head `head` (rows of `width` elements, batch
+ * row b) into this thread's registers v (flash_mma_load; zeros at or past
+ * T). */
+template <class E, int HS>
+__device__ __forceinline__ void tile_fetch(uint4 *v, const E *src, int64_t b, int64_t T,
+					   int64_t r0, int64_t width, int64_t head)
+{
+	flash_mma_load<E, BR, HS>(v, src + (b * T + r0) * width + head * HS, width, T - r0);
+}
+
+/* The A fragments of the warp's 16 rows at row0 of a shared tile (all HS
+ * columns): a[kk] covers columns 16 kk .. 16 kk + 15. */
+template <class E, int HS>
+__device__ __forceinline__ void rows_frags(uint32_t (*a)[4], const E *tile, int row0)
+{
+	FLASH_MMA_UNROLL
+	for (int kk = 0; kk < HS / 16; kk++)
+		ldmatrix_x4(a[kk], flash_mma_at_a(tile, bwd_shape<HS>::LD, row0, 16 * kk));
+}
+
+/* acc[0..1] = a X^T over the head: the warp's 16 rows (fragments a) by
+ * rows n0 .. n0 + 15 of the shared tile X (two 8-column D tiles). */
+template <class E, int HS>
+__device__ __forceinline__ void product_xt(float (*acc)[4], const uint32_t (*a)[4], const E *x,
+					   int n0)
+{
+	FLASH_MMA_UNROLL
+	for (int i = 0; i < 8; i++)
+		acc[i / 4][i % 4] = 0.0f;
+	FLASH_MMA_UNROLL
+	for (int kk = 0; kk < HS / 16; kk++) {
+		uint32_t bf[4];
+
+		ldmatrix_x4(bf, flash_mma_at_bt(x, bwd_shape<HS>::LD, n0, 16 * kk));
+		mma_16816<E>(acc[0], a[kk], bf);
+		mma_16816<E>(acc[1], a[kk], bf + 2);
+	}
+}
+
+/* acc[SLICE / 8][4] += a Y: a the A fragment of 16 rows by 16 (the rows
+ * k0 .. k0 + 15 of the shared tile Y), Y's columns c0 .. c0 + SLICE - 1
+ * read transposed. */
+template <class E, int HS>
+__device__ __forceinline__ void product_y(float (*acc)[4], const uint32_t a[4], const E *y,
+					  int k0, int c0)
+{
+	FLASH_MMA_UNROLL
+	for (int np = 0; np < SLICE / 16; np++) {
+		uint32_t bf[4];
+
+		ldmatrix_x4_trans(bf, flash_mma_at_a(y, bwd_shape<HS>::LD, k0, c0 + 16 * np));
+		mma_16816<E>(acc[2 * np], a, bf);
+		mma_16816<E>(acc[2 * np + 1], a, bf + 2);
+	}
+}
+
+/* The A fragment of the 16 columns of two 8-column D tiles d[0], d[1],
+ * rounded to E. */
+template <class E> __device__ __forceinline__ void d_to_a(uint32_t a[4], const float (*d)[4])
+{
+	a[0] = mma_pack<E>(d[0][0], d[0][1]);
+	a[1] = mma_pack<E>(d[0][2], d[0][3]);
+	a[2] = mma_pack<E>(d[1][0], d[1][1]);
+	a[3] = mma_pack<E>(d[1][2], d[1][3]);
+}
+
+/* dst += acc, then acc = 0: the warp's 16 rows r0 .. (those below T) by
+ * SLICE columns from col0 of a row (rows of `width` elements, batch row
+ * b); one rounding to E. */
+template <class E>
+__device__ __forceinline__ void add_acc(E *dst, float (*acc)[4], int64_t b, int64_t T,
+					int64_t r0, int64_t width, int64_t col0)
+{
+	int lane = threadIdx.x % 32;
+
+	FLASH_MMA_UNROLL
+	for (int half = 0; half < 2; half++) {
+		int64_t r = r0 + lane / 4 + 8 * half;
+
+		FLASH_MMA_UNROLL
+		for (int n = 0; n < SLICE / 8; n++) {
+			if (r < T) {
+				uint32_t *p = (uint32_t *)(dst + (b * T + r) * width + col0 + n * 8 +
+							   2 * (lane % 4));
+				float lo, hi;
+
+				mma_unpack<E>(*p, &lo, &hi);
+				*p = mma_pack<E>(lo + acc[n][2 * half], hi + acc[n][2 * half + 1]);
+			}
+			acc[n][2 * half] = 0.0f;
+			acc[n][2 * half + 1] = 0.0f;
+		}
+	}
+}
+
+/* grid (query tiles, nh, B), the last tile first. D[b][h][t] = rowsum(dO *
+ * O) of the block's rows; dQ += dS K over the key tiles up to the block's,
+ * added into dqkv. */
+template <class E, int HS>
+__global__ void __launch_bounds__(FLASH_MMA_THREADS)
+flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv, const E *out,
+		    const float *lse, float *D, const E *dout, E *dqkv)
+{
+#if MMA_DEVICE
+	typedef bwd_shape<HS> S;
+	__shared__ __align__(16) E ks[BR * S::LD], vs[BR * S::LD];
+	__shared__ float ls[BR], dd[BR];
+	int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (nh / nkv);
+	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS, tiles = (T + BR - 1) / BR;
+	int64_t it = tiles - 1 - blockIdx.x, i0 = it * BR, steps = S::PASSES * (it + 1);
+	int tid = threadIdx.x, lane = tid % 32, row0 = tid / 32 * 16;
+	float sl2 = flash_mma_scale_log2(HS);
+	uint32_t qf[HS / 16][4], of[HS / 16][4];
+	float dq[SLICE / 8][4], lse_r[2], d_r[2];
+	uint4 pre[2][S::PER];
+
+	/* Q and dO rows of the block (in the K and V tiles' place) */
+	tile_fetch<E, HS>(pre[0], qkv, b, T, i0, L, h);
+	tile_fetch<E, HS>(pre[1], dout, b, T, i0, C, h);
+	flash_mma_store<E, BR, HS>(ks, pre[0]);
+	flash_mma_store<E, BR, HS>(vs, pre[1]);
+	if (tid < BR) /* in base 2 */
+		ls[tid] = i0 + tid < T ? lse[(b * nh + h) * T + i0 + tid] * FLASH_MMA_LOG2E : 0.0f;
+	__syncthreads();
+	{ /* D: two lanes a row, each HS / 2 columns */
+		int r = tid / 2, col = tid % 2 * (HS / 2);
+		float acc = 0.0f;
+
+		if (i0 + r < T)
+			for (int k = 0; k < HS / 2; k += 8) {
+				uint4 o = *(const uint4 *)(out + (b * T + i0 + r) * C + h * HS + col + k);
+				uint4 d = *(const uint4 *)(vs + r * S::LD + col + k);
+				uint32_t ow[4] = { o.x, o.y, o.z, o.w }, dw[4] = { d.x, d.y, d.z, d.w };
+
+				for (int e = 0; e < 4; e++) {
+					float ol, oh, dl, dh;
+
+					mma_unpack<E>(ow[e], &ol, &oh);
+					mma_unpack<E>(dw[e], &dl, &dh);
+					acc += dl * ol + dh * oh;
+				}
+			}
+		acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+		if (tid % 2 == 0) {
+			dd[r] = acc;
+			if (i0 + r < T)
+				D[(b * nh + h) * T + i0 + r] = acc;
+		}
+	}
+	rows_frags<E, HS>(qf, ks, row0);
+	rows_frags<E, HS>(of, vs, row0);
+	__syncthreads();
+	for (int half = 0; half < 2; half++) {
+		lse_r[half] = ls[row0 + lane / 4 + 8 * half];
+		d_r[half] = dd[row0 + lane / 4 + 8 * half];
+	}
+	for (int n = 0; n < SLICE / 8; n++)
+		for (int i = 0; i < 4; i++)
+			dq[n][i] = 0.0f;
+	/* step s: key tile s % (it + 1) for the gradient's columns c0 =
+	 * SLICE (s / (it + 1)); its K and V into pre */
+	auto fetch = [&](int64_t s) {
+		int64_t j0 = s % (it + 1) * BR;
+
+		tile_fetch<E, HS>(pre[0], qkv, b, T, j0, L, nh + kvh);
+		tile_fetch<E, HS>(pre[1], qkv, b, T, j0, L, nh + nkv + kvh);
+	};
+	if (S::AHEAD)
+		fetch(0);
+	for (int64_t s = 0; s < steps; s++) {
+		int64_t jt = s % (it + 1), j0 = jt * BR;
+		int c0 = (int)(s / (it + 1)) * SLICE;
+		bool mask = jt == it; /* the diagonal tile, and the only one past T */
+		float dp[BR / 8][4];
+
+		__syncthreads(); /* the fragments and the previous tiles are read */
+		if (!S::AHEAD)
+			fetch(s);
+		flash_mma_store<E, BR, HS>(ks, pre[0]);
+		flash_mma_store<E, BR, HS>(vs, pre[1]);
+		__syncthreads();
+		if (S::AHEAD && s + 1 < steps)
+			fetch(s + 1);
+		/* dP = dO V^T: the warp's 16 rows by the tile's 64 keys */
+		FLASH_MMA_UNROLL
+		for (int c = 0; c < BR / 16; c++)
+			product_xt<E, HS>(dp + 2 * c, of, vs, 16 * c);
+		/* per 16 keys: S, P, dS (in dp's place), dQ += dS K */
+		FLASH_MMA_UNROLL
+		for (int c = 0; c < BR / 16; c++) {
+			float sc[2][4];
+			uint32_t a[4];
+
+			product_xt<E, HS>(sc, qf, ks, 16 * c);
+			FLASH_MMA_UNROLL
+			for (int i = 0; i < 8; i++) {
+				int64_t q = i0 + row0 + lane / 4 + 8 * (i % 4 / 2);
+				int64_t key = j0 + 16 * c + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
+				float p = !mask || (q < T && key <= q) ?
+						  exp2f(sc[i / 4][i % 4] * sl2 - lse_r[i % 4 / 2]) :
+						  0.0f;
+				float *g = &dp[2 * c + i / 4][i % 4];
+
+				*g = p * (*g - d_r[i % 4 / 2]) * scale;
+			}
+			d_to_a<E>(a, dp + 2 * c);
+			product_y<E, HS>(dq, a, ks, 16 * c, c0);
+		}
+		if (jt == it)
+			add_acc<E>(dqkv, dq, b, T, i0 + row0, L, h * HS + c0);
+	}
+#else
+	__trap();
+#endif
+}
+
+/* grid (key tiles, nkv, B). dK += dS^T Q and dV += P^T dO over the query
+ * heads of kv head blockIdx.y's group in order and the query tiles from
+ * the block's on, added into dqkv. D from the dQ kernel. */
+template <class E, int HS>
+__global__ void __launch_bounds__(FLASH_MMA_THREADS)
+flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv,
+		      const float *lse, const float *D, const E *dout, E *dqkv)
+{
+#if MMA_DEVICE
+	typedef bwd_shape<HS> S;
+	__shared__ __align__(16) E qs[BR * S::LD], os[BR * S::LD];
+	__shared__ float ls[BR], dd[BR];
+	int64_t b = blockIdx.z, kvh = blockIdx.y, grp = nh / nkv;
+	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS, tiles = (T + BR - 1) / BR;
+	int64_t jt = blockIdx.x, j0 = jt * BR, nq = tiles - jt, pass = grp * nq;
+	int64_t steps = S::PASSES * pass;
+	int tid = threadIdx.x, lane = tid % 32, row0 = tid / 32 * 16;
+	float sl2 = flash_mma_scale_log2(HS), st;
+	uint32_t kf[HS / 16][4], vf[HS / 16][4];
+	float dk[SLICE / 8][4], dv[SLICE / 8][4];
+	uint4 pre[2][S::PER];
+
+	/* K and V rows of the block (in the Q and dO tiles' place) */
+	tile_fetch<E, HS>(pre[0], qkv, b, T, j0, L, nh + kvh);
+	tile_fetch<E, HS>(pre[1], qkv, b, T, j0, L, nh + nkv + kvh);
+	flash_mma_store<E, BR, HS>(qs, pre[0]);
+	flash_mma_store<E, BR, HS>(os, pre[1]);
+	__syncthreads();
+	rows_frags<E, HS>(kf, qs, row0);
+	rows_frags<E, HS>(vf, os, row0);
+	for (int n = 0; n < SLICE / 8; n++)
+		for (int i = 0; i < 4; i++) {
+			dk[n][i] = 0.0f;
+			dv[n][i] = 0.0f;
+		}
+	/* step s: for the gradient's columns c0 = SLICE (s / pass), query head
+	 * kvh grp + s % pass / nq, query tile jt + s % nq; its Q and dO into
+	 * pre, a row's lse (base 2; threads 0-63) or D (64-127) into st */
+	auto fetch = [&](int64_t s) {
+		int64_t h = kvh * grp + s % pass / nq, i0 = (jt + s % nq) * BR;
+
+		tile_fetch<E, HS>(pre[0], qkv, b, T, i0, L, h);
+		tile_fetch<E, HS>(pre[1], dout, b, T, i0, C, h);
+		st = 0.0f;
+		if (i0 + tid % BR < T)
+			st = tid < BR ? lse[(b * nh + h) * T + i0 + tid] * FLASH_MMA_LOG2E :
+					D[(b * nh + h) * T + i0 + tid - BR];
+	};
+	if (S::AHEAD)
+		fetch(0);
+	for (int64_t s = 0; s < steps; s++) {
+		int64_t i0 = (jt + s % nq) * BR;
+		int c0 = (int)(s / pass) * SLICE;
+		bool mask = i0 == j0 || i0 + BR > T;
+		float dp[BR / 8][4];
+
+		__syncthreads(); /* the fragments and the previous tiles are read */
+		if (!S::AHEAD)
+			fetch(s);
+		flash_mma_store<E, BR, HS>(qs, pre[0]);
+		flash_mma_store<E, BR, HS>(os, pre[1]);
+		(tid < BR ? ls : dd)[tid % BR] = st;
+		__syncthreads();
+		if (S::AHEAD && s + 1 < steps)
+			fetch(s + 1);
+		/* dP^T = V dO^T: the warp's 16 keys by the tile's 64 queries */
+		FLASH_MMA_UNROLL
+		for (int c = 0; c < BR / 16; c++)
+			product_xt<E, HS>(dp + 2 * c, vf, os, 16 * c);
+		/* per 16 queries: S^T, P^T, dV += P^T dO, dS^T in dp's place */
+		FLASH_MMA_UNROLL
+		for (int c = 0; c < BR / 16; c++) {
+			float p[2][4];
+			uint32_t a[4];
+
+			product_xt<E, HS>(p, kf, qs, 16 * c);
+			FLASH_MMA_UNROLL
+			for (int i = 0; i < 8; i++) {
+				int qi = 16 * c + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
+				int64_t q = i0 + qi, key = j0 + row0 + lane / 4 + 8 * (i % 4 / 2);
+				float pv = !mask || (q < T && key <= q) ?
+						   exp2f(p[i / 4][i % 4] * sl2 - ls[qi]) :
+						   0.0f;
+				float *g = &dp[2 * c + i / 4][i % 4];
+
+				p[i / 4][i % 4] = pv;
+				*g = pv * (*g - dd[qi]) * scale;
+			}
+			d_to_a<E>(a, p);
+			product_y<E, HS>(dv, a, os, 16 * c, c0);
+		}
+		/* dK += dS^T Q */
+		FLASH_MMA_UNROLL
+		for (int c = 0; c < BR / 16; c++) {
+			uint32_t a[4];
+
+			d_to_a<E>(a, dp + 2 * c);
+			product_y<E, HS>(dk, a, qs, 16 * c, c0);
+		}
+		if (s % pass == pass - 1) {
+			add_acc<E>(dqkv, dk, b, T, j0 + row0, L, (nh + kvh) * HS + c0);
+			add_acc<E>(dqkv, dv, b, T, j0 + row0, L, (nh + nkv + kvh) * HS + c0);
+		}
+	}
+#else
+	__trap();
+#endif
+}
+
+/* ---- host side ---- */
+
+template <class E, int HS>
+static weft_status mma_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
+				int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				const void *out, const float *lse, float *D, const void *dout,
+				void *dqkv)
+{
+	void (*k_flash_mma_bwd_dq)(int64_t, int64_t, int64_t, float, const E *, const E *,
+				   const float *, float *, const E *, E *) =
+		flash_mma_dq_kernel<E, HS>;
+	void (*k_flash_mma_bwd_dkdv)(int64_t, int64_t, int64_t, float, const E *, const float *,
+				     const float *, const E *, E *) = flash_mma_dkdv_kernel<E, HS>;
+	unsigned tiles = (unsigned)((T + BR - 1) / BR), threads = FLASH_MMA_THREADS;
+	float scale = 1.0f / sqrtf((float)HS);
+	weft_status ret;
+
+	k_flash_mma_bwd_dq<<<dim3(tiles, (unsigned)nh, (unsigned)B), threads, 0, c->stream>>>(
+		T, nh, nkv, scale, (const E *)qkv, (const E *)out, lse, D, (const E *)dout,
+		(E *)dqkv);
+	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
+		return ret;
+	k_flash_mma_bwd_dkdv<<<dim3(tiles, (unsigned)nkv, (unsigned)B), threads, 0, c->stream>>>(
+		T, nh, nkv, scale, (const E *)qkv, lse, (const float *)D, (const E *)dout,
+		(E *)dqkv);
+	return cuda_launched(c, name, SIZES_FLASH);
+}
+
+weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
+				   int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				   const void *out, const float *lse, float *D, const void *dout,
+				   void *dqkv)
+{
+	if (dt == WEFT_BF16)
+		return hs == 64 ? mma_backward<__nv_bfloat16, 64>(c, name, dt, B, T, nh, nkv, hs, qkv,
+								  out, lse, D, dout, dqkv) :
+				  mma_backward<__nv_bfloat16, 128>(c, name, dt, B, T, nh, nkv, hs,
+								   qkv, out, lse, D, dout, dqkv);
+	return hs == 64 ? mma_backward<__half, 64>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, D,
+						   dout, dqkv) :
+			  mma_backward<__half, 128>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, D,
+						    dout, dqkv);
+}
