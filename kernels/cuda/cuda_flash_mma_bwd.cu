@@ -21,25 +21,34 @@
  *     S^T = K Q^T (Q and dO tiles read with ldmatrix), P^T from the lse,
  *     dV += P^T dO at once, dS^T = P^T (dP^T - D) scale, then
  *     dK += dS^T Q (dO and Q through ldmatrix .trans).
- * Each adds its F32 result into dqkv once, at the end, one rounding.
+ * Each adds its F32 result into dqkv once (once per column half, below),
+ * one rounding. The probabilities are taken in base 2 (exp2f; the scale
+ * and the saved lse times log2 e).
  *
- * Head size 128: a warp's gradient of 16 rows by 128 columns is 64 F32
- * registers a lane, twice that for dK and dV, which with the K and V
- * fragments does not fit 255 registers. So a block has two warps per
- * group of 16 rows (8 warps, 256 threads), each accumulating a 64-column
- * half of the gradient (SLICE); both compute the group's S and dP tiles
- * over the whole head (the dK/dV kernel issues 6 tile products a pair of
- * tiles at head size 128 where 4 would do, the dQ kernel 5 for 3).
+ * The gradient a warp accumulates is 16 rows by SLICE = 64 columns in F32
+ * (32 registers a lane; dK and dV 64), beside the K and V (or Q and dO)
+ * fragments of its rows (HS / 2 registers each) and the 64-column dP
+ * tile (32). At head size 128 the gradient of all 128 columns would not
+ * fit beside them in 255 registers, so the kernels take two passes over
+ * their tiles, each accumulating (and adding into dqkv) one 64-column
+ * half; each pass recomputes S and dP over the whole head. Tensor-core
+ * FLOPs per pair of 64 x 64 tiles (and query head), diagonal tiles in
+ * full: dQ 3 products of 2 x 64 x 64 x HS at head size 64 (dP, S, dQ),
+ * 5 at 128 (dP and S twice); dK/dV 4 at 64 (dP^T, S^T, dV, dK), 6 at 128.
  *
  * Tiles are staged in shared memory in the storage dtype, rows padded by
  * 16 bytes (ldmatrix reads 8 rows of 16 bytes from distinct banks), with
- * 128-bit loads, a thread's pieces consecutive along a row (coalesced);
- * the next tile's loads are issued into registers before the current
- * tile's products and stored after them (zeros past T). Causal skipping:
- * a query tile reads the key tiles up to its own and a key tile the query
- * tiles from its own on; only the diagonal tile and a tile reaching past
- * T are masked. The dQ kernel takes the longest query tiles (the last)
- * first; the dK/dV kernel's longest key tiles are its first.
+ * 128-bit loads, a thread's pieces consecutive along a row (coalesced;
+ * cuda_flash_mma.cuh's flash_mma_load and flash_mma_store). At head size
+ * 64 the next tiles' loads are issued into registers before the current
+ * tile's products and stored after them; at 128 those 64 registers would
+ * spill, and a tile is loaded and stored at the top of its step.
+ *
+ * Causal skipping: a query tile reads the key tiles up to its own and a
+ * key tile the query tiles from its own on; only the diagonal tile and a
+ * tile reaching past T are masked. The dQ kernel takes the longest query
+ * tiles (the last) first; the dK/dV kernel's longest key tiles are its
+ * first.
  *
  * The caller keeps the 16-byte alignment the 128-bit loads need (every
  * pointer; the row strides are multiples of 64 elements). */

@@ -6,14 +6,21 @@
  * B 2, nh 4 with nkv 4, 2 and 1 (MHA, GQA, MQA), head dims 64 and 128, at
  * T 1, 7, 65 and 130 (one row; within a 32-row tile; a tile and one row
  * past it; past four tiles), in F32 (the scalar kernels) and BF16 and F16
- * (at these head dims the tensor-core kernels, cuda_flash_tc.cu); also
+ * (at these head dims the tensor-core kernels: cuda_flash_tc.cu's
+ * forward, cuda_flash_mma_bwd.cu's backward); also
  * hs 24 in F32 and BF16 (the scalar kernels, which keep every head dim the
  * tensor cores do not take), and B 1, nh 6, nkv 2 (groups of 3), hs 128,
- * T 97. Also: the backward gives the same bits twice (no atomics; BF16 and
- * F16 on tensor cores, F32), a head dim above WEFT_FLASH_MAX_HEAD_DIM is
- * refused with a message naming it, and the core op weft_op_attention_gqa
- * takes the fused path on CUDA (its activations hold no T x T block) with
- * the CPU context's output and gradient. Each case prints the share of
+ * T 97. The tensor-core backward's 64-row tiles (cuda_flash_mma_bwd.cu):
+ * T 1 and 7 (below one tile), 64 and 128 (whole tiles: only the diagonal
+ * masked), 65, 97, 130 and 200 (a partial last tile), groups of 1, 2, 3
+ * and 4 query heads a kv head, hs 64 (one pass) and 128 (two column
+ * passes), B 1 to 3; and tensors 2 bytes off 16-byte alignment, which
+ * take the scalar backward. Also: the backward gives the same bits twice
+ * (no atomics; BF16 and F16 on tensor cores, F32), a head dim above
+ * WEFT_FLASH_MAX_HEAD_DIM is refused with a message naming it, and the
+ * core op weft_op_attention_gqa takes the fused path on CUDA (its
+ * activations hold no T x T block) with the CPU context's output and
+ * gradient. Each case prints the share of
  * its tolerances the worst element used.
  *
  * Tolerances, relative and absolute. F32 (ct_tol_for: 1e-5 for values
@@ -47,8 +54,25 @@ static double tol_used(const float *got, const float *want, int64_t n, ct_tol to
 	return worst;
 }
 
-static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
-		       int twice)
+/* A device copy of h[0..n) that starts `shift` elements past a 16-byte
+ * boundary (its allocation's start). */
+static void *in_shifted(ct_dev *d, const float *h, int64_t n, int shift)
+{
+	float *t = calloc((size_t)(n + shift), 4);
+	void *p;
+
+	WT_REQUIRE(t);
+	memcpy(t + shift, h, (size_t)n * 4);
+	p = ct_in(d, t, n + shift);
+	free(t);
+	return (char *)p + (size_t)shift * ct_size(d->dt);
+}
+
+/* One case; `shift` > 0 puts every tensor that many elements off 16-byte
+ * alignment (the tensor-core backward's 128-bit loads need it: such a call
+ * takes the scalar backward kernels). */
+static void flash_case_at(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+			  int64_t hs, int twice, int shift)
 {
 	int64_t nq = B * T * (nh + 2 * nkv) * hs, no = B * T * nh * hs, nl = B * nh * T;
 	float *qkv = ct_random(900 + T + hs, nq, -2.0f, 2.0f, dt);
@@ -74,9 +98,11 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	ct_attention_ref(B, T, nh, nkv, hs, qkv, dout, dq0, out[0], dq[0]);
 	/* flash on the CUDA table */
 	{
-		void *qd = ct_in(&gpu, qkv, nq), *od = ct_alloc(&gpu, (size_t)no * ct_size(dt));
+		void *qd = in_shifted(&gpu, qkv, nq, shift);
+		void *od = (char *)ct_alloc(&gpu, (size_t)(no + shift) * ct_size(dt)) +
+			   (size_t)shift * ct_size(dt);
 		float *ld = ct_alloc(&gpu, (size_t)nl * 4);
-		void *dod = ct_in(&gpu, dout, no), *dqd = ct_in(&gpu, dq0, nq);
+		void *dod = in_shifted(&gpu, dout, no, shift), *dqd = in_shifted(&gpu, dq0, nq, shift);
 
 		WT_OK(gpu.t->flash_attention_forward(gpu.kctx, dt, B, T, nh, nkv, hs, qd, od, ld));
 		WT_OK(gpu.t->flash_attention_backward(gpu.kctx, dt, B, T, nh, nkv, hs, qd, od, ld,
@@ -85,7 +111,7 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 		ct_out_f32(&gpu, ld, nl, lse);
 		ct_out(&gpu, dqd, nq, dq[1]);
 		if (twice) {
-			void *dqd2 = ct_in(&gpu, dq0, nq);
+			void *dqd2 = in_shifted(&gpu, dq0, nq, shift);
 
 			WT_OK(gpu.t->flash_attention_backward(gpu.kctx, dt, B, T, nh, nkv, hs, qd,
 							      od, ld, dod, dqd2));
@@ -94,14 +120,16 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 		ct_release(&gpu);
 	}
 	ct_attention_lse_ref(qkv, B, T, nh, nkv, hs, lse_ref);
-	snprintf(what, sizeof(what), "flash_attention B %lld T %lld nh %lld nkv %lld hs %lld",
-		 (long long)B, (long long)T, (long long)nh, (long long)nkv, (long long)hs);
+	snprintf(what, sizeof(what), "flash_attention B %lld T %lld nh %lld nkv %lld hs %lld%s",
+		 (long long)B, (long long)T, (long long)nh, (long long)nkv, (long long)hs,
+		 shift ? " (tensors off 16-byte alignment)" : "");
 	ct_expect_close(what, dt, out[1], out[0], no, tol_out);
 	ct_expect_close(what, WEFT_F32, lse, lse_ref, nl, tol_lse);
 	ct_expect_close(what, dt, dq[1], dq[0], nq, tol_grad);
 	fprintf(stderr, "%s %s%s: share of the tolerance used: out %.3f, lse %.3f, dqkv %.3f\n",
-		what, ct_name(dt), tc ? " (tensor cores)" : "", tol_used(out[1], out[0], no, tol_out),
-		tol_used(lse, lse_ref, nl, tol_lse), tol_used(dq[1], dq[0], nq, tol_grad));
+		what, ct_name(dt), !tc ? "" : shift ? " (forward on tensor cores)" : " (tensor cores)",
+		tol_used(out[1], out[0], no, tol_out), tol_used(lse, lse_ref, nl, tol_lse),
+		tol_used(dq[1], dq[0], nq, tol_grad));
 	if (twice) {
 		wt_checks++;
 		if (memcmp(dq_again, dq[1], (size_t)nq * 4)) {
@@ -120,6 +148,12 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	free(qkv);
 	free(dout);
 	free(dq0);
+}
+
+static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv, int64_t hs,
+		       int twice)
+{
+	flash_case_at(dt, B, T, nh, nkv, hs, twice, 0);
 }
 
 int main(void)
@@ -146,6 +180,13 @@ int main(void)
 	flash_case(WEFT_BF16, 2, 130, 4, 2, 64, 1);
 	flash_case(WEFT_F16, 2, 65, 4, 1, 128, 1);
 	flash_case(WEFT_BF16, 1, 97, 6, 2, 128, 1);
+	/* the backward's 64-row tiles: T two tiles exactly, groups of 4; one
+	 * tile exactly, B 3, groups of 4 at hs 128 (two column passes); four
+	 * tiles, the last of 8 rows, groups of 2 */
+	flash_case(WEFT_BF16, 2, 128, 4, 1, 64, 1);
+	flash_case(WEFT_F16, 3, 64, 8, 2, 128, 1);
+	flash_case(WEFT_F16, 1, 200, 2, 1, 64, 1);
+	flash_case_at(WEFT_BF16, 1, 70, 4, 2, 64, 0, 1);
 	flash_case(WEFT_F32, 2, 33, 4, 1, 24, 1);
 	flash_case(WEFT_BF16, 1, 33, 2, 1, 24, 0);
 	ct_attention_op_case(2, 70, 4, 2, 64, 1, 950 + 70);
