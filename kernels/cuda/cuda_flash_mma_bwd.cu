@@ -138,6 +138,84 @@ template <class E> __device__ __forceinline__ void d_to_a(uint32_t a[4], const f
 	a[3] = mma_pack<E>(d[1][2], d[1][3]);
 }
 
+/* The tile of dP (or dP^T): the warp's 16 rows (fragments a) by the 64
+ * rows of the shared tile X, eight 8-column D tiles. */
+template <class E, int HS>
+__device__ __forceinline__ void product_dp(float (*dp)[4], const uint32_t (*a)[4], const E *x)
+{
+	FLASH_MMA_UNROLL
+	for (int c = 0; c < BR / 16; c++)
+		product_xt<E, HS>(dp + 2 * c, a, x, 16 * c);
+}
+
+/* P and dS of 16 columns (c0 ..) of the warp's 16-row score tiles, in
+ * place: p (two 8-column D tiles) holds S and becomes P = exp2(S sl2 -
+ * lse), zero where the query does not see the key or is past T (only
+ * where mask); dp holds dP and becomes dS = P (dP - D) scale. qk(r, c, &q,
+ * &k) names the query and key of local row r and column c, stats(r, c,
+ * &lse, &D) the query's lse (base 2) and D. */
+template <class QK, class Stats>
+__device__ __forceinline__ void probs(float (*p)[4], float (*dp)[4], int c0, bool mask, int64_t T,
+				      float sl2, float scale, QK qk, Stats stats)
+{
+	int lane = threadIdx.x % 32;
+
+	FLASH_MMA_UNROLL
+	for (int i = 0; i < 8; i++) {
+		int r = lane / 4 + 8 * (i % 4 / 2), c = c0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
+		int64_t q, k;
+		float l, d, pv;
+
+		qk(r, c, &q, &k);
+		stats(r, c, &l, &d);
+		pv = !mask || (q < T && k <= q) ? exp2f(p[i / 4][i % 4] * sl2 - l) : 0.0f;
+		p[i / 4][i % 4] = pv;
+		dp[i / 4][i % 4] = pv * (dp[i / 4][i % 4] - d) * scale;
+	}
+}
+
+/* Per 16 columns of the warp's 16 x 64 score tiles: S = a X^T (fragments
+ * a, rows of the shared tile X), P and dS (probs; dS in dp's place), then
+ * acc += F Y, F the 16 columns of P (p_operand) or dS as an A fragment
+ * and Y the shared tile's rows of those columns (columns c0 ..). */
+template <class E, int HS, class QK, class Stats>
+__device__ __forceinline__ void score_chunks(float (*dp)[4], const uint32_t (*a)[4], const E *x,
+					     bool p_operand, float (*acc)[4], const E *y, int c0,
+					     bool mask, int64_t T, float sl2, float scale, QK qk,
+					     Stats stats)
+{
+	FLASH_MMA_UNROLL
+	for (int c = 0; c < BR / 16; c++) {
+		float p[2][4];
+		uint32_t f[4];
+
+		product_xt<E, HS>(p, a, x, 16 * c);
+		probs(p, dp + 2 * c, 16 * c, mask, T, sl2, scale, qk, stats);
+		d_to_a<E>(f, p_operand ? p : dp + 2 * c);
+		product_y<E, HS>(acc, f, y, 16 * c, c0);
+	}
+}
+
+/* The top of step s (of `steps`) of a kernel's walk over tiles: once the
+ * previous step's readers are done, the step's two tiles (fetched during
+ * the previous step at head size 64, now at 128) stored into x and y and
+ * put() run (per-row statistics), then the next step's loads issued.
+ * fetch(s) loads step s's tiles into pre; every thread takes part. */
+template <class E, int HS, class Fetch, class Put>
+__device__ __forceinline__ void step_stage(E *x, E *y, uint4 (*pre)[bwd_shape<HS>::PER],
+					   Fetch fetch, Put put, int64_t s, int64_t steps)
+{
+	__syncthreads(); /* the fragments and the previous tiles are read */
+	if (!bwd_shape<HS>::AHEAD)
+		fetch(s);
+	flash_mma_store<E, BR, HS>(x, pre[0]);
+	flash_mma_store<E, BR, HS>(y, pre[1]);
+	put();
+	__syncthreads();
+	if (bwd_shape<HS>::AHEAD && s + 1 < steps)
+		fetch(s + 1);
+}
+
 /* dst += acc, then acc = 0: the warp's 16 rows r0 .. (those below T) by
  * SLICE columns from col0 of a row (rows of `width` elements, batch row
  * b); one rounding to E. */
@@ -247,39 +325,19 @@ flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qk
 		bool mask = jt == it; /* the diagonal tile, and the only one past T */
 		float dp[BR / 8][4];
 
-		__syncthreads(); /* the fragments and the previous tiles are read */
-		if (!S::AHEAD)
-			fetch(s);
-		flash_mma_store<E, BR, HS>(ks, pre[0]);
-		flash_mma_store<E, BR, HS>(vs, pre[1]);
-		__syncthreads();
-		if (S::AHEAD && s + 1 < steps)
-			fetch(s + 1);
-		/* dP = dO V^T: the warp's 16 rows by the tile's 64 keys */
-		FLASH_MMA_UNROLL
-		for (int c = 0; c < BR / 16; c++)
-			product_xt<E, HS>(dp + 2 * c, of, vs, 16 * c);
-		/* per 16 keys: S, P, dS (in dp's place), dQ += dS K */
-		FLASH_MMA_UNROLL
-		for (int c = 0; c < BR / 16; c++) {
-			float sc[2][4];
-			uint32_t a[4];
-
-			product_xt<E, HS>(sc, qf, ks, 16 * c);
-			FLASH_MMA_UNROLL
-			for (int i = 0; i < 8; i++) {
-				int64_t q = i0 + row0 + lane / 4 + 8 * (i % 4 / 2);
-				int64_t key = j0 + 16 * c + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
-				float p = !mask || (q < T && key <= q) ?
-						  exp2f(sc[i / 4][i % 4] * sl2 - lse_r[i % 4 / 2]) :
-						  0.0f;
-				float *g = &dp[2 * c + i / 4][i % 4];
-
-				*g = p * (*g - d_r[i % 4 / 2]) * scale;
-			}
-			d_to_a<E>(a, dp + 2 * c);
-			product_y<E, HS>(dq, a, ks, 16 * c, c0);
-		}
+		step_stage<E, HS>(ks, vs, pre, fetch, [] {}, s, steps);
+		product_dp<E, HS>(dp, of, vs); /* dP = dO V^T */
+		/* per 16 keys: S = Q K^T, P, dS, dQ += dS K */
+		score_chunks<E, HS>(
+			dp, qf, ks, false, dq, ks, c0, mask, T, sl2, scale,
+			[&](int r, int col, int64_t *q, int64_t *k) {
+				*q = i0 + row0 + r;
+				*k = j0 + col;
+			},
+			[&](int r, int, float *l, float *d) {
+				*l = lse_r[r / 8];
+				*d = d_r[r / 8];
+			});
 		if (jt == it)
 			add_acc<E>(dqkv, dq, b, T, i0 + row0, L, h * HS + c0);
 	}
@@ -304,7 +362,7 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS, tiles = (T + BR - 1) / BR;
 	int64_t jt = blockIdx.x, j0 = jt * BR, nq = tiles - jt, pass = grp * nq;
 	int64_t steps = S::PASSES * pass;
-	int tid = threadIdx.x, lane = tid % 32, row0 = tid / 32 * 16;
+	int tid = threadIdx.x, row0 = tid / 32 * 16;
 	float sl2 = flash_mma_scale_log2(HS), st;
 	uint32_t kf[HS / 16][4], vf[HS / 16][4];
 	float dk[SLICE / 8][4], dv[SLICE / 8][4];
@@ -344,41 +402,20 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 		bool mask = i0 == j0 || i0 + BR > T;
 		float dp[BR / 8][4];
 
-		__syncthreads(); /* the fragments and the previous tiles are read */
-		if (!S::AHEAD)
-			fetch(s);
-		flash_mma_store<E, BR, HS>(qs, pre[0]);
-		flash_mma_store<E, BR, HS>(os, pre[1]);
-		(tid < BR ? ls : dd)[tid % BR] = st;
-		__syncthreads();
-		if (S::AHEAD && s + 1 < steps)
-			fetch(s + 1);
-		/* dP^T = V dO^T: the warp's 16 keys by the tile's 64 queries */
-		FLASH_MMA_UNROLL
-		for (int c = 0; c < BR / 16; c++)
-			product_xt<E, HS>(dp + 2 * c, vf, os, 16 * c);
-		/* per 16 queries: S^T, P^T, dV += P^T dO, dS^T in dp's place */
-		FLASH_MMA_UNROLL
-		for (int c = 0; c < BR / 16; c++) {
-			float p[2][4];
-			uint32_t a[4];
-
-			product_xt<E, HS>(p, kf, qs, 16 * c);
-			FLASH_MMA_UNROLL
-			for (int i = 0; i < 8; i++) {
-				int qi = 16 * c + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
-				int64_t q = i0 + qi, key = j0 + row0 + lane / 4 + 8 * (i % 4 / 2);
-				float pv = !mask || (q < T && key <= q) ?
-						   exp2f(p[i / 4][i % 4] * sl2 - ls[qi]) :
-						   0.0f;
-				float *g = &dp[2 * c + i / 4][i % 4];
-
-				p[i / 4][i % 4] = pv;
-				*g = pv * (*g - dd[qi]) * scale;
-			}
-			d_to_a<E>(a, p);
-			product_y<E, HS>(dv, a, os, 16 * c, c0);
-		}
+		step_stage<E, HS>(qs, os, pre, fetch, [&] { (tid < BR ? ls : dd)[tid % BR] = st; }, s,
+				  steps);
+		product_dp<E, HS>(dp, vf, os); /* dP^T = V dO^T */
+		/* per 16 queries: S^T = K Q^T, P^T, dS^T (in dp's place), dV += P^T dO */
+		score_chunks<E, HS>(
+			dp, kf, qs, true, dv, os, c0, mask, T, sl2, scale,
+			[&](int r, int col, int64_t *q, int64_t *k) {
+				*q = i0 + col;
+				*k = j0 + row0 + r;
+			},
+			[&](int, int col, float *l, float *d) {
+				*l = ls[col];
+				*d = dd[col];
+			});
 		/* dK += dS^T Q */
 		FLASH_MMA_UNROLL
 		for (int c = 0; c < BR / 16; c++) {
