@@ -19,10 +19,10 @@
  *
  * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels
  * (where the device's code is sm_80 or later): the forward of
- * cuda_flash_tc.cu, and the backward of cuda_flash_mma_bwd.cu, which
- * computes D in its dQ pass (where qkv, out, dout and dqkv are 16-byte
- * aligned, as its 128-bit loads need; else these kernels). These kernels
- * serve every other call. */
+ * cuda_flash_mma_fwd.cu (when qkv and out are 16-byte aligned), and the
+ * backward of cuda_flash_mma_bwd.cu, which computes D in its dQ pass (when
+ * qkv, out, dout and dqkv are 16-byte aligned, as its 128-bit loads need).
+ * These kernels serve every other call. */
 #include <math.h>
 
 #include "cuda_dev.cuh"
@@ -277,17 +277,12 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 		return WEFT_OK;
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)))
 		return ret;
-	if (cuda_flash_tc_takes(dt, hs))
+	/* the tensor-core forward moves 16-byte pieces of qkv and out */
+	if (cuda_flash_tc_takes(dt, hs) && ((uintptr_t)qkv | (uintptr_t)out) % 16 == 0)
 		return cuda_flash_tc_forward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse);
 	k_flash_fwd<<<dim3((unsigned)((T + TILE - 1) / TILE), (unsigned)nh, (unsigned)B), TILE, 0,
 		      c->stream>>>(T, nh, nkv, hs, 1.0f / sqrtf((float)hs), dt, qkv, out, lse);
 	return cuda_launched(c, name, SIZES_FLASH);
-}
-
-/* 1 when p suits the tensor-core backward's 128-bit loads and stores. */
-static int aligned16(const void *p)
-{
-	return (uintptr_t)p % 16 == 0;
 }
 
 extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B,
@@ -310,8 +305,9 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)) ||
 	    (ret = cuda_rows_reserve(c, name, (size_t)rows * sizeof(float))))
 		return ret;
-	if (cuda_flash_tc_takes(dt, hs) && aligned16(qkv) && aligned16(out) && aligned16(dout) &&
-	    aligned16(dqkv))
+	/* the tensor-core backward moves 16-byte pieces of qkv, out, dout, dqkv */
+	if (cuda_flash_tc_takes(dt, hs) &&
+	    ((uintptr_t)qkv | (uintptr_t)out | (uintptr_t)dout | (uintptr_t)dqkv) % 16 == 0)
 		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, c->rows,
 					      dout, dqkv);
 	k_flash_bwd_dot<<<grid_for(rows, 256), 256, 0, c->stream>>>(rows, T, nh, hs, dt, out, dout,

@@ -1,10 +1,10 @@
 /* cuda_flash_mma.cuh - what the flash attention kernels on mma.sync
  * (cuda_flash_mma_fwd.cu, and the backward) share: the tiling constants,
  * the staging of a tile of the packed qkv (or any row-major tensor of
- * heads) from global to shared memory through registers, the ldmatrix
- * addresses of the operand fragments (cuda_mma.cuh's layouts), the
- * softmax's scale in base 2 and the reductions over the four lanes that
- * hold one row of an accumulator tile.
+ * heads) from global to shared memory, through registers or by cp.async,
+ * the ldmatrix addresses of the operand fragments (cuda_mma.cuh's
+ * layouts), the softmax's scale in base 2 and the reductions over the
+ * four lanes that hold one row of an accumulator tile.
  *
  * Tiles: rows of HS elements (16-bit E) in shared memory with a row
  * stride of FLASH_MMA_LD(HS) = HS + 8 elements: every row starts 16-byte
@@ -76,6 +76,32 @@ __device__ __forceinline__ void flash_mma_store(E *dst, const uint4 *r)
 		int col = c % (HS / 8) * 8;
 
 		*(uint4 *)(dst + row * FLASH_MMA_LD(HS) + col) = r[i];
+	}
+}
+
+/* Issues this thread's cp.async copies of rows 0 .. N - 1 of a tile (as
+ * flash_mma_load reads them: 16-byte pieces, consecutive threads
+ * consecutive pieces of a row) into dst (row stride FLASH_MMA_LD(HS)), and
+ * stores zeros for rows at or past `rows`, which are not read. The caller
+ * commits the group, waits for it (cp_async_wait) and orders it
+ * (__syncthreads) against the tile's readers; the buffer must be free
+ * (its last readers past a barrier) when this is called. */
+template <class E, int N, int HS>
+__device__ __forceinline__ void flash_mma_copy(E *dst, const E *src, int64_t width, int64_t rows)
+{
+	FLASH_MMA_UNROLL
+	for (int i = 0; i < FLASH_MMA_CHUNKS(N, HS); i++) {
+		int c = (int)threadIdx.x + i * FLASH_MMA_THREADS, row = c / (HS / 8);
+		int col = c % (HS / 8) * 8;
+		E *d = dst + row * FLASH_MMA_LD(HS) + col;
+
+		if (row < rows) {
+			cp_async_16(d, src + row * width + col);
+		} else {
+			uint4 zero = { 0, 0, 0, 0 };
+
+			*(uint4 *)d = zero;
+		}
 	}
 }
 
