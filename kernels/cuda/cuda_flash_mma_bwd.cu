@@ -402,8 +402,15 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 		bool mask = i0 == j0 || i0 + BR > T;
 		float dp[BR / 8][4];
 
-		step_stage<E, HS>(qs, os, pre, fetch, [&] { (tid < BR ? ls : dd)[tid % BR] = st; }, s,
-				  steps);
+		step_stage<E, HS>(
+			qs, os, pre, fetch,
+			[&] {
+				if (tid < BR)
+					ls[tid] = st;
+				else
+					dd[tid - BR] = st;
+			},
+			s, steps);
 		product_dp<E, HS>(dp, vf, os); /* dP^T = V dO^T */
 		/* per 16 queries: S^T = K Q^T, P^T, dS^T (in dp's place), dV += P^T dO */
 		score_chunks<E, HS>(
