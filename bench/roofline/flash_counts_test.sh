@@ -9,15 +9,18 @@
 #     / 2 = 3 tile pairs per head (causal skipping), products of 2 x 64 x
 #     64 x 64 FLOPs: the forward (k_flash_mma_fwd; key tiles of 64) 2 a
 #     pair (S and P V), the backward's dK/dV (k_flash_mma_bwd_dkdv) 4 and
-#     dQ (k_flash_mma_bwd_dq) 3; the backward's dQ kernel computes
-#     D = rowsum(dO * O), so k_flash_bwd_dot does not run;
+#     dQ (k_flash_mma_bwd_dq) 3, where on the 2 diagonal pairs warp w of 4
+#     issues only the 16-column chunks the causal mask leaves (dQ w + 1 of
+#     4, dK/dV 4 - w: 10 of 16), so 1 + 2 x 10 / 16 pairs' worth a head;
+#     the backward's dQ kernel computes D = rowsum(dO * O), so
+#     k_flash_bwd_dot does not run;
 #   - the forward at head size 128 (key tiles of 32): the 2 query tiles
 #     see 2 and 3 key tiles, and in the first one's second tile (keys
 #     32-63) warps 0 and 1 (rows 0-31) skip their products: 18 warp
 #     tiles per head, each 2 products of 2 x 16 x 32 x 128 FLOPs; the
 #     backward at 128 takes two passes over its 3 pairs of 64-row tiles,
-#     each recomputing S and dP: dK/dV 6 products of 2 x 64 x 64 x 128
-#     FLOPs a pair, dQ 5;
+#     each recomputing S and dP, and skips no chunk: dK/dV 6 products of
+#     2 x 64 x 64 x 128 FLOPs a pair, dQ 5;
 #   - f32 runs the scalar kernels, whose lines count no FLOPs ("-").
 set -e
 BUILD=$1
@@ -30,12 +33,13 @@ run() { # dtype [head size]
 		--layers 1 --heads 4 --kv-heads 2 --head-dim "${2:-64}" --dtype "$1" >/dev/null
 }
 run bf16
-awk -F '\t' -v unit=$((2 * 64 * 64 * 64)) -v heads_pairs=$((1 * 4 * 3)) '
+awk -F '\t' -v unit=$((2 * 64 * 64 * 64)) -v heads_pairs=$((1 * 4 * 3)) \
+	-v bwd=$((1 * 4 * 2 * 64 * 64 * 64 * (16 + 2 * 10) / 16)) '
 	$1 == "K" { got[$2] = $5; cls[$2] = $6 }
 	END {
 		want["k_flash_mma_fwd"] = 2 * heads_pairs * unit
-		want["k_flash_mma_bwd_dkdv"] = 4 * heads_pairs * unit
-		want["k_flash_mma_bwd_dq"] = 3 * heads_pairs * unit
+		want["k_flash_mma_bwd_dkdv"] = 4 * bwd
+		want["k_flash_mma_bwd_dq"] = 3 * bwd
 		bad = 0
 		for (k in want) {
 			w = want[k]
@@ -52,7 +56,7 @@ awk -F '\t' -v unit=$((2 * 64 * 64 * 64)) -v heads_pairs=$((1 * 4 * 3)) '
 		exit bad
 	}' "$F"
 run bf16 128
-awk -F '\t' -v bwd=$((4 * 3 * 2 * 64 * 64 * 128)) '
+awk -F '\t' -v bwd=$((1 * 4 * 3 * 2 * 64 * 64 * 128)) '
 	$1 == "K" { got[$2] = $5; cls[$2] = $6 }
 	END {
 		want["k_flash_mma_fwd"] = 4 * 18 * 2 * 2 * 16 * 32 * 128

@@ -32,9 +32,12 @@
  * fit beside them in 255 registers, so the kernels take two passes over
  * their tiles, each accumulating (and adding into dqkv) one 64-column
  * half; each pass recomputes S and dP over the whole head. Tensor-core
- * FLOPs per pair of 64 x 64 tiles (and query head), diagonal tiles in
- * full: dQ 3 products of 2 x 64 x 64 x HS at head size 64 (dP, S, dQ),
- * 5 at 128 (dP and S twice); dK/dV 4 at 64 (dP^T, S^T, dV, dK), 6 at 128.
+ * FLOPs per pair of 64 x 64 tiles (and query head): dQ 3 products of
+ * 2 x 64 x 64 x HS at head size 64 (dP, S, dQ), 5 at 128 (dP and S
+ * twice); dK/dV 4 at 64 (dP^T, S^T, dV, dK), 6 at 128. On a diagonal
+ * tile at head size 64 a warp skips the 16-column chunks the causal mask
+ * empties (bwd_shape::SKIP), so a diagonal pair issues 10/16 of those; at
+ * 128 diagonal pairs are issued in full.
  *
  * Tiles are staged in shared memory in the storage dtype, rows padded by
  * 16 bytes (ldmatrix reads 8 rows of 16 bytes from distinct banks), with
@@ -70,6 +73,10 @@ template <int HS> struct bwd_shape {
 	 * products: at head size 64 only (at 128 their 64 registers would
 	 * spill the gradient) */
 	static const bool AHEAD = HS == 64;
+	/* on a diagonal tile a warp skips the 16-column chunks the causal mask
+	 * empties: at head size 64 only (at 128 the run-time chunk bounds made
+	 * ptxas spill 104-116 bytes in the dK/dV kernel) */
+	static const bool SKIP = HS == 64;
 };
 
 /* Rows r0 .. r0 + BR - 1 of head `head` (rows of `width` elements, batch
@@ -139,13 +146,17 @@ template <class E> __device__ __forceinline__ void d_to_a(uint32_t a[4], const f
 }
 
 /* The tile of dP (or dP^T): the warp's 16 rows (fragments a) by the 64
- * rows of the shared tile X, eight 8-column D tiles. */
+ * rows of the shared tile X, eight 8-column D tiles; only the 16-column
+ * chunks c0 .. c1 (the others, which the causal mask empties, are left as
+ * they are). */
 template <class E, int HS>
-__device__ __forceinline__ void product_dp(float (*dp)[4], const uint32_t (*a)[4], const E *x)
+__device__ __forceinline__ void product_dp(float (*dp)[4], const uint32_t (*a)[4], const E *x,
+					   int c0, int c1)
 {
 	FLASH_MMA_UNROLL
 	for (int c = 0; c < BR / 16; c++)
-		product_xt<E, HS>(dp + 2 * c, a, x, 16 * c);
+		if (c >= c0 && c <= c1)
+			product_xt<E, HS>(dp + 2 * c, a, x, 16 * c);
 }
 
 /* P and dS of 16 columns (c0 ..) of the warp's 16-row score tiles, in
@@ -174,21 +185,24 @@ __device__ __forceinline__ void probs(float (*p)[4], float (*dp)[4], int c0, boo
 	}
 }
 
-/* Per 16 columns of the warp's 16 x 64 score tiles: S = a X^T (fragments
- * a, rows of the shared tile X), P and dS (probs; dS in dp's place), then
- * acc += F Y, F the 16 columns of P (p_operand) or dS as an A fragment
- * and Y the shared tile's rows of those columns (columns c0 ..). */
+/* Per 16 columns of the warp's 16 x 64 score tiles, the chunks ch0 ..
+ * ch1: S = a X^T (fragments a, rows of the shared tile X), P and dS
+ * (probs; dS in dp's place), then acc += F Y, F the 16 columns of P
+ * (p_operand) or dS as an A fragment and Y the shared tile's rows of
+ * those columns (columns c0 ..). */
 template <class E, int HS, class QK, class Stats>
 __device__ __forceinline__ void score_chunks(float (*dp)[4], const uint32_t (*a)[4], const E *x,
 					     bool p_operand, float (*acc)[4], const E *y, int c0,
-					     bool mask, int64_t T, float sl2, float scale, QK qk,
-					     Stats stats)
+					     int ch0, int ch1, bool mask, int64_t T, float sl2,
+					     float scale, QK qk, Stats stats)
 {
 	FLASH_MMA_UNROLL
 	for (int c = 0; c < BR / 16; c++) {
 		float p[2][4];
 		uint32_t f[4];
 
+		if (c < ch0 || c > ch1)
+			continue;
 		product_xt<E, HS>(p, a, x, 16 * c);
 		probs(p, dp + 2 * c, 16 * c, mask, T, sl2, scale, qk, stats);
 		d_to_a<E>(f, p_operand ? p : dp + 2 * c);
@@ -323,13 +337,15 @@ flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qk
 		int64_t jt = s % (it + 1), j0 = jt * BR;
 		int c0 = (int)(s / (it + 1)) * SLICE;
 		bool mask = jt == it; /* the diagonal tile, and the only one past T */
+		/* on the diagonal the key chunks past the warp's rows are empty */
+		int last = S::SKIP && mask ? row0 / 16 : BR / 16 - 1;
 		float dp[BR / 8][4];
 
 		step_stage<E, HS>(ks, vs, pre, fetch, [] {}, s, steps);
-		product_dp<E, HS>(dp, of, vs); /* dP = dO V^T */
+		product_dp<E, HS>(dp, of, vs, 0, last); /* dP = dO V^T */
 		/* per 16 keys: S = Q K^T, P, dS, dQ += dS K */
 		score_chunks<E, HS>(
-			dp, qf, ks, false, dq, ks, c0, mask, T, sl2, scale,
+			dp, qf, ks, false, dq, ks, c0, 0, last, mask, T, sl2, scale,
 			[&](int r, int col, int64_t *q, int64_t *k) {
 				*q = i0 + row0 + r;
 				*k = j0 + col;
@@ -400,6 +416,8 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 		int64_t i0 = (jt + s % nq) * BR;
 		int c0 = (int)(s / pass) * SLICE;
 		bool mask = i0 == j0 || i0 + BR > T;
+		/* on the diagonal the query chunks before the warp's keys are empty */
+		int first = S::SKIP && i0 == j0 ? row0 / 16 : 0;
 		float dp[BR / 8][4];
 
 		step_stage<E, HS>(
@@ -411,10 +429,10 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 					dd[tid - BR] = st;
 			},
 			s, steps);
-		product_dp<E, HS>(dp, vf, os); /* dP^T = V dO^T */
+		product_dp<E, HS>(dp, vf, os, first, BR / 16 - 1); /* dP^T = V dO^T */
 		/* per 16 queries: S^T = K Q^T, P^T, dS^T (in dp's place), dV += P^T dO */
 		score_chunks<E, HS>(
-			dp, kf, qs, true, dv, os, c0, mask, T, sl2, scale,
+			dp, kf, qs, true, dv, os, c0, first, BR / 16 - 1, mask, T, sl2, scale,
 			[&](int r, int col, int64_t *q, int64_t *k) {
 				*q = i0 + col;
 				*k = j0 + row0 + r;
@@ -428,6 +446,8 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 		for (int c = 0; c < BR / 16; c++) {
 			uint32_t a[4];
 
+			if (c < first)
+				continue;
 			d_to_a<E>(a, dp + 2 * c);
 			product_y<E, HS>(dk, a, qs, 16 * c, c0);
 		}
