@@ -24,11 +24,12 @@
  *
  * FLOPs. GEMM FLOPs come from the cuBLAS stand-in (2 m n k). A kernel's
  * scalar arithmetic is not seen, but its tensor-core products are: the
- * emulated wmma::mma_sync counts 2 x 16^3 FLOPs of class tc16 per warp
- * and call on the kernel's line (the tensor-core flash attention of
- * kernels/cuda/cuda_flash_tc.cu: every tile product it issues, the
- * masked halves of diagonal tiles and padding rows included), fitted
- * like the bytes. The scalar flash attention kernels' FLOPs come from
+ * emulated wmma::mma_sync counts 2 x 16^3 FLOPs and mma.sync m16n8k16
+ * (cuda_mma.cuh) 2 x 16 x 8 x 16 of class tc16 per warp and call on the
+ * kernel's line (the tensor-core flash attention of
+ * kernels/cuda/cuda_flash_mma_fwd.cu and cuda_flash_tc.cu: every tile
+ * product it issues, the masked parts of diagonal tiles and padding rows
+ * included), fitted like the bytes. The scalar flash attention kernels' FLOPs come from
  * their loops (causal, a query row t visits keys 0..t: T^2/2 dot products
  * of head size hs per matrix product and head, 2 FLOPs each):
  * k_flash_fwd 2 products (q k, p v), k_flash_bwd_dkdv 4 (s, dp, dv, dk),
@@ -55,7 +56,9 @@
  * 60-75% only with Hopper's asynchronous warpgroup mma and TMA; weft's
  * WMMA kernels are simpler: two warps a block, 32-row tiles, scalar
  * staging loads, the online softmax a thread a row through shared memory,
- * so a third of the first figure, rounded down), host copies 0.80 of the
+ * so a third of the first figure, rounded down; the forward on mma.sync
+ * with the softmax in registers is taken at the same figure until a GPU
+ * measures it), host copies 0.80 of the
  * link; a launch costs U us
  * (default 3: back-to-back launches on one stream without graphs). The
  * bytes are the emulator's unique page footprints: a lower bound of DRAM

@@ -417,7 +417,6 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 			       weft_plan_act *out)
 {
 	static const char *const modes[] = { "none", "full", "selective", NULL };
-	static const char *const lowp_modes[] = { "auto", "true", "false", NULL };
 	const char *accel = "cpu";
 	int lowp = 0;
 	const weft_cfg *tr = weft_cfg_get(root, "trainer"), *data = weft_cfg_get(root, "data");
@@ -430,7 +429,6 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 	    (st = weft_cfg_int(data, "block_size", g->block_size, &out->seq_len)) ||
 	    (st = weft_cfg_choice(tr, "activation_checkpointing", modes, "none", &mode)) ||
 	    (st = weft_cfg_str(tr, "precision", "32-true", &prec)) ||
-	    (st = weft_cfg_choice(tr, "lowp_activations", lowp_modes, "auto", &lowp)) ||
 	    (st = weft_cfg_str(tr, "accelerator", "cpu", &accel)) ||
 	    (st = weft_cfg_int(root, "seed_everything", 0, &seed)))
 		return st;
@@ -444,6 +442,8 @@ static weft_status read_shapes(const weft_cfg *root, const weft_gpt_config *g, a
 	r->mode = (weft_act_ckpt)mode;
 	r->autocast = !strcmp(prec, "bf16-mixed") ? WEFT_BF16 :
 		      !strcmp(prec, "16-mixed") ? WEFT_F16 : WEFT_F32;
+	if ((st = weft_lowp_act_parse(tr, r->autocast, &lowp)))
+		return st;
 	/* the trial steps run on the CPU, whose references of the 16-bit
 	 * activation members measure what a CUDA run (auto there) keeps */
 	r->lowp = lowp == 0 && !strcmp(accel, "cuda") ? WEFT_LOWP_ACT_ON : (weft_lowp_act)lowp;

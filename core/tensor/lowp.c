@@ -181,3 +181,17 @@ weft_status op_axpy(weft_ctx *ctx, weft_dtype dt, int64_t n, float alpha, const 
 		return st;
 	return ctx->k->convert(ctx->kctx, n, WEFT_F32, yf, dt, y);
 }
+
+weft_status weft_lowp_act_parse(const weft_cfg *trainer, weft_dtype autocast, int *mode)
+{
+	static const char *const modes[] = { "auto", "true", "false", NULL };
+	weft_status st = weft_cfg_choice(trainer, "lowp_activations", modes, "auto", mode);
+
+	/* the choices' order is weft_lowp_act's: auto 0, on 1, off 2 */
+	if (!st && *mode == WEFT_LOWP_ACT_ON && autocast == WEFT_F32)
+		return weft_cfg_error(weft_cfg_get(trainer, "lowp_activations"),
+				      "is true, but trainer.precision is 32-true: 16-bit "
+				      "activations come with bf16-mixed or 16-mixed; set "
+				      "trainer.precision: bf16-mixed, or lowp_activations: auto");
+	return st;
+}

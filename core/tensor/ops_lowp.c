@@ -61,26 +61,48 @@ static weft_status dgelu_apart(weft_ctx *ctx, weft_dtype lo, int64_t count, cons
 	return ctx->k->convert(ctx->kctx, count, WEFT_F32, pf, lo, *dpre);
 }
 
+/* Whether the table's gemm_lowp_ex sums the bias gradient in the weight
+ * gradient's product (WEFT_EPI_BGRAD, since ABI 1.7). */
+static int lowp_bgrad(const weft_ctx *ctx)
+{
+	return (weft_gemm_ex_epilogues(ctx->k) & (1u << WEFT_EPI_BGRAD)) != 0;
+}
+
 /* The gradients of a product y = x w^T under the gate from dy (row stride
  * ldy >= out_f, only out_f columns read), with the node fields of
  * lowp_linear_node: dx = dy w (gemm_lowp_ex in x's dtype, the epilogue epi
- * with aux), dw = dy^T x (F32); each written on its first contribution,
- * else added. NULL dx or dw: not wanted. */
+ * with aux), dw = dy^T x (F32), db = dy's column sums (F32); each written
+ * on its first contribution, else added. dw and db are one product (its
+ * BGRAD epilogue, dy read once) where the table has it and both are
+ * written or both added; else db is sum_rows_lowp's, into db zeroed first
+ * on its first contribution. NULL dx, dw or db: not wanted (db only where
+ * ldy is out_f). */
 static weft_status lowp_linear_grads(weft_ctx *ctx, const char *op, weft_tape_node *n,
-				     const void *dy, int64_t ldy, void *dx, void *dw, int32_t epi,
-				     void *aux)
+				     const void *dy, int64_t ldy, void *dx, void *dw, void *db,
+				     int32_t epi, void *aux)
 {
 	weft_dtype lo = (weft_dtype)n->i[3];
 	int64_t rows = n->i[0], in_f = n->i[1], out_f = n->i[2];
+	int fused = dw && db && lowp_bgrad(ctx) && bw_first(n, 1) == bw_first(n, 2);
 	weft_status st = WEFT_OK;
 
 	if (dx) /* dx = dy w, in x's dtype */
 		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 0, rows, in_f, out_f, 1.0f, dy, ldy,
 					  n->saved[1], in_f, bw_first(n, 0) ? 0.0f : 1.0f,
 					  DT(n->in[0]), dx, in_f, NULL, epi, aux);
-	if (!st && dw) /* dw = dy^T x, F32 */
+	if (!st && fused) /* dw = dy^T x, F32, and db in its epilogue */
+		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 1, 0, out_f, in_f, rows, 1.0f, dy, ldy,
+					  n->saved[0], in_f, bw_first(n, 1) ? 0.0f : 1.0f,
+					  WEFT_F32, dw, in_f, NULL, WEFT_EPI_BGRAD, db);
+	else if (!st && dw) /* dw = dy^T x, F32 */
 		st = autocast_gemm(ctx, op, lo, 1, 0, out_f, in_f, rows, dy, ldy, n->saved[0],
 				   in_f, bw_first(n, 1) ? 0.0f : 1.0f, dw, in_f);
+	if (st || !db || fused)
+		return st;
+	if (bw_first(n, 2) && out_f)
+		st = ctx->k->zero(ctx->kctx, db, (size_t)out_f * sizeof(float));
+	if (!st && rows)
+		st = ctx->k->sum_rows_lowp(ctx->kctx, lo, rows, out_f, dy, db);
 	return st;
 }
 
@@ -103,11 +125,9 @@ static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
 	}
 	if (!st)
 		st = lowp_linear_grads(ctx, "linear backward (16-bit)", n, dy, out_f, dx,
-				       bw_grad(n, 1), epi, aux);
+				       bw_grad(n, 1), db, epi, aux);
 	if (!st && p)
 		p->u[0] = 1;
-	if (!st && db && rows)
-		st = ctx->k->sum_rows_lowp(ctx->kctx, lo, rows, out_f, dy, db);
 	return st;
 }
 
@@ -184,6 +204,8 @@ weft_status lowp_linear(weft_ctx *ctx, const char *op, weft_tensor *x, weft_tens
 		lowp_linear_node(node, rows, in_f, out_f, lo, xl, wl);
 		node->saved[2] = aux;
 		node->u[0] = 0;
+		if (b) /* db: written by the BGRAD product or after a zero fill */
+			node->overwrites |= 1u << 2;
 	}
 	*out = y;
 	return WEFT_OK;
@@ -399,7 +421,7 @@ static weft_status head_loss_backward(weft_ctx *ctx, weft_tape_node *n)
 						 hl->count, hl->logits);
 	if (!st)
 		st = lowp_linear_grads(ctx, "linear_cross_entropy backward (16-bit)", n,
-				       hl->logits, hl->ld, dx, dw, WEFT_EPI_NONE, NULL);
+				       hl->logits, hl->ld, dx, dw, NULL, WEFT_EPI_NONE, NULL);
 	return st;
 }
 

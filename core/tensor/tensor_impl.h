@@ -4,6 +4,7 @@
 #define WEFT_TENSOR_IMPL_H
 
 #include "weft/autograd.h"
+#include "weft/config.h"
 #include "weft/ops.h"
 #include "weft/tensor.h"
 
@@ -237,6 +238,14 @@ int lowp_table_complete(const weft_kernel_table *k);
 
 /* Sets ctx->lowp from ctx->autocast, ctx->lowp_mode and the table. */
 void lowp_update(weft_ctx *ctx);
+
+/* trainer.lowp_activations: auto (16-bit activations where the device's
+ * kernels offer them), true (wherever they exist: the CPU's references
+ * too), false; weft_lowp_act into *mode. true needs a 16-bit precision
+ * (bf16-mixed, 16-mixed). The one reader of the key: core/train's trainer
+ * config and core/plan's trial steps. Errors: WEFT_ERR_CONFIG naming the
+ * key. */
+weft_status weft_lowp_act_parse(const weft_cfg *trainer, weft_dtype autocast, int *mode);
 
 /* y = x converted to dt (x itself when it has dt), recorded: the backward
  * converts the gradient back to x's dtype. */

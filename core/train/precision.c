@@ -50,20 +50,6 @@ weft_status weft_precision_parse(const weft_cfg *trainer, const char *precision,
 	return WEFT_OK;
 }
 
-weft_status weft_lowp_act_parse(const weft_cfg *trainer, weft_dtype autocast, int *mode)
-{
-	static const char *const modes[] = { "auto", "true", "false", NULL };
-	weft_status st = weft_cfg_choice(trainer, "lowp_activations", modes, "auto", mode);
-
-	/* the choices' order is weft_lowp_act's: auto 0, on 1, off 2 */
-	if (!st && *mode == WEFT_LOWP_ACT_ON && autocast == WEFT_F32)
-		return weft_cfg_error(weft_cfg_get(trainer, "lowp_activations"),
-				      "is true, but trainer.precision is 32-true: 16-bit "
-				      "activations come with bf16-mixed or 16-mixed; set "
-				      "trainer.precision: bf16-mixed, or lowp_activations: auto");
-	return st;
-}
-
 void weft_loss_scaler_init(weft_loss_scaler *s, const weft_loss_scale_config *c)
 {
 	memset(s, 0, sizeof(*s));

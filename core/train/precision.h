@@ -35,12 +35,6 @@ typedef struct weft_loss_scale_config {
 	double min_scale;             /* min_loss_scale: the floor (1) */
 } weft_loss_scale_config;
 
-/* trainer.lowp_activations: auto (16-bit activations where the device's
- * kernels offer them), true (wherever they exist: the CPU's references
- * too), false; weft_lowp_act into *mode. true needs a 16-bit precision
- * (bf16-mixed, 16-mixed). Errors: WEFT_ERR_CONFIG naming the key. */
-weft_status weft_lowp_act_parse(const weft_cfg *trainer, weft_dtype autocast, int *mode);
-
 /* The scaler's state; saved in trainer_state.json. */
 typedef struct weft_loss_scaler {
 	weft_loss_scale_config cfg;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/tensor_impl.h"
 #include "train/trainer_config.h"
 #include "weft/autograd.h"
 

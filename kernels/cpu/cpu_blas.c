@@ -189,8 +189,7 @@ static void sum_cols(void *p, int64_t c0, int64_t c1)
 	}
 }
 
-/* y (cols floats) += each of x's rows, ld floats apart, in row order. */
-static void sum_rows_ld(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
+void cpu_sum_rows_ld(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
 {
 	sum_args a = { .rows = rows, .ld = ld, .x = x, .y = y };
 
@@ -202,7 +201,7 @@ weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, 
 {
 	(void)kctx;
 	(void)dt;
-	sum_rows_ld(rows, cols, x, cols, y);
+	cpu_sum_rows_ld(rows, cols, x, cols, y);
 	return WEFT_OK;
 }
 
@@ -217,6 +216,6 @@ weft_status cpu_gemm_tn_sum(void *kctx, weft_dtype dt, int64_t m, int64_t n, int
 		return WEFT_OK;
 	st = cpu_gemm(kctx, dt, 1, 0, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
 	if (!st)
-		sum_rows_ld(k, m, a, lda, sum);
+		cpu_sum_rows_ld(k, m, a, lda, sum);
 	return st;
 }

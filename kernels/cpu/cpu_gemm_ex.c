@@ -6,8 +6,15 @@
  * gelu_forward / gelu_backward) and each stored value is rounded once to
  * its dtype. With a 16-bit C the F32 bias is first rounded to C's dtype
  * (the contract: as autocast rounds a linear layer's bias, and as
- * cuBLASLt takes a bias of D's type); an F32 C adds it as given. */
+ * cuBLASLt takes a bias of D's type); an F32 C adds it as given.
+ *
+ * BGRAD's bias gradient sums A's 16-bit values, widened exactly, per
+ * element i of aux in kk order, starting from aux[i] (beta 1) or from 0:
+ * with trans_a (a linear layer's dw = dy^T x, aux = db) that is the order
+ * sum_rows_lowp adds the rows of dy in (cpu_sum_rows_ld, per column, row
+ * after row), so the fused and the unfused backward give the same bits. */
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu_impl.h"
 #include "weft/half.h"
@@ -52,14 +59,52 @@ static void epi_rows(void *p, int64_t r0, int64_t r1)
 	}
 }
 
+typedef struct bgrad_args {
+	int64_t k, lda;
+	const float *a; /* A widened: m rows of k, lda apart */
+	float *aux;
+} bgrad_args;
+
+/* aux[i] += A's row i, kk in order, for rows [i0, i1) (A not transposed). */
+CPU_HOT
+static void bgrad_rows(void *p, int64_t i0, int64_t i1)
+{
+	const bgrad_args *g = p;
+
+	for (int64_t i = i0; i < i1; i++) {
+		const float *ai = g->a + i * g->lda;
+		float s = g->aux[i];
+
+		for (int64_t kk = 0; kk < g->k; kk++)
+			s += ai[kk];
+		g->aux[i] = s;
+	}
+}
+
+/* BGRAD: aux (m floats) = (beta 1: aux +) the sums over kk of op(A)[i][kk],
+ * A's na elements widened into wa first. */
+static void bgrad(weft_dtype in_dt, int trans_a, int64_t m, int64_t k, const void *a,
+		  int64_t lda, int64_t na, float *wa, float beta, float *aux)
+{
+	bgrad_args g = { .k = k, .lda = lda, .a = wa, .aux = aux };
+
+	weft_half_convert(na, in_dt, a, WEFT_F32, wa);
+	if (beta == 0.0f)
+		memset(aux, 0, (size_t)m * sizeof(float));
+	if (trans_a)
+		cpu_sum_rows_ld(k, m, wa, lda, aux);
+	else
+		cpu_parallel_for(m, CPU_GRAIN / (k + 1) + 1, bgrad_rows, &g);
+}
+
 weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
 			     int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			     const void *b, int64_t ldb, float beta, weft_dtype c_dt, void *c,
 			     int64_t ldc, const float *bias, int32_t epilogue, void *aux)
 {
 	weft_status st;
-	const char *bad = weft_gemm_ex_misuse(CPU_EX_IN_DTS, in_dt, c_dt, beta, epilogue, bias,
-					      aux, &st);
+	const char *bad = weft_gemm_ex_misuse(CPU_EX_IN_DTS, in_dt, c_dt, alpha, beta, epilogue,
+					      bias, aux, &st);
 	int64_t na, nb, nd, nbias;
 	size_t wide;
 	const float *add_bias = bias;
@@ -67,11 +112,11 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 	epi_args e;
 
 	if (bad)
-		return weft_error_set(st, "gemm_lowp_ex: %s (got in_dt %d, c_dt %d, beta %g, "
-				      "epilogue %d, bias %s, aux %s)", bad, (int)in_dt, (int)c_dt,
-				      (double)beta, (int)epilogue, bias ? "set" : "NULL",
-				      aux ? "set" : "NULL");
-	if (m <= 0 || n <= 0)
+		return weft_error_set(st, "gemm_lowp_ex: %s (got in_dt %d, c_dt %d, alpha %g, "
+				      "beta %g, epilogue %d, bias %s, aux %s)", bad, (int)in_dt,
+				      (int)c_dt, (double)alpha, (double)beta, (int)epilogue,
+				      bias ? "set" : "NULL", aux ? "set" : "NULL");
+	if (m <= 0 || (n <= 0 && epilogue != WEFT_EPI_BGRAD))
 		return WEFT_OK;
 	na = weft_gemm_span(trans_a ? k : m, trans_a ? m : k, lda, 0, 1);
 	nb = weft_gemm_span(trans_b ? n : k, trans_b ? k : n, ldb, 0, 1);
@@ -97,14 +142,18 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 		add_bias = rb;
 	}
 	if (c_dt != WEFT_F32 && beta != 0.0f)
-		for (int64_t r = 0; r < m; r++)
+		for (int64_t r = 0; r < m && n > 0; r++)
 			weft_half_convert(n, c_dt, (const uint16_t *)c + r * ldc, WEFT_F32,
 					  d + r * n);
-	st = cpu_gemm_lowp(kctx, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0,
-			   beta, d, c_dt == WEFT_F32 ? ldc : n, 0, 1, buf);
+	if (n > 0) /* (BGRAD with n 0: the bias gradient alone) */
+		st = cpu_gemm_lowp(kctx, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b,
+				   ldb, 0, beta, d, c_dt == WEFT_F32 ? ldc : n, 0, 1, buf);
 	if (st)
 		return st;
-	if (c_dt == WEFT_F32 && epilogue == WEFT_EPI_NONE && !bias)
+	if (epilogue == WEFT_EPI_BGRAD) /* the product is done with buf's operands */
+		bgrad(in_dt, trans_a, m, k, a, lda, na, buf, beta, aux);
+	if (n <= 0 || (c_dt == WEFT_F32 && !bias &&
+		       (epilogue == WEFT_EPI_NONE || epilogue == WEFT_EPI_BGRAD)))
 		return WEFT_OK; /* the product is the result */
 	e = (epi_args){ .epilogue = epilogue, .c_dt = c_dt, .n = n,
 			.ldd = c_dt == WEFT_F32 ? ldc : n, .ldc = ldc, .d = d, .bias = add_bias,

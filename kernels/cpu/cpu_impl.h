@@ -125,6 +125,10 @@ void cpu_gemm_1(int tri, int trans_a, int trans_b, int64_t m, int64_t n, int64_t
 		int64_t ldc);
 weft_status cpu_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,
 			 void *y);
+/* y (cols floats) += each of x's rows, ld floats apart, in row order: per
+ * column y[j] + x[0][j] + x[1][j] + ..., left to right, whatever the
+ * threads (cpu_blas.c; cpu_sum_rows, and gemm_lowp_ex's BGRAD). */
+void cpu_sum_rows_ld(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y);
 /* gemm_lowp and its scratch (cpu_blas.c): F16/BF16 inputs widened into
  * scratch, then sgemm. */
 weft_status cpu_gemm_lowp(void *kctx, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,

@@ -137,6 +137,8 @@ static const weft_kernel_table cpu_table = {
 	.layernorm_lowp_backward = cpu_layernorm_lowp_backward,
 	.cross_entropy_lowp_forward = cpu_cross_entropy_lowp_forward,
 	.cross_entropy_lowp_backward = cpu_cross_entropy_lowp_backward,
+	/* since ABI 1.7 */
+	.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6 | 1u << WEFT_EPI_BGRAD,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

@@ -17,9 +17,11 @@
  * summing over every query head of its kv head's group in turn; dQ by
  * query tile. The passes of dK/dV and dQ each recompute the scores.
  *
- * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels of
- * cuda_flash_tc.cu (where the device's code is sm_80 or later); these
- * kernels serve every other call, and the first backward pass (D) both. */
+ * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels
+ * (where the device's code is sm_80 or later): the forward of
+ * cuda_flash_mma_fwd.cu (when qkv and out are 16-byte aligned), the
+ * backward of cuda_flash_tc.cu; these kernels serve every other call, and
+ * the first backward pass (D) both. */
 #include <math.h>
 
 #include "cuda_dev.cuh"
@@ -274,7 +276,8 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 		return WEFT_OK;
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)))
 		return ret;
-	if (cuda_flash_tc_takes(dt, hs))
+	/* the tensor-core forward moves 16-byte pieces of qkv and out */
+	if (cuda_flash_tc_takes(dt, hs) && ((uintptr_t)qkv | (uintptr_t)out) % 16 == 0)
 		return cuda_flash_tc_forward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse);
 	k_flash_fwd<<<dim3((unsigned)((T + TILE - 1) / TILE), (unsigned)nh, (unsigned)B), TILE, 0,
 		      c->stream>>>(T, nh, nkv, hs, 1.0f / sqrtf((float)hs), dt, qkv, out, lse);

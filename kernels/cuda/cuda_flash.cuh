@@ -1,6 +1,7 @@
 /* cuda_flash.cuh - what cuda_flash.cu (the table members; the scalar
- * kernels of every dtype and head size) and cuda_flash_tc.cu (the
- * tensor-core kernels of 16-bit storage at head sizes 64 and 128) share. */
+ * kernels of every dtype and head size) and the tensor-core kernels of
+ * 16-bit storage at head sizes 64 and 128 (cuda_flash_mma_fwd.cu, the
+ * forward; cuda_flash_tc.cu, the backward) share. */
 #ifndef WEFT_CUDA_FLASH_CUH
 #define WEFT_CUDA_FLASH_CUH
 
@@ -15,12 +16,13 @@
 
 /* 1 when the tensor-core kernels take dt and hs on the current device: BF16
  * or F16 storage, hs 64 or 128, and this library's code for the device
- * built for sm_80 or later (bf16 WMMA); 0 sends the call to the scalar
- * kernels. */
+ * built for sm_80 or later (bf16 mma.sync and WMMA); 0 sends the call to
+ * the scalar kernels. */
 int cuda_flash_tc_takes(weft_dtype dt, int64_t hs);
 
 /* flash_attention_forward on tensor cores (sizes checked by the caller,
- * cuda_flash_tc_takes(dt, hs) true). `name` names the member in errors. */
+ * cuda_flash_tc_takes(dt, hs) true, qkv and out 16-byte aligned). `name`
+ * names the member in errors. */
 weft_status cuda_flash_tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 				  int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 				  void *out, float *lse);

@@ -1,29 +1,29 @@
-/* Fused causal attention on tensor cores: the flash_attention_* members
+/* Fused causal attention backward on tensor cores: flash_attention_backward
  * (weft/kernels.h) for BF16 and F16 storage at head sizes 64 and 128,
  * through the CUDA C++ warp matrix API (nvcuda::wmma: 16x16x16 tiles of
- * the 16-bit inputs, F32 accumulators). cuda_flash.cu sends every other
- * call (F32, other head sizes, a build without sm_80 code) to its scalar
- * kernels, which these match: the same packed layout, grouped-query
- * heads, log-sum-exp and backward passes.
+ * the 16-bit inputs, F32 accumulators). The forward of these calls is
+ * cuda_flash_mma_fwd.cu's (mma.sync, the softmax in registers), which also
+ * holds cuda_flash_tc_takes. cuda_flash.cu sends every other call (F32,
+ * other head sizes, a build without sm_80 code) to its scalar kernels,
+ * which these match: the same packed layout, grouped-query heads,
+ * log-sum-exp and backward passes.
  *
  * Layout: a block of two warps (64 threads) owns R = 32 rows of one head,
  * each warp 16 of them, and walks tiles of R rows of the other operand
  * staged in shared memory in the storage dtype (zeros past T). Products
  * of two 16-bit matrices run on tensor cores: scores S = Q K^T (K read as
- * a column-major B operand), O += P V, and in backward dP = dO V^T,
- * dV += P^T dO, dK += dS^T Q, dQ += dS K. Everything else is F32: the
- * softmax statistics (running max and sum per row, kept in shared
- * memory), the output accumulator, P and dS computed from the F32 scores;
- * P and dS are rounded to the storage dtype only as operands of the next
- * product (the sum l is of the unrounded P, so lse is the F32 one).
- * Causal block skipping as the scalar kernels: a query tile reads the key
- * tiles up to its own, a key tile the query tiles from its own on.
+ * a column-major B operand), dP = dO V^T, dV += P^T dO, dK += dS^T Q,
+ * dQ += dS K. Everything else is F32: the accumulators, P and dS computed
+ * from the F32 scores and the saved lse; P and dS are rounded to the
+ * storage dtype only as operands of the next product. Causal block
+ * skipping as the scalar kernels: a query tile reads the key tiles up to
+ * its own, a key tile the query tiles from its own on.
  *
  * Portable WMMA: the code relies only on fill, load, store and mma; which
- * lane holds which element is never used. Row-wise work (the online
- * softmax, rescaling O, the masks) goes through shared memory: a fragment
- * is stored, a thread per row (or per element) works on it, and the next
- * product loads it back. Tiles start on 32-byte boundaries and every ldm
+ * lane holds which element is never used. Element-wise work (the
+ * probabilities, dS, the masks) goes through shared memory: a fragment is
+ * stored, a thread per element works on it, and the next product loads it
+ * back. Tiles start on 32-byte boundaries and every ldm
  * is a multiple of 16 bytes, as the API requires.
  *
  * Backward is deterministic (no atomics; every sum in a fixed order): the
@@ -135,96 +135,6 @@ __device__ __forceinline__ void product_ab(frag_acc *acc, const E *a, const E *b
 			wmma::load_matrix_sync(fb, b + kk * 16 * HS + d * 16, HS);
 			wmma::mma_sync(acc[d], fa, fb, acc[d]);
 		}
-}
-
-/* grid (query tiles, nh, B). out = softmax(q k^T scale + causal mask) v;
- * lse[b][h][t] = max + log(sum of exp(score - max)). Shared: K and V
- * tiles, O (F32), S (F32), P, and per row the max, sum and correction. */
-template <class E, int HS>
-__global__ void __launch_bounds__(THREADS)
-flash_tc_fwd_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv, E *out,
-		    float *lse)
-{
-#if FLASH_TC_DEVICE
-	__shared__ __align__(32) unsigned char raw[8 * ROWS * HS + 6 * ROWS * ROWS + 8 * ROWS];
-	E *ks = (E *)raw, *vs = ks + ROWS * HS;
-	float *os = (float *)(vs + ROWS * HS), *ss = os + ROWS * HS;
-	E *ps = (E *)(ss + ROWS * ROWS);
-	float *rm = (float *)(ps + ROWS * ROWS), *rl = rm + ROWS;
-	int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (nh / nkv);
-	int64_t L = (nh + 2 * nkv) * HS, C = nh * HS;
-	int64_t i0 = (int64_t)blockIdx.x * ROWS, kend = i0 + ROWS < T ? i0 + ROWS : T;
-	int tid = threadIdx.x, r0 = tid / 32 * 16;
-	frag_a<E> qa[HS / 16];
-	frag_acc acc[HS / 16];
-
-	stage<E, HS>(ks, qkv, b, T, i0, L, h);
-	for (int e = tid; e < ROWS * HS; e += THREADS)
-		os[e] = 0.0f;
-	if (tid < ROWS) {
-		rm[tid] = -INFINITY;
-		rl[tid] = 0.0f;
-	}
-	__syncthreads();
-	for (int kk = 0; kk < HS / 16; kk++)
-		wmma::load_matrix_sync(qa[kk], ks + r0 * HS + kk * 16, HS);
-	for (int64_t j0 = 0; j0 < kend; j0 += ROWS) {
-		__syncthreads(); /* Q's fragments and the previous K and V are read */
-		stage<E, HS>(ks, qkv, b, T, j0, L, nh + kvh);
-		stage<E, HS>(vs, qkv, b, T, j0, L, nh + nkv + kvh);
-		__syncthreads();
-		/* S = q k^T, this warp's rows by the tile's keys */
-		for (int n = 0; n < ROWS / 16; n++) {
-			frag_bt<E> kb;
-
-			wmma::fill_fragment(acc[0], 0.0f);
-			for (int kk = 0; kk < HS / 16; kk++) {
-				wmma::load_matrix_sync(kb, ks + n * 16 * HS + kk * 16, HS);
-				wmma::mma_sync(acc[0], qa[kk], kb, acc[0]);
-			}
-			wmma::store_matrix_sync(ss + r0 * ROWS + n * 16, acc[0], ROWS, wmma::mem_row_major);
-		}
-		__syncthreads();
-		if (tid < ROWS) { /* a thread a row: the online softmax */
-			int64_t t = i0 + tid;
-			int n = t >= T ? 0 : t + 1 - j0 < ROWS ? (int)(t + 1 - j0) : ROWS; /* keys <= t */
-			float m = rm[tid], mt = m, l, corr;
-
-			for (int j = 0; j < n; j++)
-				mt = fmaxf(mt, ss[tid * ROWS + j] * scale);
-			corr = n ? expf(m - mt) : 1.0f; /* 0 on the first tile (m = -inf) */
-			l = rl[tid] * corr;
-			for (int j = 0; j < ROWS; j++) {
-				float p = j < n ? expf(ss[tid * ROWS + j] * scale - mt) : 0.0f;
-
-				l += p;
-				ps[tid * ROWS + j] = from_f<E>(p);
-			}
-			rm[tid] = n ? mt : m;
-			rl[tid] = l;
-			for (int d = 0; d < HS; d++)
-				os[tid * HS + d] *= corr;
-		}
-		__syncthreads();
-		/* O += P V */
-		for (int d = 0; d < HS / 16; d++)
-			wmma::load_matrix_sync(acc[d], os + r0 * HS + d * 16, HS, wmma::mem_row_major);
-		product_ab<E, HS>(acc, ps + r0 * ROWS, vs);
-		for (int d = 0; d < HS / 16; d++)
-			wmma::store_matrix_sync(os + r0 * HS + d * 16, acc[d], HS, wmma::mem_row_major);
-	}
-	__syncthreads();
-	for (int e = tid; e < ROWS * HS; e += THREADS) {
-		int r = e / HS, d = e % HS;
-
-		if (i0 + r < T)
-			out[(b * T + i0 + r) * C + h * HS + d] = from_f<E>(os[e] / rl[r]);
-	}
-	if (tid < ROWS && i0 + tid < T)
-		lse[(b * nh + h) * T + i0 + tid] = rm[tid] + logf(rl[tid]);
-#else
-	__trap();
-#endif
 }
 
 /* The probabilities and dS of a tile pair, element e of an ROWS x ROWS tile
@@ -406,35 +316,6 @@ flash_tc_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv
 
 /* ---- host side ---- */
 
-int cuda_flash_tc_takes(weft_dtype dt, int64_t hs)
-{
-	cudaFuncAttributes a;
-
-	if ((dt != WEFT_BF16 && dt != WEFT_F16) || (hs != 64 && hs != 128))
-		return 0;
-	/* the PTX version the device's code of this library was built from */
-	if (cudaFuncGetAttributes(&a, (const void *)flash_tc_fwd_kernel<__nv_bfloat16, 64>) !=
-	    cudaSuccess) {
-		cudaGetLastError(); /* no code for this device: not the next launch's error */
-		return 0;
-	}
-	return a.ptxVersion >= 80;
-}
-
-template <class E, int HS>
-static weft_status tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B, int64_t T,
-			      int64_t nh, int64_t nkv, int64_t hs, const void *qkv, void *out,
-			      float *lse)
-{
-	void (*k_flash_tc_fwd)(int64_t, int64_t, int64_t, float, const E *, E *, float *) =
-		flash_tc_fwd_kernel<E, HS>;
-	dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)nh, (unsigned)B);
-
-	k_flash_tc_fwd<<<grid, THREADS, 0, c->stream>>>(T, nh, nkv, 1.0f / sqrtf((float)HS),
-							(const E *)qkv, (E *)out, lse);
-	return cuda_launched(c, name, SIZES_FLASH);
-}
-
 template <class E, int HS>
 static weft_status tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 			       int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
@@ -455,19 +336,6 @@ static weft_status tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int
 	k_flash_tc_bwd_dq<<<dim3(tiles, (unsigned)nh, (unsigned)B), THREADS, 0, c->stream>>>(
 		T, nh, nkv, scale, (const E *)qkv, lse, D, (const E *)dout, (E *)dqkv);
 	return cuda_launched(c, name, SIZES_FLASH);
-}
-
-weft_status cuda_flash_tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
-				  int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
-				  void *out, float *lse)
-{
-	if (dt == WEFT_BF16)
-		return hs == 64 ? tc_forward<__nv_bfloat16, 64>(c, name, dt, B, T, nh, nkv, hs, qkv,
-								out, lse) :
-				  tc_forward<__nv_bfloat16, 128>(c, name, dt, B, T, nh, nkv, hs,
-								 qkv, out, lse);
-	return hs == 64 ? tc_forward<__half, 64>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse) :
-			  tc_forward<__half, 128>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse);
 }
 
 weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,

@@ -3,7 +3,9 @@
  * the bias (rounded to C's dtype first when C is 16-bit, as the contract
  * says), GELU with its pre-activation saved, or GELU's backward, in F32,
  * each stored value rounded once to C's dtype, as the CPU's reference
- * (kernels/cpu/cpu_gemm_ex.c) computes them. */
+ * (kernels/cpu/cpu_gemm_ex.c) computes them; and BGRAD's bias gradient
+ * where neither cuBLASLt nor the column-sum kernels take it (A not
+ * transposed, or rows of A that are not contiguous). */
 #include "cuda_dev.cuh"
 
 #define THREADS 256
@@ -52,4 +54,30 @@ extern "C" weft_status cuda_gemm_epilogue(cuda_ctx *c, int64_t m, int64_t n, con
 		m, n, d, ldd, add_c, (int)dt, cm, ldc, bias, (int)epilogue, aux);
 	return cuda_launched(c, "gemm_lowp_ex", "epilogue %d on %s %lld x %lld", (int)epilogue,
 			     cuda_dt_name(dt), (long long)m, (long long)n);
+}
+
+/* aux[i] = (add: aux[i] +) the sum over kk < k of A's element i si + kk sk
+ * (16-bit dt), kk in order: a thread per i, so the order is fixed by the
+ * arguments. */
+__global__ void k_gemm_bgrad(int64_t m, int64_t k, const void *a, int64_t si, int64_t sk,
+			     int dt, int add, float *aux)
+{
+	GRID_STRIDE(i, m) {
+		float s = add ? aux[i] : 0.0f;
+
+		for (int64_t kk = 0; kk < k; kk++)
+			s += ld(a, i * si + kk * sk, dt);
+		aux[i] = s;
+	}
+}
+
+extern "C" weft_status cuda_gemm_bgrad(cuda_ctx *c, weft_dtype dt, int trans_a, int64_t m,
+				       int64_t k, const void *a, int64_t lda, int add, float *aux)
+{
+	if (m <= 0)
+		return WEFT_OK;
+	k_gemm_bgrad<<<grid_for(m, THREADS), THREADS, 0, c->stream>>>(
+		m, k, a, trans_a ? 1 : lda, trans_a ? lda : 1, (int)dt, add, aux);
+	return cuda_launched(c, "gemm_lowp_ex", "bias gradient of %s %lld x %lld",
+			     cuda_dt_name(dt), (long long)m, (long long)k);
 }

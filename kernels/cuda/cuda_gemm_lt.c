@@ -4,7 +4,7 @@
  *
  *  - fused: one cublasLtMatmul, compute CUBLAS_COMPUTE_32F, scale F32,
  *    A and B BF16 or F16, C = D of C's dtype, the epilogue DEFAULT, BIAS,
- *    GELU_AUX, GELU_AUX_BIAS or DGELU, the bias of D's type
+ *    GELU_AUX, GELU_AUX_BIAS, DGELU or BGRADB (below), the bias of D's type
  *    (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, as cublasLt.h requires): the
  *    caller's F32 bias for an F32 C; for a 16-bit C the bias rounded to
  *    C's dtype (the contract) by the table's convert kernel into the
@@ -24,6 +24,26 @@
  *    which computes what the CPU does (a 16-bit C's bias rounded to its
  *    dtype in the kernel), up to the order of the sums and tanhf's ulps.
  *
+ *
+ * BGRAD (since ABI 1.7) is cuBLASLt's CUBLASLT_EPILOGUE_BGRADB. cublasLt.h
+ * (CUDA 13.0) and the cuBLAS guide's cublasLtEpilogue_t table: BGRADA
+ * sums "the input matrix A", its length "the number of rows of the matrix
+ * D", BGRADB "the input matrix B", "the number of columns of the matrix
+ * D", both reducing "over the GEMM's k dimension" and storing to
+ * CUBLASLT_MATMUL_DESC_BIAS_POINTER. Our A is cuBLASLt's B and our m rows
+ * are its D's m columns, so the sums over k of op(A)'s rows are BGRADB's.
+ * The header's BIAS_POINTER entry: "Bias gradient vector elements are the
+ * same type as the output elements (Ctype)" (BIAS_DATA_TYPE's exceptions
+ * are IMMA and FP8 kernels), and the heuristic reads the pointer's
+ * alignment. So BGRAD is fused with an F32 C only (aux is F32; a 16-bit C
+ * would have its sums rounded), the pointer is aux itself for beta 0; for
+ * beta 1, since cuBLASLt writes the bias gradient and never adds, it is
+ * the context's row scratch (m floats, kept), then aux += it by the axpy
+ * kernel: one launch and 12 m bytes, against a second read of A (2 m k
+ * bytes) unfused. Unfused, C is the product and the sums are
+ * sum_rows_lowp's column-sum kernels when A is dense and transposed (a
+ * linear layer's dy), else cuda_gemm_bgrad (cuda_gemm_epi.cu).
+ *
  * The fused path is taken unless: k is 0; the epilogue is GELU or DGELU
  * and ldc is not a multiple of 8 (cuBLASLt's header: the GELU aux leading
  * dimension "must be divisible by 8"); or cuBLASLt's heuristic offers no
@@ -32,7 +52,7 @@
  * the heuristic is told each pointer's actual alignment
  * (MIN_ALIGNMENT_*_BYTES) and the bias and aux pointers, so it refuses
  * what its kernels cannot take, for instance operands that are not 16-byte
- * aligned. The rounded bias costs a launch of n elements per fused call
+ * aligned; or the epilogue is BGRAD and C is 16-bit (above). The rounded bias costs a launch of n elements per fused call
  * with a 16-bit C and a bias; it is not cached across calls, since the
  * kernel table sees only the bias's address, and the optimizer rewrites
  * the bias in place every step.
@@ -96,6 +116,7 @@ static uint32_t lt_align(const void *p)
 static cublasLtEpilogue_t lt_epilogue(int32_t epilogue, int has_bias)
 {
 	switch (epilogue) {
+	case WEFT_EPI_BGRAD: return CUBLASLT_EPILOGUE_BGRADB; /* our A is its B */
 	case WEFT_EPI_GELU: return has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS :
 					      CUBLASLT_EPILOGUE_GELU_AUX;
 	case WEFT_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
@@ -210,7 +231,10 @@ static cublasStatus_t plan_build(struct cuda_lt *lt, lt_plan *p, const lt_key *k
 		LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
 						      &bias_type, sizeof(bias_type)));
 	}
-	if (key->epilogue != WEFT_EPI_NONE) {
+	if (key->epilogue == WEFT_EPI_BGRAD) /* the bias gradient's output, of D's type */
+		LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+						      &bias, sizeof(bias)));
+	if (key->epilogue == WEFT_EPI_GELU || key->epilogue == WEFT_EPI_DGELU) {
 		LT_TRY(cublasLtMatmulDescSetAttribute(p->op,
 						      CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
 						      &aux, sizeof(aux)));
@@ -296,10 +320,10 @@ static weft_status lt_run(cuda_ctx *c, struct cuda_lt *lt, lt_plan *p, float alp
 	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
 
 	/* this call's pointers (the plan's alignments hold for them) */
-	if (key->has_bias)
+	if (key->has_bias || key->epilogue == WEFT_EPI_BGRAD)
 		LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
 						      &bias, sizeof(bias)));
-	if (key->epilogue != WEFT_EPI_NONE)
+	if (key->epilogue == WEFT_EPI_GELU || key->epilogue == WEFT_EPI_DGELU)
 		LT_TRY(cublasLtMatmulDescSetAttribute(p->op,
 						      CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
 						      &aux, sizeof(aux)));
@@ -319,7 +343,27 @@ static weft_status lt_run(cuda_ctx *c, struct cuda_lt *lt, lt_plan *p, float alp
 			     (int)key->epilogue);
 }
 
-/* The unfused path: the F32 product, then the epilogue kernel. */
+/* BGRAD's bias gradient apart from the product: sum_rows_lowp's column-sum
+ * kernels where A is op(A) transposed and dense (a linear layer's dy, k
+ * rows of m), into aux zeroed first when beta is 0; else cuda_gemm_bgrad. */
+static weft_status bgrad_apart(cuda_ctx *c, weft_dtype in_dt, int trans_a, int64_t m,
+			       int64_t k, const void *a, int64_t lda, float beta, float *aux)
+{
+	cudaError_t err;
+
+	if (!trans_a || lda != m)
+		return cuda_gemm_bgrad(c, in_dt, trans_a, m, k, a, lda, beta != 0.0f, aux);
+	if (beta == 0.0f) {
+		err = cudaMemsetAsync(aux, 0, (size_t)m * sizeof(float), c->stream);
+		if (err != cudaSuccess)
+			return cuda_fail("gemm_lowp_ex", c->index, err, "zeroing the bias gradient "
+					 "(%lld floats)", (long long)m);
+	}
+	return cuda_sum_rows_lowp(c, in_dt, k, m, a, aux);
+}
+
+/* The unfused path: the F32 product, then the epilogue kernel (and BGRAD's
+ * sums, bgrad_apart). */
 static weft_status unfused(cuda_ctx *c, weft_dtype in_dt, int trans_a, int trans_b, int64_t m,
 			   int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
 			   const void *b, int64_t ldb, float beta, weft_dtype c_dt, void *cm,
@@ -327,6 +371,7 @@ static weft_status unfused(cuda_ctx *c, weft_dtype in_dt, int trans_a, int trans
 {
 	float *d = cm;
 	int64_t ldd = ldc;
+	int bgrad = epilogue == WEFT_EPI_BGRAD;
 	weft_status st;
 
 	if (c_dt != WEFT_F32) { /* the F32 product in the row scratch; C added after */
@@ -338,10 +383,14 @@ static weft_status unfused(cuda_ctx *c, weft_dtype in_dt, int trans_a, int trans
 	}
 	st = cuda_gemm_ex(c, "gemm_lowp_ex", in_dt, WEFT_F32, trans_a, trans_b, m, n, k, alpha, a,
 			  lda, 0, b, ldb, 0, c_dt == WEFT_F32 ? beta : 0.0f, d, ldd, 0, 1);
-	if (st || (c_dt == WEFT_F32 && epilogue == WEFT_EPI_NONE && !bias))
-		return st;
-	return cuda_gemm_epilogue(c, m, n, d, ldd, c_dt != WEFT_F32 && beta != 0.0f, c_dt, cm, ldc,
-				  bias, epilogue, aux);
+	if (!st && (c_dt != WEFT_F32 || bias || epilogue == WEFT_EPI_GELU ||
+		    epilogue == WEFT_EPI_DGELU))
+		st = cuda_gemm_epilogue(c, m, n, d, ldd, c_dt != WEFT_F32 && beta != 0.0f, c_dt, cm,
+					ldc, bias, bgrad ? WEFT_EPI_NONE : epilogue,
+					bgrad ? NULL : aux);
+	if (!st && bgrad)
+		st = bgrad_apart(c, in_dt, trans_a, m, k, a, lda, beta, aux);
+	return st;
 }
 
 weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int trans_b,
@@ -354,25 +403,40 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 	const char *bad;
 	struct cuda_lt *lt = NULL;
 	lt_plan *p = NULL;
-	const void *lt_bias = bias; /* the bias cuBLASLt reads: of D's type */
+	int bgrad = epilogue == WEFT_EPI_BGRAD;
+	/* the bias cuBLASLt reads (of D's type), or BGRAD's output */
+	const void *lt_bias = bgrad ? aux : bias;
 	lt_key key;
 
 	if (st)
 		return st;
-	bad = weft_gemm_ex_misuse(LT_IN_DTS, in_dt, c_dt, beta, epilogue, bias, aux, &st);
+	bad = weft_gemm_ex_misuse(LT_IN_DTS, in_dt, c_dt, alpha, beta, epilogue, bias, aux, &st);
 	if (bad)
 		return cuda_host->error_set(st, "cuda:%d kernel gemm_lowp_ex: %s (got in_dt %d, "
-					    "c_dt %d, beta %g, epilogue %d, bias %s, aux %s)",
-					    (int)c->index, bad, (int)in_dt, (int)c_dt, (double)beta,
-					    (int)epilogue, bias ? "set" : "NULL",
-					    aux ? "set" : "NULL");
-	if (m <= 0 || n <= 0)
+					    "c_dt %d, alpha %g, beta %g, epilogue %d, bias %s, aux "
+					    "%s)", (int)c->index, bad, (int)in_dt, (int)c_dt,
+					    (double)alpha, (double)beta, (int)epilogue,
+					    bias ? "set" : "NULL", aux ? "set" : "NULL");
+	if (m <= 0)
 		return WEFT_OK;
-	if (k <= 0 || (epilogue != WEFT_EPI_NONE && ldc % 8 != 0))
+	if (n <= 0) /* no product; BGRAD's sums still are */
+		return bgrad ? bgrad_apart(c, in_dt, trans_a, m, k, a, lda, beta, aux) : WEFT_OK;
+	/* cuBLASLt writes the bias gradient in C's type (cublasLt.h,
+	 * CUBLASLT_MATMUL_DESC_BIAS_POINTER): with a 16-bit C it would round
+	 * the F32 sums the contract gives aux, so that case goes unfused */
+	if (k <= 0 || ((epilogue == WEFT_EPI_GELU || epilogue == WEFT_EPI_DGELU) && ldc % 8 != 0) ||
+	    (bgrad && c_dt != WEFT_F32))
 		return unfused(c, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
 			       c_dt, cm, ldc, bias, epilogue, aux);
 	if ((st = lt_get(c, &lt)))
 		return st;
+	if (bgrad && beta != 0.0f) {
+		/* cuBLASLt writes the bias gradient: into the row scratch, then
+		 * added to aux (one m-element pass) */
+		if ((st = cuda_rows_reserve(c, "gemm_lowp_ex", (size_t)m * sizeof(float))))
+			return st;
+		lt_bias = c->rows;
+	}
 	if (bias && c_dt != WEFT_F32) {
 		/* its place now (the heuristic reads its alignment); written
 		 * below, only when the fused path takes the call */
@@ -403,7 +467,10 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 	if (!p->fused)
 		return unfused(c, in_dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
 			       c_dt, cm, ldc, bias, epilogue, aux);
-	if (lt_bias != bias && (st = cuda_convert(c, n, WEFT_F32, bias, c_dt, c->rows)))
+	if (bias && lt_bias != bias && (st = cuda_convert(c, n, WEFT_F32, bias, c_dt, c->rows)))
 		return st;
-	return lt_run(c, lt, p, alpha, a, b, beta, cm, lt_bias, aux);
+	st = lt_run(c, lt, p, alpha, a, b, beta, cm, lt_bias, aux);
+	if (!st && bgrad && lt_bias != aux)
+		st = cuda_axpy(c, WEFT_F32, m, 1.0f, lt_bias, aux);
+	return st;
 }

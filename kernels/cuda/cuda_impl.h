@@ -172,6 +172,11 @@ void cuda_lt_release(cuda_ctx *c);
 weft_status cuda_gemm_epilogue(cuda_ctx *c, int64_t m, int64_t n, const float *d, int64_t ldd,
 			       int add_c, weft_dtype dt, void *cm, int64_t ldc, const float *bias,
 			       int32_t epilogue, void *aux);
+/* BGRAD's bias gradient apart from the product (cuda_gemm_epi.cu): aux[i]
+ * (m floats) = (add: aux[i] +) the sum over kk < k of op(A)[i][kk], A of
+ * dt with gemm's conventions, kk in order (a thread per i). */
+weft_status cuda_gemm_bgrad(cuda_ctx *c, weft_dtype dt, int trans_a, int64_t m, int64_t k,
+			    const void *a, int64_t lda, int add, float *aux);
 
 /* cuda_elementwise.cu */
 weft_status cuda_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, const void *x,

@@ -29,6 +29,13 @@
  * rows 0-15 at column 8) is an A fragment, and a .trans load of a
  * row-major k x n tile is B fragments.
  *
+ * These layouts were checked against the PTX ISA ("Matrix Fragments for
+ * mma.m16n8k16 with floating point type", "ldmatrix") and against
+ * CUTLASS's GPU-run SM80 16x8x16 MMA traits and SM75 LDSM copy traits,
+ * whose thread-value layouts reduce to the same A, B, C/D and ldmatrix
+ * maps (.trans included); tests/cuda_emu/emu_mma.cu holds the emulator to
+ * them.
+ *
  * Every lane of the warp must execute each call (converged, none
  * returned). Built for an architecture before sm_80 the calls trap; the
  * callers keep such devices off these kernels.
@@ -38,8 +45,9 @@
  * in F32 (products of the 16-bit inputs summed in k order after the
  * accumulator) and each lane keeps its own elements; ldmatrix reads the
  * addresses the lanes give. The emulator checks that all 32 lanes take
- * part and that each row address is 16-byte aligned, and counts
- * 2 x 16 x 8 x 16 FLOPs of class tc16 per warp and mma. */
+ * part, at the same call, and that each row address is 16-byte aligned,
+ * and counts 2 x 16 x 8 x 16 FLOPs of class tc16 per warp and mma. Its
+ * cp.async (below) defers each copy until a wait retires its group. */
 #ifndef WEFT_CUDA_MMA_CUH
 #define WEFT_CUDA_MMA_CUH
 
@@ -58,6 +66,14 @@ void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *a
 /* Reports and aborts unless `row` (lane's ldmatrix row address) is 16-byte
  * aligned. */
 void emu_ldmatrix_check(const char *call, const void *row, int lane);
+/* libemucuda (emu_async.cpp): cp.async deferred. emu_cp_async queues a
+ * copy of `bytes` in the calling thread's open group (checked: 16-byte
+ * aligned addresses, a device source, a shared destination); commit closes
+ * the group; wait(n) performs the copies of all but the n most recent
+ * committed groups, wait(-1) commits and performs every one. */
+void emu_cp_async(const char *call, void *smem, const void *gmem, unsigned bytes);
+void emu_cp_async_commit(void);
+void emu_cp_async_wait(int n);
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -72,42 +88,42 @@ template <class E> __device__ __forceinline__ uint32_t mma_pack(float lo, float 
 
 template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo, float hi)
 {
-	__nv_bfloat16 v[2] = { __float2bfloat16_rn(lo), __float2bfloat16_rn(hi) };
-	uint32_t r;
+	__nv_bfloat16_raw l = __float2bfloat16_rn(lo), h = __float2bfloat16_rn(hi);
 
-	memcpy(&r, v, 4);
-	return r;
+	return (uint32_t)l.x | (uint32_t)h.x << 16;
 }
 
 template <> __device__ __forceinline__ uint32_t mma_pack<__half>(float lo, float hi)
 {
-	__half v[2] = { __float2half_rn(lo), __float2half_rn(hi) };
-	uint32_t r;
+	__half_raw l = __float2half_rn(lo), h = __float2half_rn(hi);
 
-	memcpy(&r, v, 4);
-	return r;
+	return (uint32_t)l.x | (uint32_t)h.x << 16;
 }
 
-/* The two 16-bit halves of r as F32 (lo = the lower half). */
+/* The two 16-bit halves of r as F32 (lo = the lower half). Through the
+ * _raw types: a memcpy into the 16-bit classes is no valid C++ to g++,
+ * which builds these for the emulator. */
 template <class E> __device__ __forceinline__ void mma_unpack(uint32_t r, float *lo, float *hi);
 
 template <> __device__ __forceinline__ void mma_unpack<__nv_bfloat16>(uint32_t r, float *lo,
 								    float *hi)
 {
-	__nv_bfloat16 v[2];
+	__nv_bfloat16_raw l, h;
 
-	memcpy(v, &r, 4);
-	*lo = __bfloat162float(v[0]);
-	*hi = __bfloat162float(v[1]);
+	l.x = (unsigned short)(r & 0xffffu);
+	h.x = (unsigned short)(r >> 16);
+	*lo = __bfloat162float(__nv_bfloat16(l));
+	*hi = __bfloat162float(__nv_bfloat16(h));
 }
 
 template <> __device__ __forceinline__ void mma_unpack<__half>(uint32_t r, float *lo, float *hi)
 {
-	__half v[2];
+	__half_raw l, h;
 
-	memcpy(v, &r, 4);
-	*lo = __half2float(v[0]);
-	*hi = __half2float(v[1]);
+	l.x = (unsigned short)(r & 0xffffu);
+	h.x = (unsigned short)(r >> 16);
+	*lo = __half2float(__half(l));
+	*hi = __half2float(__half(h));
 }
 
 #ifdef WEFT_CUDA_EMU_H
@@ -266,6 +282,64 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const void *p)
 	asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
 		     : "=r"(r[0]), "=r"(r[1])
 		     : "r"(MMA_SMEM(p)));
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+/* ---- cp.async: asynchronous 16-byte copies from global to shared memory ----
+ * A thread's copies join its open group; cp_async_commit closes the group;
+ * cp_async_wait<N>() returns once at most the N most recently committed
+ * groups are still in flight (every earlier one has landed in shared
+ * memory), cp_async_wait_all() once every copy has. A copy is visible to
+ * the issuing thread after the wait, to the others after a __syncthreads
+ * that follows it. Both addresses 16-byte aligned, the source in global
+ * memory, the destination in shared memory. So a kernel loads tile k+1
+ * while it computes on tile k: issue k+1, commit, wait<1>, __syncthreads,
+ * compute on k, __syncthreads before overwriting k's buffer. */
+__device__ __forceinline__ void cp_async_16(void *smem, const void *gmem)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	emu_cp_async("cp.async.cg.shared.global", smem, gmem, 16);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+		     :
+		     : "r"(MMA_SMEM(smem)), "l"(gmem)
+		     : "memory");
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit(void)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	emu_cp_async_commit();
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait(void)
+{
+	static_assert(N >= 0, "cp_async_wait<N>: N counts groups still in flight, N >= 0");
+#if defined(WEFT_CUDA_EMU_H)
+	emu_cp_async_wait(N);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("cp.async.wait_group %0;\n" : : "n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+	__trap();
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all(void)
+{
+#if defined(WEFT_CUDA_EMU_H)
+	emu_cp_async_wait(-1);
+#elif defined(__CUDA_ARCH__) && MMA_DEVICE
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
 #elif defined(__CUDA_ARCH__)
 	__trap();
 #endif

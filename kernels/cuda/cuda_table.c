@@ -501,6 +501,8 @@ static const weft_kernel_table cuda_table = {
 	.layernorm_lowp_backward = cuda_layernorm_lowp_backward,
 	.cross_entropy_lowp_forward = cuda_cross_entropy_lowp_forward,
 	.cross_entropy_lowp_backward = cuda_cross_entropy_lowp_backward,
+	/* since ABI 1.7 */
+	.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6 | 1u << WEFT_EPI_BGRAD,
 };
 
 static const weft_cuda_extras cuda_extras = {

@@ -4,16 +4,21 @@
  * rounded to the dtype): output, the saved log-sum-exp and the
  * accumulated dqkv (dq, dk and dv, a kv head's summed over its group),
  * B 2, nh 4 with nkv 4, 2 and 1 (MHA, GQA, MQA), head dims 64 and 128, at
- * T 1, 7, 65 and 130 (one row; within a 32-row tile; a tile and one row
- * past it; past four tiles), in F32 (the scalar kernels) and BF16 and F16
- * (at these head dims the tensor-core kernels, cuda_flash_tc.cu); also
- * hs 24 in F32 and BF16 (the scalar kernels, which keep every head dim the
- * tensor cores do not take), and B 1, nh 6, nkv 2 (groups of 3), hs 128,
- * T 97. Also: the backward gives the same bits twice (no atomics; BF16 and
- * F16 on tensor cores, F32), a head dim above WEFT_FLASH_MAX_HEAD_DIM is
- * refused with a message naming it, and the core op weft_op_attention_gqa
- * takes the fused path on CUDA (its activations hold no T x T block) with
- * the CPU context's output and gradient. Each case prints the share of
+ * T 1, 7, 65 and 130 (one row; within a tile; a 64-row tile and a row
+ * past it; two tiles and two rows), in F32 (the scalar kernels) and BF16
+ * and F16 (at these head dims the tensor-core kernels: the forward of
+ * cuda_flash_mma_fwd.cu, the backward of cuda_flash_tc.cu); also hs 24 in
+ * F32 and BF16 (the scalar kernels, which keep every head dim the tensor
+ * cores do not take), and B 1, nh 6, nkv 2 (groups of 3), hs 128,
+ * T 97; for the tensor-core forward's tiles of 64 query rows and 64 (hs
+ * 64) or 32 (hs 128) keys: T 64, T 33 at hs 128, T 200 at hs 128 (GQA 2),
+ * B 3, T 100, nh 4 over nkv 1 (GQA 4), and a forward whose pointers are
+ * not 16-byte aligned (the scalar kernels take it). Also: the backward
+ * gives the same bits twice (no atomics; BF16 and F16 on tensor cores,
+ * F32), a head dim above WEFT_FLASH_MAX_HEAD_DIM is refused with a
+ * message naming it, and the core op weft_op_attention_gqa takes the
+ * fused path on CUDA (its activations hold no T x T block) with the CPU
+ * context's output and gradient. Each case prints the share of
  * its tolerances the worst element used.
  *
  * Tolerances, relative and absolute. F32 (ct_tol_for: 1e-5 for values
@@ -122,6 +127,46 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	free(dq0);
 }
 
+/* The forward with qkv and out one element past a 16-byte boundary: the
+ * tensor-core forward moves 16-byte pieces, so such pointers go to the
+ * scalar kernels (under the emulator a misaligned 128-bit access kills
+ * the process), whose output is the reference's within their tolerance
+ * (ct_tol_for scale 2, as the other scalar 16-bit cases). */
+static void flash_unaligned_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t nkv,
+				 int64_t hs)
+{
+	int64_t nq = B * T * (nh + 2 * nkv) * hs, no = B * T * nh * hs, nl = B * nh * T;
+	float *qkv = ct_random(960 + T, nq + 1, -2.0f, 2.0f, dt);
+	float *dout = ct_random(961 + T, no, -1.0f, 1.0f, dt);
+	float *dq0 = ct_random(962 + T, nq, -0.5f, 0.5f, dt);
+	float *want = malloc((size_t)no * 4), *got = malloc((size_t)no * 4);
+	float *dq = malloc((size_t)nq * 4);
+	size_t e = ct_size(dt);
+	ct_dev gpu = ct_gpu_dev(dt);
+	char what[160];
+
+	WT_REQUIRE(want && got && dq);
+	ct_attention_ref(B, T, nh, nkv, hs, qkv + 1, dout, dq0, want, dq);
+	{
+		char *qd = ct_in(&gpu, qkv, nq + 1), *od = ct_alloc(&gpu, (size_t)(no + 1) * e);
+		float *ld = ct_alloc(&gpu, (size_t)nl * 4);
+
+		WT_OK(gpu.t->flash_attention_forward(gpu.kctx, dt, B, T, nh, nkv, hs, qd + e,
+						     od + e, ld));
+		ct_out(&gpu, od + e, no, got);
+		ct_release(&gpu);
+	}
+	snprintf(what, sizeof(what), "flash_attention_forward unaligned B %lld T %lld hs %lld",
+		 (long long)B, (long long)T, (long long)hs);
+	ct_expect_close(what, dt, got, want, no, ct_tol_for(dt, 2.0));
+	free(want);
+	free(got);
+	free(dq);
+	free(qkv);
+	free(dout);
+	free(dq0);
+}
+
 int main(void)
 {
 	static const int64_t Ts[] = { 1, 7, 65, 130 }, nkvs[] = { 4, 2, 1 }, hss[] = { 64, 128 };
@@ -148,6 +193,16 @@ int main(void)
 	flash_case(WEFT_BF16, 1, 97, 6, 2, 128, 1);
 	flash_case(WEFT_F32, 2, 33, 4, 1, 24, 1);
 	flash_case(WEFT_BF16, 1, 33, 2, 1, 24, 0);
+	/* the tensor-core forward's tiling: 64 query rows a block, key tiles
+	 * of 64 (hs 64) or 32 (hs 128): T one tile exactly, T 33 (a key tile
+	 * and one row at hs 128), T 200 (four query tiles, the last of 8
+	 * rows, seven key tiles), B 3 with groups of 4 query heads (two
+	 * query tiles) */
+	flash_case(WEFT_BF16, 2, 64, 4, 1, 64, 0);
+	flash_case(WEFT_BF16, 2, 33, 4, 4, 128, 0);
+	flash_case(WEFT_F16, 1, 200, 4, 2, 128, 0);
+	flash_case(WEFT_F16, 3, 100, 4, 1, 64, 0);
+	flash_unaligned_case(WEFT_BF16, 1, 70, 2, 1, 64);
 	ct_attention_op_case(2, 70, 4, 2, 64, 1, 950 + 70);
 	{
 		void *qkv = NULL;

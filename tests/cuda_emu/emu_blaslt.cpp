@@ -5,14 +5,17 @@
  * F32, then alpha, beta C and the epilogue in F32 as NVIDIA's cublasLt.h
  * documents them (BIAS: bias[row] added; GELU_AUX(_BIAS): the GELU input
  * written to aux, then GELU; DGELU: the result times GELU's derivative at
- * aux), GELU in its tanh form, and D rounded once to its type. Queued on
- * the given stream like any other device work.
+ * aux; BGRADB: D as DEFAULT, and at the bias pointer, per column j of D,
+ * the sum over k of op(B)'s column j, in double, rounded once to the bias
+ * gradient's type, which is D's), GELU in its tanh form, and D rounded
+ * once to its type. Queued on the given stream like any other device
+ * work.
  *
  * It refuses what real cuBLASLt rejects or leaves undefined, with an
  * "EMU DEFECT" report and the status cuBLASLt gives (INVALID_VALUE):
  * layouts that disagree with the descriptor's transposes or with each
  * other, a leading dimension below the rows, a missing bias or aux pointer
- * for an epilogue that uses it, an aux leading dimension that is not a
+ * for an epilogue that uses it (BGRADB's output included), an aux leading dimension that is not a
  * multiple of 8 or below D's rows (cublasLt.h: "must be divisible by 8"),
  * pointers that are not device memory or whose extents leave their
  * allocation, pointers less aligned than the heuristic was told, a
@@ -21,9 +24,11 @@
  * CUBLAS_STATUS_NOT_SUPPORTED, without a report, for what cuBLASLt's
  * kernels do not take: types other than 16-bit A and B with C = D of
  * their type or F32 under CUBLAS_COMPUTE_32F, a bias type other than D's
- * (the header's rule), and, standing for the tensor-core kernels, an
- * alignment below 16 bytes or a leading dimension that is not a multiple
- * of 16 bytes. */
+ * (the header's rule; for BGRADB's output, "the same type as the output
+ * elements (Ctype)"), and, standing for the tensor-core kernels, an
+ * alignment below 16 bytes (of the bias or bias gradient pointer too,
+ * whose alignment the header says the heuristic reads) or a leading
+ * dimension that is not a multiple of 16 bytes. */
 #include "emu_impl.h"
 #include "emu_blas_impl.h"
 
@@ -65,6 +70,13 @@ static int uses_bias(uint32_t e)
 	return (e & CUBLASLT_EPILOGUE_BIAS) != 0 && e != CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+/* The bias gradient epilogue gemm_lowp_ex uses: per column of D, written
+ * to the bias pointer. */
+static int bgrad_b(uint32_t e)
+{
+	return e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
 static int writes_aux(uint32_t e)
 {
 	return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -78,6 +90,7 @@ static const char *epi_name(uint32_t e)
 	case CUBLASLT_EPILOGUE_GELU_AUX: return "gelu_aux";
 	case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "gelu_aux_bias";
 	case CUBLASLT_EPILOGUE_DGELU: return "dgelu";
+	case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
 	default: return "?";
 	}
 }
@@ -262,7 +275,7 @@ static cublasStatus_t problem_check(const char *w, cublasLtMatmulDesc_t op,
 	pr->m = (int)am;
 	pr->n = (int)bn;
 	pr->k = (int)ak;
-	if (uses_bias(d->epi) && !d->bias) {
+	if ((uses_bias(d->epi) || bgrad_b(d->epi)) && !d->bias) {
 		emu_report("%s: epilogue %s without CUBLASLT_MATMUL_DESC_BIAS_POINTER", w,
 			   epi_name(d->epi));
 		return CUBLAS_STATUS_INVALID_VALUE;
@@ -313,11 +326,11 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 	    pr.b.type != in || (in != CUDA_R_16BF && in != CUDA_R_16F) ||
 	    (pr.c.type != in && pr.c.type != CUDA_R_32F))
 		why = "type combination";
-	else if (uses_bias(pr.d.epi) && pr.d.bias_type != -1 &&
+	else if ((uses_bias(pr.d.epi) || bgrad_b(pr.d.epi)) && pr.d.bias_type != -1 &&
 		 pr.d.bias_type != (int32_t)pr.c.type)
 		why = "bias type other than D's";
 	else if (p->align[0] < 16 || p->align[1] < 16 || p->align[2] < 16 || p->align[3] < 16 ||
-		 (uses_bias(pr.d.epi) && align_of(pr.d.bias) < 16) ||
+		 ((uses_bias(pr.d.epi) || bgrad_b(pr.d.epi)) && align_of(pr.d.bias) < 16) ||
 		 ((pr.d.epi & 128) && align_of(pr.d.aux) < 16))
 		why = "alignment below 16 bytes";
 	else if ((pr.a.ld * (int64_t)tsize(pr.a.type)) % 16 ||
@@ -362,7 +375,8 @@ static void lt_count(const lt_args &g)
 		    (g.beta != 0.0f ? m * n * cs : 0.0) +
 		    (uses_bias(p.d.epi) ? m * (p.d.bias_type == CUDA_R_32F ? 4.0 : cs) : 0.0) +
 		    (p.d.epi == CUBLASLT_EPILOGUE_DGELU ? m * n * cs : 0.0);
-	double wr = m * n * cs * (writes_aux(p.d.epi) ? 2.0 : 1.0);
+	double wr = m * n * cs * (writes_aux(p.d.epi) ? 2.0 : 1.0) +
+		    (bgrad_b(p.d.epi) ? n * cs : 0.0); /* the bias gradient, of D's type */
 	char name[96];
 
 	snprintf(name, sizeof(name), "cublasLtMatmul %c%c %s->%s %s",
@@ -404,6 +418,14 @@ static void lt_exec(const lt_args &g)
 			}
 			store(g.D, ct, at, v);
 		}
+	}
+	for (int j = 0; j < p.n && bgrad_b(d->epi); j++) {
+		const float *y = &b_cols[(size_t)j * p.k];
+		double s = 0.0;
+
+		for (int q = 0; q < p.k; q++)
+			s += y[q];
+		store((void *)d->bias, bt, j, (float)s);
 	}
 }
 
@@ -465,6 +487,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 	     (!uses_bias(pr.d.epi) ||
 	      dev_ok("bias", pr.d.bias, (size_t)pr.m * (pr.d.bias_type == CUDA_R_32F ? 4 :
 							     tsize(pr.c.type)))) &&
+	     (!bgrad_b(pr.d.epi) ||
+	      dev_ok("bias gradient", pr.d.bias, (size_t)pr.n * tsize(pr.c.type))) &&
 	     (!(pr.d.epi & 128) ||
 	      dev_ok("aux", pr.d.aux, ((size_t)(pr.n - 1) * (size_t)pr.d.aux_ld + pr.m) *
 					       tsize(pr.c.type)));

@@ -8,13 +8,23 @@
  *       F32);
  *     - DGELU with BF16 D reading that aux (rounded to BF16 here): within
  *       one BF16 rounding, 2^-8 relative, + 1e-6;
+ *     - BGRADB with F32 D: D as the plain product (same bound as above),
+ *       and at the bias pointer each column of B summed, exactly the F32
+ *       rounding of the double sum (the stand-in sums in double, in the
+ *       order this test does; the values are k/11 steps, so the sums are
+ *       exact anyway);
  *     - the heuristic answers CUBLAS_STATUS_NOT_SUPPORTED, and no
  *       algorithm, for BF16 D with an F32 bias (cublasLt.h: the bias has
- *       D's type) and for A one element (2 bytes) off 16-byte alignment;
+ *       D's type), for BGRADB's output typed F32 beside a BF16 D (the
+ *       header: the bias gradient has the output's type), for a bias
+ *       gradient pointer 4 bytes off 16-byte alignment, and for A one
+ *       element (2 bytes) off 16-byte alignment;
  *     - EMU_COUNTS has one G line per matmul, 2 m n k FLOPs in class tc16,
  *       reading A, B, the bias (GELU_AUX_BIAS) or aux (DGELU) and writing
- *       D and aux (GELU_AUX_BIAS) or D (DGELU), to the byte.
- *   emu_blaslt_checks host-pointer | small-workspace | aux-ld | no-bias
+ *       D and aux (GELU_AUX_BIAS) or D (DGELU) or D and N bias gradient
+ *       floats (BGRADB), to the byte.
+ *   emu_blaslt_checks host-pointer | small-workspace | aux-ld | no-bias |
+ *                     bgrad-no-pointer
  *     makes that mistake and exits 1 when the call fails (the ctest
  *     driver, emu_expect_fail, checks the stand-in's message). */
 #include <cublasLt.h>
@@ -145,17 +155,21 @@ static int misuse(cublasLtHandle_t h, const char *what, __nv_bfloat16 *a, __nv_b
 		ws_bytes = 1024;
 	else if (!strcmp(what, "aux-ld"))
 		aux_ld = M + 4;
-	else if (strcmp(what, "no-bias")) {
+	else if (strcmp(what, "no-bias") && strcmp(what, "bgrad-no-pointer")) {
 		printf("emu_blaslt_checks: unknown mode %s\n", what);
 		return 2;
 	}
-	lt_plan(h, &c, CUDA_R_32F, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, CUDA_R_32F, aux, aux_ld,
-		256);
+	if (!strcmp(what, "bgrad-no-pointer")) /* BGRADB's output: the N floats at aux */
+		lt_plan(h, &c, CUDA_R_32F, CUBLASLT_EPILOGUE_BGRADB, aux, -1, NULL, 0, 256);
+	else
+		lt_plan(h, &c, CUDA_R_32F, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, CUDA_R_32F, aux,
+			aux_ld, 256);
 	if (c.heur != CUBLAS_STATUS_SUCCESS) {
 		printf("cublasLtMatmulAlgoGetHeuristic: status %d\n", (int)c.heur);
 		return 1;
 	}
-	if (!strcmp(what, "no-bias")) /* the descriptor loses its bias after the plan */
+	if (!strcmp(what, "no-bias") || !strcmp(what, "bgrad-no-pointer"))
+		/* the descriptor loses its bias (gradient) pointer after the plan */
 		cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none,
 					       sizeof(none));
 	st = cublasLtMatmul(h, c.op, &one, A, c.a, b, c.b, &zero, d, c.d, d, c.d, &c.res.algo, ws,
@@ -169,11 +183,11 @@ int main(int argc, char **argv)
 	char path[] = "/tmp/emu_blaslt_XXXXXX";
 	int fd = mkstemp(path);
 	__nv_bfloat16 ha[M * K], hb[K * N], *a, *b, hd16[M * N], haux16[M * N], *d16, *aux16;
-	float hbias[M], hd[M * N], haux[M * N], *bias, *d, *aux, one = 1.0f, zero = 0.0f;
+	float hbias[M], hd[M * N], haux[M * N], hbg[N], *bias, *d, *aux, one = 1.0f, zero = 0.0f;
 	double dot[M * N];
 	void *ws;
 	cublasLtHandle_t h;
-	lt_call g, dg, no;
+	lt_call g, dg, bg, no;
 	rec r[8];
 	int n;
 
@@ -245,7 +259,34 @@ int main(int argc, char **argv)
 		       "D = A B gelu'(aux), rounded once to BF16");
 	}
 
+	/* BGRADB, F32 D: the product, and B's columns summed at the bias pointer
+	 * (aux's first N floats; its 4-byte offset below is not 16-aligned) */
+	lt_plan(h, &bg, CUDA_R_32F, CUBLASLT_EPILOGUE_BGRADB, aux, -1, NULL, 0, 256);
+	expect(bg.heur == CUBLAS_STATUS_SUCCESS && bg.found == 1, "a heuristic for BGRADB");
+	expect(cublasLtMatmul(h, bg.op, &one, a, bg.a, b, bg.b, &zero, d, bg.d, d, bg.d,
+			      &bg.res.algo, ws, 32u << 20, 0) == CUBLAS_STATUS_SUCCESS,
+	       "BGRADB runs");
+	cudaMemcpy(hd, d, sizeof(hd), cudaMemcpyDeviceToHost);
+	cudaMemcpy(hbg, aux, sizeof(hbg), cudaMemcpyDeviceToHost);
+	for (int i = 0; i < M * N; i++)
+		expect(fabs(hd[i] - dot[i]) <= 1e-5 * fabs(dot[i]) + 1e-6, "BGRADB: D = A B");
+	for (int j = 0; j < N; j++) {
+		double s = 0.0;
+
+		for (int l = 0; l < K; l++)
+			s += __bfloat162float(hb[l + j * K]);
+		expect(hbg[j] == (float)s, "BGRADB: bias gradient = B's column sums");
+	}
+
 	/* what the heuristic does not take */
+	lt_plan(h, &no, CUDA_R_16BF, CUBLASLT_EPILOGUE_BGRADB, aux, CUDA_R_32F, NULL, 0, 256);
+	expect(no.heur == CUBLAS_STATUS_NOT_SUPPORTED && no.found == 0,
+	       "BF16 D with an F32 bias gradient: not supported");
+	lt_free(&no);
+	lt_plan(h, &no, CUDA_R_32F, CUBLASLT_EPILOGUE_BGRADB, aux + 1, -1, NULL, 0, 256);
+	expect(no.heur == CUBLAS_STATUS_NOT_SUPPORTED && no.found == 0,
+	       "a bias gradient aligned to 4 bytes: not supported");
+	lt_free(&no);
 	lt_plan(h, &no, CUDA_R_16BF, CUBLASLT_EPILOGUE_BIAS, bias, CUDA_R_32F, NULL, 0, 256);
 	expect(no.heur == CUBLAS_STATUS_NOT_SUPPORTED && no.found == 0,
 	       "BF16 D with an F32 bias: not supported");
@@ -258,8 +299,8 @@ int main(int argc, char **argv)
 	/* the counts, to the byte */
 	n = read_gemms(path, r, 8);
 	unlink(path);
-	expect(n == 2, "two G lines in the counts file");
-	if (n == 2) {
+	expect(n == 3, "three G lines in the counts file");
+	if (n == 3) {
 		double ab = M * K * 2.0 + K * N * 2.0;
 
 		expect(strstr(r[0].name, "gelu_aux_bias") && r[0].rd == ab + M * 4.0 &&
@@ -270,9 +311,14 @@ int main(int argc, char **argv)
 			       r[1].wr == M * N * 2.0 && r[1].flops == 2.0 * M * N * K &&
 			       !strcmp(r[1].cls, "tc16"),
 		       "DGELU reads A, B and aux, writes D, 2 m n k tc16");
+		expect(strstr(r[2].name, "bgradb") && r[2].rd == ab &&
+			       r[2].wr == M * N * 4.0 + N * 4.0 && r[2].flops == 2.0 * M * N * K &&
+			       !strcmp(r[2].cls, "tc16"),
+		       "BGRADB reads A and B, writes D and the bias gradient, 2 m n k tc16");
 	}
 	lt_free(&g);
 	lt_free(&dg);
+	lt_free(&bg);
 	cublasLtDestroy(h);
 	if (failures)
 		return 1;

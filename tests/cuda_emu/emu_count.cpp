@@ -25,8 +25,11 @@
  * inputs on tensor cores, F32 under CUBLAS_TF32_TENSOR_OP_MATH as TF32,
  * other F32 on the CUDA cores). A kernel's own arithmetic is not seen,
  * except its warp matrix products: each warp's wmma::mma_sync adds
- * 2 x 16 x 16 x 16 FLOPs of class tc16 (emu_count_add_flops, from
+ * 2 x 16 x 16 x 16 FLOPs and each warp's mma_16816 (cuda_mma.cuh)
+ * 2 x 16 x 8 x 16, of class tc16 (emu_count_add_flops, from
  * emu_launch.cpp), so the kernel's line carries them and their class.
+ * A cp.async copy (emu_async.cpp) is a memcpy inside the kernel: its
+ * source pages fault and count as reads like any load's.
  *
  * The file: a line per operation in execution order,
  *   <kind> TAB <name> TAB <bytes read> TAB <bytes written> TAB <flops> TAB <class>

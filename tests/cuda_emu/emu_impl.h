@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <vector>
 
 /* The launch configuration of one kernel (cuda_emu.h declares the same). */
 struct emu_cfg_t {
@@ -81,6 +82,29 @@ void emu_atomic_unlock();
  * mma_sync computed once (emu_launch.cpp). */
 void emu_wmma_check(const char *call, const void *p, unsigned ldm, size_t elem_bytes);
 float *emu_wmma_collective(const char *call, int *first);
+/* ---- cp.async, deferred (emu_async.cpp; the calls of cuda_mma.cuh) ---- */
+
+/* One copy a CUDA thread issued and the commit group it belongs to (the
+ * thread's count of commits when it was issued). */
+struct emu_async_copy {
+	void *dst;
+	const void *src;
+	unsigned bytes;
+	unsigned group;
+};
+/* One CUDA thread's copies not yet performed, in issue order, and the
+ * groups it has committed. */
+struct emu_async_thread {
+	std::vector<emu_async_copy> copies;
+	unsigned committed = 0;
+};
+/* The running CUDA thread's state and its kernel's name (emu_launch.cpp);
+ * NULL outside a kernel. */
+emu_async_thread *emu_cur_async(const char **kernel);
+/* Performs, in issue order, and forgets t's copies of the groups before
+ * `before` (~0u: every copy, committed or not: the thread's end). */
+void emu_async_complete(emu_async_thread *t, unsigned before);
+
 /* Runs every thread of every block of one launch, now (the caller holds
  * the device). */
 void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function<void()> &body);
@@ -102,7 +126,7 @@ void emu_count_record(char kind, const char *name, double rd, double wr, double 
  * allocations it reads and writes. */
 void emu_count_kernel_begin(int dev);
 void emu_count_kernel_end(const char *name);
-/* From a kernel (the warp matrix API's mma_sync, once per warp): adds
+/* From a kernel (wmma::mma_sync and mma_16816, once per warp): adds
  * flops of class cls to the running launch's count; a launch's line takes
  * the class of its counted FLOPs ("-" when none). */
 void emu_count_add_flops(double flops, const char *cls);

@@ -89,9 +89,13 @@ struct warp_state {
 	float tile[256];
 	unsigned tile_gen = ~0u;
 	int tile_arrived = 0; /* lanes at the pending mma_sync */
-	/* emu_warp_gather (kernels/cuda/cuda_mma.cuh): each lane's bytes, by
-	 * barrier generation parity as the shuffles' slots */
+	/* emu_warp_gather (kernels/cuda/cuda_mma.cuh): each lane's bytes and
+	 * call, by barrier generation parity as the shuffles' slots, and how
+	 * many lanes arrived at the gather of barrier generation xgen[par] */
 	unsigned char xbuf[2][32][32];
+	const char *xcall[2][32];
+	int xcount[2] = { 0, 0 };
+	unsigned xgen[2] = { ~0u, ~0u };
 };
 
 struct block_state {
@@ -101,6 +105,8 @@ struct block_state {
 	std::vector<warp_state> warps;
 	const char *name = "";
 	const std::function<void()> *body = nullptr;
+	/* each thread's cp.async copies not yet performed (emu_async.cpp) */
+	std::vector<emu_async_thread> async;
 	/* the runner: the first round's threads one after another on one fiber */
 	struct fiber *fibers = nullptr;
 	const unsigned *turn = nullptr;
@@ -326,8 +332,32 @@ void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *a
 			   "32)", b->name, call, cur_tid / 32, w->live, 32);
 		abort();
 	}
+	if (w->xgen[par] != w->gen) { /* the first lane at this gather */
+		w->xgen[par] = w->gen;
+		w->xcount[par] = 0;
+	}
+	w->xcount[par]++;
+	w->xcall[par][lane] = call;
 	memcpy(w->xbuf[par][lane], mine, bytes);
 	warp_bar(w);
+	/* a lane that returned while the others waited completed the barrier
+	 * without arriving: count the arrivals; and every lane must be at the
+	 * same instruction (a divergent warp pairs different calls) */
+	if (w->xcount[par] != 32) {
+		emu_report("kernel %s: %s: %d of warp %d's 32 lanes called it, the others had "
+			   "returned or were at another warp-wide call; every lane of the warp must "
+			   "take part (no lane may return before a warp-wide matrix instruction)",
+			   b->name, call, w->xcount[par], cur_tid / 32);
+		abort();
+	}
+	for (int l = 0; l < 32; l++)
+		if (strcmp(w->xcall[par][l], call)) {
+			emu_report("kernel %s: lanes of warp %d are at different warp-wide calls "
+				   "(lane %d at %s, lane %d at %s); every lane must execute the same "
+				   "instruction (keep the call out of lane-dependent branches)",
+				   b->name, cur_tid / 32, lane, call, l, w->xcall[par][l]);
+			abort();
+		}
 	for (int l = 0; l < 32; l++)
 		memcpy((unsigned char *)all + (size_t)l * bytes, w->xbuf[par][l], bytes);
 	if (lane == 0 && tc16_flops > 0)
@@ -347,11 +377,21 @@ void emu_ldmatrix_check(const char *call, const void *row, int lane)
 	}
 }
 
-/* Thread tid of block b has ended: the barriers stop counting it. */
+/* The running thread's cp.async copies and its kernel's name (for
+ * emu_async.cpp); NULL outside a kernel. */
+emu_async_thread *emu_cur_async(const char **kernel)
+{
+	*kernel = cur_block ? cur_block->name : "(none)";
+	return cur_block ? &cur_block->async[cur_tid] : nullptr;
+}
+
+/* Thread tid of block b has ended: its pending cp.async copies complete
+ * (as they would on a GPU) and the barriers stop counting it. */
 static void thread_leave(block_state *b, int tid)
 {
 	warp_state *w = &b->warps[tid / 32];
 
+	emu_async_complete(&b->async[tid], ~0u);
 	w->live--;
 	if (w->arrived > 0 && w->arrived == w->live) {
 		w->arrived = 0;
@@ -476,6 +516,10 @@ static void run_block(block_state *b, const emu_cfg_t &cfg, unsigned i, std::vec
 		w.tile_gen = w.gen - 1;
 		w.tile_arrived = 0;
 	}
+	for (auto &a : b->async) { /* empty: each thread's end completed its copies */
+		a.copies.clear();
+		a.committed = 0;
+	}
 	free_slots.clear();
 	for (unsigned k = nt; k > 0; k--)
 		free_slots.push_back(k - 1);
@@ -555,6 +599,7 @@ void emu_kernel_exec(const emu_cfg_t &cfg, const char *name, const std::function
 	b.name = name;
 	b.body = &body;
 	b.warps = std::vector<warp_state>((nt + 31) / 32);
+	b.async.resize(nt);
 	for (size_t w = 0; w < b.warps.size(); w++)
 		b.warps[w].lanes = (int)(nt - w * 32 < 32 ? nt - w * 32 : 32);
 	for (unsigned t = 0; t < nt; t++) {

@@ -34,6 +34,14 @@
  * 4. k = 0: C = bias (+ C); m = 0 writes nothing.
  * 5. Misuse: each refused argument gives its WEFT_ERR_* and a message
  *    naming gemm_lowp_ex and what to pass, and leaves C unwritten.
+ * 6. BGRAD (since ABI 1.7): C is the NONE product's bit for bit, and aux[i]
+ *    is op(A)'s row i summed in F32 in kk order, from 0 (beta 0) or from
+ *    aux[i] (beta 1): equal, bit for bit, to that sum computed here, for
+ *    BF16 and F16, every transpose, padded lda, both betas, C F32 and
+ *    16-bit; with trans_a and lda = m (a linear layer's dy) it is
+ *    sum_rows_lowp's result on the same rows, bit for bit; k = 0 gives 0
+ *    (beta 0) or leaves aux (beta 1); n = 0 still sums. The table
+ *    advertises it (gemm_lowp_ex_epilogues).
  */
 #include <math.h>
 #include <stdint.h>
@@ -232,10 +240,18 @@ static void check_misuse(const weft_kernel_table *kt)
 	WT_FAILS(EX(WEFT_BF16, 0.5f, WEFT_F32, NULL, WEFT_EPI_NONE, NULL), WEFT_ERR_INVALID_ARG,
 		 "gemm_lowp_ex", "beta must be 0", "or 1", "beta 0.5");
 	WT_FAILS(EX(WEFT_BF16, 1.0f, WEFT_F32, NULL, WEFT_EPI_GELU, aux), WEFT_ERR_INVALID_ARG,
-		 "gemm_lowp_ex", "WEFT_EPI_NONE only", "pass beta 0");
-	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, NULL, 3, NULL), WEFT_ERR_INVALID_ARG,
-		 "gemm_lowp_ex", "unknown epilogue", "WEFT_EPI_NONE, WEFT_EPI_GELU or "
-		 "WEFT_EPI_DGELU", "epilogue 3");
+		 "gemm_lowp_ex", "WEFT_EPI_NONE or WEFT_EPI_BGRAD only", "pass beta 0");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, NULL, 4, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "unknown epilogue", "WEFT_EPI_NONE, WEFT_EPI_GELU, "
+		 "WEFT_EPI_DGELU or WEFT_EPI_BGRAD", "epilogue 4");
+	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, bias, WEFT_EPI_BGRAD, aux), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "WEFT_EPI_BGRAD takes no bias", "pass bias NULL");
+	WT_FAILS(EX(WEFT_BF16, 1.0f, WEFT_F32, NULL, WEFT_EPI_BGRAD, NULL), WEFT_ERR_INVALID_ARG,
+		 "gemm_lowp_ex", "WEFT_EPI_BGRAD writes the bias gradient", "pass it",
+		 "aux NULL");
+	WT_FAILS(kt->gemm_lowp_ex(NULL, WEFT_BF16, 1, 0, 2, 2, 2, 2.0f, a, 2, b, 2, 0.0f, WEFT_F32,
+				  c, 2, NULL, WEFT_EPI_BGRAD, aux),
+		 WEFT_ERR_INVALID_ARG, "gemm_lowp_ex", "pass alpha 1", "alpha 2");
 	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, NULL, -1, NULL), WEFT_ERR_INVALID_ARG,
 		 "unknown epilogue");
 	WT_FAILS(EX(WEFT_BF16, 0.0f, WEFT_F32, bias, WEFT_EPI_DGELU, aux), WEFT_ERR_INVALID_ARG,
@@ -249,6 +265,85 @@ static void check_misuse(const weft_kernel_table *kt)
 		WT_CHECK(c[i] == 7.0f && aux[i] == 0.0f);
 }
 
+/* One BGRAD call against the same product with NONE and the F32 row sums
+ * computed here (see 6.); 1 when every bit agrees. */
+static int bgrad_case(const weft_kernel_table *kt, weft_dtype lo, weft_dtype c_dt, int ta,
+		      int tb, float beta, int64_t m, int64_t n, int64_t k, int64_t lda)
+{
+	const int64_t ar = ta ? k : m, br = tb ? n : k, ldb = (tb ? k : n) + 1, ldc = n + 2;
+	size_t cs = c_dt == WEFT_F32 ? 4 : 2, cbytes = (size_t)(m * ldc) * cs + 1;
+	uint16_t *a = malloc((size_t)(ar * lda) * 2 + 2), *b = malloc((size_t)(br * ldb) * 2 + 2);
+	char *c = malloc(cbytes), *want = malloc(cbytes);
+	float *aux = malloc((size_t)m * 4 + 4), *sums = malloc((size_t)m * 4 + 4);
+	int ok;
+
+	WT_REQUIRE(a && b && c && want && aux && sums);
+	for (int64_t i = 0; i < ar * lda; i++)
+		ex_store(lo, a, i, 3.0f * ex_uniform());
+	for (int64_t i = 0; i < br * ldb; i++)
+		ex_store(lo, b, i, ex_uniform());
+	for (int64_t i = 0; i < m * ldc; i++)
+		ex_store(c_dt, c, i, ex_uniform());
+	memcpy(want, c, cbytes);
+	for (int64_t i = 0; i < m; i++) {
+		float s = 0.0f;
+
+		aux[i] = NAN; /* beta 0 must not read it */
+		if (beta != 0.0f)
+			s = aux[i] = ex_uniform();
+		for (int64_t kk = 0; kk < k; kk++)
+			s += ex_load(lo, a, ta ? kk * lda + i : i * lda + kk);
+		sums[i] = s;
+	}
+	WT_OK(kt->gemm_lowp_ex(NULL, lo, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c_dt, want,
+			       ldc, NULL, WEFT_EPI_NONE, NULL));
+	WT_OK(kt->gemm_lowp_ex(NULL, lo, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c_dt, c, ldc,
+			       NULL, WEFT_EPI_BGRAD, aux));
+	ok = !memcmp(c, want, cbytes) && !memcmp(aux, sums, (size_t)m * 4);
+	if (ta && lda == m && beta != 0.0f) { /* sum_rows_lowp's bits on the same rows */
+		for (int64_t i = 0; i < m; i++)
+			aux[i] = sums[i] = 0.5f * (float)i;
+		WT_OK(kt->sum_rows_lowp(NULL, lo, k, m, a, sums));
+		WT_OK(kt->gemm_lowp_ex(NULL, lo, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c_dt,
+				       c, ldc, NULL, WEFT_EPI_BGRAD, aux));
+		ok = ok && !memcmp(aux, sums, (size_t)m * 4);
+	}
+	if (!ok)
+		fprintf(stderr, "BGRAD %d->%d %s%s beta %g %lldx%lldx%lld lda %lld: bits differ\n",
+			(int)lo, (int)c_dt, ta ? "T" : "N", tb ? "T" : "N", (double)beta,
+			(long long)m, (long long)n, (long long)k, (long long)lda);
+	free(a);
+	free(b);
+	free(c);
+	free(want);
+	free(aux);
+	free(sums);
+	return ok;
+}
+
+static void check_bgrad(const weft_kernel_table *kt)
+{
+	static const int64_t sizes[][3] = { { 7, 5, 13 }, { 48, 33, 130 }, { 5, 3, 0 },
+					    { 6, 0, 9 } };
+	int bad = 0, cases = 0;
+
+	WT_CHECK(weft_gemm_ex_epilogues(kt) & (1u << WEFT_EPI_BGRAD));
+	for (int i = 0; i < 2 * 2 * 4 * 2 * 4 * 2; i++) {
+		int v = i, s = v % 4, t = (v /= 4) % 4, be = (v /= 4) % 2, ci = (v /= 2) % 2,
+		    li = (v /= 2) % 2, dense = v / 2;
+		weft_dtype lo = li ? WEFT_F16 : WEFT_BF16;
+		int ta = t & 1;
+		int64_t m = sizes[s][0], k = sizes[s][2];
+		int64_t lda = (ta ? m : k) + (dense ? 0 : 3);
+
+		bad += !bgrad_case(kt, lo, ci ? lo : WEFT_F32, ta, t >> 1, be ? 1.0f : 0.0f, m,
+				   sizes[s][1], k, lda > 0 ? lda : 1);
+		cases++;
+	}
+	printf("BGRAD: %d cases, %d with bits that differ\n", cases, bad);
+	WT_CHECK(bad == 0);
+}
+
 int main(void)
 {
 	const weft_kernel_table *kt;
@@ -260,5 +355,6 @@ int main(void)
 	check_bias_rounded(kt);
 	check_empty(kt);
 	check_misuse(kt);
+	check_bgrad(kt);
 	return wt_done("test_gemm_lowp_ex");
 }

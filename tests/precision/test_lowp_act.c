@@ -32,7 +32,16 @@
  *   stored activation is off by up to 2^-9 relative; the loss sums ~500
  *   such terms that mostly cancel (measured 2.9e-5), the gradients pass
  *   through ~10 rounded tensors each (measured at most 9.2e-3), and a
- *   wrong epilogue or a lost term is off by order 1. */
+ *   wrong epilogue or a lost term is off by order 1.
+ *
+ * The bias gradients in the weight gradients' products (WEFT_EPI_BGRAD,
+ * since ABI 1.7): the same 16-bit step on the CPU table as it is (each of
+ * the 4 LAYERS linear layers with a bias sums db in its dw product: 4
+ * LAYERS BGRAD products, no sum_rows_lowp) and on a copy whose
+ * gemm_lowp_ex_epilogues is ABI 1.6's (db by sum_rows_lowp, 4 LAYERS
+ * calls, no BGRAD) gives the same loss and every parameter gradient bit
+ * for bit: the CPU's BGRAD adds each column of dy in sum_rows_lowp's
+ * order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,9 +55,15 @@
 #include "weft/tensor.h"
 #include "weft_test.h"
 
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+/* this weft's ABI as messages print it, e.g. "1.7" */
+#define THIS_ABI ABI_STR(WEFT_ABI_MAJOR) "." ABI_STR(WEFT_ABI_MINOR)
+
 static const weft_kernel_table *cpu;
 static weft_kernel_table counting;
-static int n_epi[3], n_gelu_kernels, n_padded, in_backward, n_fwd_adds, n_ln_residuals;
+static int n_epi[4], n_sum_rows, n_gelu_kernels, n_padded, in_backward, n_fwd_adds,
+	n_ln_residuals;
 static size_t zero_bytes;
 static const void *ce_logits, *ce_dlogits;
 
@@ -57,12 +72,19 @@ static weft_status count_gemm_ex(void *kctx, weft_dtype in_dt, int ta, int tb, i
 				 const void *b, int64_t ldb, float beta, weft_dtype c_dt, void *c,
 				 int64_t ldc, const float *bias, int32_t epi, void *aux)
 {
-	if (epi >= 0 && epi < 3)
+	if (epi >= 0 && epi < 4)
 		n_epi[epi]++;
 	if (ldc != n)
 		n_padded++;
 	return cpu->gemm_lowp_ex(kctx, in_dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c_dt,
 				 c, ldc, bias, epi, aux);
+}
+
+static weft_status count_sum_rows(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,
+				  const void *x, float *out)
+{
+	n_sum_rows++;
+	return cpu->sum_rows_lowp(kctx, dt, rows, cols, x, out);
 }
 
 static weft_status count_zero(void *kctx, void *dst, size_t bytes)
@@ -168,8 +190,8 @@ static void test_gate(void)
 	WT_OK(weft_ctx_create(&o, &ctx));
 	WT_OK(weft_ctx_set_autocast(ctx, WEFT_BF16));
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, WEFT_LOWP_ACT_ON), WEFT_ERR_UNSUPPORTED,
-		 "16-bit activations: the 'cpu' kernel table (device cpu, ABI ",
-		 ") lacks the members they need (gemm_lowp_ex, sum_rows_lowp, layernorm_lowp_*, "
+		 "16-bit activations: the 'cpu' kernel table (device cpu, ABI " THIS_ABI ") lacks the "
+		 "members they need (gemm_lowp_ex, sum_rows_lowp, layernorm_lowp_*, "
 		 "cross_entropy_lowp_*, since ABI 1.6); rebuild that kernel library against "
 		 "this weft's SDK, or set trainer.lowp_activations to auto or false");
 	WT_CHECK(weft_ctx_lowp_activations(ctx) == WEFT_F32);
@@ -316,10 +338,49 @@ static void test_step(void)
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, cpu));
 }
 
+/* The 16-bit step with db in the dw products (the CPU table's BGRAD) and
+ * with db apart (the table's epilogues set to ABI 1.6's): the same bits. */
+static void test_bgrad_bits(void)
+{
+	float *gf, *gu;
+	size_t nf, nu;
+	weft_dtype dt;
+	double lf, lu;
+
+	WT_REQUIRE(weft_gemm_ex_epilogues(cpu) & (1u << WEFT_EPI_BGRAD));
+	counting = *cpu;
+	counting.gemm_lowp_ex = count_gemm_ex;
+	counting.sum_rows_lowp = count_sum_rows;
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &counting));
+	memset(n_epi, 0, sizeof(n_epi));
+	n_sum_rows = 0;
+	lf = step(1, &gf, &nf, &dt);
+	WT_CHECK(n_epi[WEFT_EPI_BGRAD] == 4 * LAYERS && n_sum_rows == 0);
+	counting.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6;
+	memset(n_epi, 0, sizeof(n_epi));
+	n_sum_rows = 0;
+	lu = step(1, &gu, &nu, &dt);
+	WT_CHECK(n_epi[WEFT_EPI_BGRAD] == 0 && n_sum_rows == 4 * LAYERS);
+	WT_REQUIRE(nf == nu);
+	WT_CHECK(lf == lu);
+	WT_CHECK(!memcmp(gf, gu, nf * sizeof(float)));
+	if (memcmp(gf, gu, nf * sizeof(float)))
+		for (size_t i = 0; i < nf; i++)
+			if (memcmp(&gf[i], &gu[i], sizeof(float))) {
+				fprintf(stderr, "gradient element %zu: fused %.9g, apart %.9g\n", i,
+					(double)gf[i], (double)gu[i]);
+				break;
+			}
+	free(gf);
+	free(gu);
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, cpu));
+}
+
 int main(void)
 {
 	WT_OK(weft_kernels_get(WEFT_CPU, &cpu));
 	test_gate();
 	test_step();
+	test_bgrad_bits();
 	return wt_done("test_lowp_act");
 }

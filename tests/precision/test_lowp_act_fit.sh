@@ -88,6 +88,11 @@ cmp -s "$dir/full20.safetensors" "$dir/runs/cfg/version_0/checkpoints/epoch=0-st
 	fail "lowp_activations true under 32-true was accepted"
 grep -q "'trainer.lowp_activations' is true, but trainer.precision is 32-true: 16-bit activations come with bf16-mixed or 16-mixed; set trainer.precision: bf16-mixed, or lowp_activations: auto" \
 	"$dir/out.txt" || fail "no message for true under 32-true"
+# weft plan reads the key with the same rules (one parser, core/tensor/lowp.c)
+"$WEFT" plan --config "$dir/cfg.yaml" --trainer.lowp_activations=true >"$dir/out.txt" 2>&1 &&
+	fail "weft plan accepted lowp_activations true under 32-true"
+grep -q "'trainer.lowp_activations' is true, but trainer.precision is 32-true" "$dir/out.txt" ||
+	fail "weft plan: no message for true under 32-true"
 "$WEFT" fit --config "$dir/cfg.yaml" --trainer.precision=bf16-mixed \
 	--trainer.lowp_activations=maybe >"$dir/out.txt" 2>&1 && fail "lowp_activations maybe was accepted"
 grep -q "'trainer.lowp_activations' must be one of: auto, true, false, got 'maybe'" "$dir/out.txt" ||

@@ -734,20 +734,32 @@ typedef struct weft_kernel_table {
 	 *   WEFT_EPI_NONE   C = D + bias[j] (+ C when beta is 1)
 	 *   WEFT_EPI_GELU   aux = D + bias[j], C = gelu_tanh(aux)
 	 *   WEFT_EPI_DGELU  C = D * gelu_tanh'(aux)  (GELU's backward)
-	 * gelu_tanh as gelu_forward; aux has C's dtype and leading dimension
-	 * and is written by GELU (stored rounded; C is computed from the F32
-	 * value), read by DGELU. bias: n F32 elements, or NULL for none (it
-	 * must be NULL with DGELU); when c_dt is 16-bit, bias[j] is rounded
+	 *   WEFT_EPI_BGRAD  C = D (+ C when beta is 1), and ((float *)aux)[i]
+	 *                   = the sum over kk < k of op(A)[i][kk] (since ABI
+	 *                   1.7, where gemm_lowp_ex_epilogues has it)
+	 * gelu_tanh as gelu_forward; for GELU and DGELU aux has C's dtype and
+	 * leading dimension and is written by GELU (stored rounded; C is
+	 * computed from the F32 value), read by DGELU. BGRAD's aux is m F32
+	 * elements, the bias gradient of the product's A side (for a linear
+	 * layer's dw = dy^T x: trans_a 1, A = dy, m = out features, k = rows,
+	 * aux gets db): the 16-bit values of op(A) as stored, summed in F32 in
+	 * an order fixed by the arguments (the same inputs, the same bits),
+	 * written when beta is 0 and added to aux when beta is 1, as C is;
+	 * BGRAD takes no bias and alpha 1 only (the sum is not scaled). bias:
+	 * n F32 elements, or NULL for none (it must be NULL with DGELU and
+	 * BGRAD); when c_dt is 16-bit, bias[j] is rounded
 	 * to c_dt before it is added (as autocast rounds a linear layer's
 	 * bias to the layer's dtype, and as cuBLASLt's fused bias epilogue
 	 * takes it, in D's type), the sum still in F32; with an F32 C it is
-	 * added as given. beta: 0 (C is not read) or 1 (NONE only).
-	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_misuse
-	 * below): WEFT_ERR_DTYPE for an in_dt the device does not take (the
-	 * CPU and CUDA tables take BF16 and F16, whatever lowp_act_dtypes
-	 * says) or a c_dt neither F32 nor in_dt; INVALID_ARG for another
-	 * beta, an unknown epilogue, a bias with DGELU, a NULL aux with GELU
-	 * or DGELU; sizes the device library cannot take, as gemm. */
+	 * added as given. beta: 0 (C is not read) or 1 (NONE and BGRAD).
+	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_misuse,
+	 * weft/gemm_ex.h): WEFT_ERR_DTYPE for an in_dt the device does not
+	 * take (the CPU and CUDA tables take BF16 and F16, whatever
+	 * lowp_act_dtypes says) or a c_dt neither F32 nor in_dt; INVALID_ARG
+	 * for another beta, an unknown epilogue or one the table's
+	 * gemm_lowp_ex_epilogues lacks, a bias with DGELU or BGRAD, alpha
+	 * other than 1 with BGRAD, a NULL aux with GELU, DGELU or BGRAD;
+	 * sizes the device library cannot take, as gemm. */
 	weft_status (*gemm_lowp_ex)(void *kctx, weft_dtype in_dt, int trans_a, int trans_b,
 				    int64_t m, int64_t n, int64_t k, float alpha, const void *a,
 				    int64_t lda, const void *b, int64_t ldb, float beta,
@@ -806,50 +818,16 @@ typedef struct weft_kernel_table {
 						   int64_t ignore_index, const float *lse,
 						   const float *dloss, const float *count,
 						   void *dlogits);
+
+	/* ---- since ABI 1.7: the epilogues gemm_lowp_ex takes; read it with
+	 * weft_gemm_ex_epilogues (weft/gemm_ex.h), which checks
+	 * WEFT_HAS_MEMBER. ---- */
+
+	/* Mask of 1u << WEFT_EPI_* (weft/gemm_ex.h) over the epilogues this
+	 * table's gemm_lowp_ex computes. 0, or a table built before ABI 1.7:
+	 * ABI 1.6's NONE, GELU and DGELU. */
+	uint32_t gemm_lowp_ex_epilogues;
 } weft_kernel_table;
-
-/* gemm_lowp_ex's epilogues (since ABI 1.6). */
-typedef enum weft_gemm_epilogue {
-	WEFT_EPI_NONE = 0,  /* C = D + bias */
-	WEFT_EPI_GELU = 1,  /* aux = D + bias, C = gelu_tanh(aux) */
-	WEFT_EPI_DGELU = 2, /* C = D * gelu_tanh'(aux) */
-} weft_gemm_epilogue;
-
-/* The arguments of gemm_lowp_ex that its contract refuses whatever the
- * device (since ABI 1.6), checked the same way by every kernel library:
- * NULL when in_dt (one of the mask `in_dts`, the dtypes the device takes),
- * c_dt, beta, epilogue, bias and aux agree with the contract; else advice
- * (a static string: what was wrong and what to pass), with *status the
- * error to return. The caller puts its device and the member's name in
- * front, and the values after. aux is required by GELU (written) and
- * DGELU (read). */
-static inline const char *weft_gemm_ex_misuse(uint32_t in_dts, weft_dtype in_dt,
-					      weft_dtype c_dt, float beta, int32_t epilogue,
-					      const float *bias, const void *aux,
-					      weft_status *status)
-{
-	*status = WEFT_ERR_DTYPE;
-	if ((unsigned)in_dt >= 32u || !(in_dts & WEFT_DTYPE_BIT(in_dt)))
-		return "in_dt is not a 16-bit dtype this device takes: pass BF16 or F16 "
-		       "operands (F32 ones go to gemm)";
-	if (c_dt != WEFT_F32 && c_dt != in_dt)
-		return "c_dt must be F32 or in_dt";
-	*status = WEFT_ERR_INVALID_ARG;
-	if (epilogue != WEFT_EPI_NONE && epilogue != WEFT_EPI_GELU && epilogue != WEFT_EPI_DGELU)
-		return "unknown epilogue: pass WEFT_EPI_NONE, WEFT_EPI_GELU or WEFT_EPI_DGELU";
-	if (beta != 0.0f && beta != 1.0f)
-		return "beta must be 0 (C not read) or 1 (C accumulated)";
-	if (beta != 0.0f && epilogue != WEFT_EPI_NONE)
-		return "beta 1 (accumulating into C) goes with WEFT_EPI_NONE only: pass beta 0";
-	if (bias && epilogue == WEFT_EPI_DGELU)
-		return "WEFT_EPI_DGELU takes no bias: pass bias NULL (the bias gradient is "
-		       "sum_rows_lowp of the result)";
-	if (!aux && epilogue != WEFT_EPI_NONE)
-		return "WEFT_EPI_GELU writes and WEFT_EPI_DGELU reads aux (the pre-activation, "
-		       "C's dtype and leading dimension): pass it";
-	*status = WEFT_OK;
-	return NULL;
-}
 
 /* The largest head dimension flash_attention_* take (since ABI 1.4). */
 #define WEFT_FLASH_MAX_HEAD_DIM 128
@@ -890,5 +868,8 @@ WEFT_API weft_status weft_kernels_get(weft_device dev, const weft_kernel_table *
 #ifdef __cplusplus
 }
 #endif
+
+/* gemm_lowp_ex's epilogues and argument check (they read the table). */
+#include "weft/gemm_ex.h"
 
 #endif /* WEFT_KERNELS_H */
