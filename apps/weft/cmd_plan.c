@@ -82,6 +82,10 @@ static void print_plan(const weft_plan_opts *o, const weft_plan *p, const char *
 	       (long long)p->numel, optim, o->n_slots, o->n_slots == 1 ? "" : "s");
 	printf("per rank (the largest: rank %d):\n", (int)p->rank);
 	row("params", p->bytes[WEFT_MEM_PARAMS]);
+	if (p->weight_copy_bytes)
+		printf("  (of params: the %s copy of the weights the linear layers read, %lld B; "
+		       "trainer.weight_copy)\n", weft_dtype_name(o->weight_copy),
+		       (long long)p->weight_copy_bytes);
 	row("grads", p->bytes[WEFT_MEM_GRADS]);
 	row("optim", p->bytes[WEFT_MEM_OPTIM]);
 	row("comm buffers: strategy", p->bytes[WEFT_MEM_COMM]);

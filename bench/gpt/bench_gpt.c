@@ -11,14 +11,15 @@
  *             [--steps S] [--warmup W] [--no-yardstick] [--device cpu|cuda[:N]]
  *             [--precision 32-true|bf16-mixed] [--batch B]
  *             [--peak-tflops P] [--optimizer adamw|sgd] [--context T]
- *             [--phases] [--gemm-ceiling]
+ *             [--phases] [--gemm-ceiling] [--weight-copy true|false]
  *
  * --context T trains on sequences of T tokens (1 to the shape's context;
  * default the shape's): the roofline estimate (bench/roofline) runs
  * gpt2-124m at a reduced batch and context under the CUDA emulator. When
  * the process runs under the emulator with EMU_COUNTS set (the emulator
  * exports emu_count_mark), the last timed step is bracketed by the marks
- * "step begin" and "step end" in the counts file.
+ * "step begin" and "step end" in the counts file, its forward (with the
+ * loss) ending at the mark "forward end".
  *
  * AdamW is nanoGPT's (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1
  * on the tensors of 2 or more dimensions), the same as bench/gpt/
@@ -42,7 +43,11 @@
  * --lowp-activations auto|true|false is trainer.lowp_activations: under
  * bf16-mixed the activations and their gradients in bf16 (auto: where
  * the device's kernels offer it, CUDA; true: the CPU's references too);
- * the activations' dtype is printed.
+ * the activations' dtype is printed. --weight-copy true|false is
+ * trainer.weight_copy: with 16-bit activations the linear layers read a
+ * 16-bit copy of the weights (weft_params_copy_enable), refreshed by one
+ * conversion after each optimizer step, instead of rounding each weight
+ * in every forward (default true, as the trainer).
  *
  * --phases (a device only) times the three phases of a step apart, in extra
  * steps after the timed ones that wait for the device after each phase:
@@ -93,7 +98,8 @@ static const char usage[] =
 	"usage: bench_gpt [--shape gpt-small-cpu|gpt-tiny|gpt2-124m] [--threads N] [--steps S] "
 	"[--warmup W] [--no-yardstick] [--device cpu|cuda[:N]] "
 	"[--precision 32-true|bf16-mixed] [--lowp-activations auto|true|false] [--batch B] "
-	"[--peak-tflops P] [--optimizer adamw|sgd] [--context T] [--phases] [--gemm-ceiling]\n";
+	"[--peak-tflops P] [--optimizer adamw|sgd] [--context T] [--phases] [--gemm-ceiling] "
+	"[--weight-copy true|false]\n";
 
 static int fail(const char *what, weft_status st)
 {
@@ -188,6 +194,15 @@ static void adamw_part(void *arg, int64_t begin, int64_t end)
 	if (a->ops->step(a->state, a->segs, a->nseg, a->params + begin, a->grads + begin, slots,
 			 begin, end, a->info))
 		a->failed = 1;
+}
+
+/* The weights' 16-bit copy from the updated weights (one conversion), when
+ * the model keeps one. */
+static weft_status copy_refresh(weft_model *m, weft_ctx *ctx)
+{
+	weft_params *ps = weft_model_params(m);
+
+	return weft_params_copy(ps) ? weft_params_copy_refresh(ps, ctx) : WEFT_OK;
 }
 
 static weft_status adamw_step(adamw *a, int64_t numel, int64_t step)
@@ -293,7 +308,7 @@ int main(int argc, char **argv)
 	double *times, *cpu, t0, c0, median, cpu_med, tok_s, flops, gflops, sgemm;
 	double sg_table = 0.0, sg_openblas = 0.0;
 	float loss = 0;
-	int yardstick = 1, use_adamw = -1, phases = 0, ceiling = 0;
+	int yardstick = 1, use_adamw = -1, phases = 0, ceiling = 0, weight_copy = 1;
 	double ph[3] = { 0 }, *ph_t[3] = { NULL }, ceil_gflops = 0.0;
 	adamw opt = { 0 };
 	weft_status st;
@@ -344,6 +359,15 @@ int main(int argc, char **argv)
 			if (lowp < 0) {
 				fprintf(stderr, "bench_gpt: unknown --lowp-activations '%s' (auto, "
 					"true, false)\n", v);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--weight-copy") && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			weight_copy = !strcmp(v, "true") ? 1 : !strcmp(v, "false") ? 0 : -1;
+			if (weight_copy < 0) {
+				fprintf(stderr, "bench_gpt: unknown --weight-copy '%s' (true, "
+					"false)\n", v);
 				return 2;
 			}
 		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
@@ -424,6 +448,13 @@ int main(int argc, char **argv)
 			return fail("copying the batch to the device", st);
 	}
 	weft_params_flat(weft_model_params(m), WEFT_F32, &flat, &flat_grad);
+	/* the weights' 16-bit copy, as the trainer keeps it (trainer.weight_copy) */
+	if (weight_copy && weft_ctx_lowp_activations(ctx) != WEFT_F32 &&
+	    ((st = weft_params_copy_enable(weft_model_params(m),
+					   weft_ctx_lowp_activations(ctx))) ||
+	     (st = weft_ctx_use_params_copy(ctx, weft_model_params(m))) ||
+	     (st = copy_refresh(m, ctx))))
+		return fail("--weight-copy", st);
 	if (use_adamw && (st = adamw_create(&opt, weft_model_params(m))))
 		return fail("creating the adamw optimizer", st);
 	times = calloc((size_t)steps, sizeof(double));
@@ -438,12 +469,16 @@ int main(int argc, char **argv)
 		c0 = cpu_now();
 		weft_ctx_step_begin(ctx);
 		if ((st = weft_params_zero_grad(weft_model_params(m))) ||
-		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)) ||
-		    (st = weft_backward(ctx, o.loss)) ||
+		    (st = weft_model_loss(m, ctx, &(weft_batch){ .inputs = ids, .targets = tg }, &o)))
+			return fail("training step", st);
+		if (mark && s == steps - 1)
+			mark("forward end");
+		if ((st = weft_backward(ctx, o.loss)) ||
 		    (st = use_adamw ? adamw_step(&opt, weft_tensor_numel(flat), s + warmup + 1)
 				    : weft_ctx_kernels(ctx)->axpy(weft_ctx_kctx(ctx), WEFT_F32,
 								  weft_tensor_numel(flat), -1e-3f,
 								  flat_grad->data, flat->data)) ||
+		    (st = copy_refresh(m, ctx)) ||
 		    (st = weft_tensor_copy_to_host(o.loss, &loss, sizeof(loss))))
 			return fail("training step", st);
 		if (mark && s == steps - 1)
@@ -477,7 +512,7 @@ int main(int argc, char **argv)
 		p2 = weft_bench_now();
 		if ((st = k->axpy(kc, WEFT_F32, weft_tensor_numel(flat), -1e-3f, flat_grad->data,
 				  flat->data)) ||
-		    (st = k->synchronize(kc)))
+		    (st = copy_refresh(m, ctx)) || (st = k->synchronize(kc)))
 			return fail("--phases: optimizer", st);
 		p3 = weft_bench_now();
 		ph_t[0][s] = p1 - p0;
@@ -510,9 +545,12 @@ int main(int argc, char **argv)
 	       "%lld; %lld parameters\n", sh->name, (long long)sh->cfg.n_layer,
 	       (long long)sh->cfg.n_embd, (long long)sh->cfg.n_head, (long long)T, (long long)B,
 	       (long long)sh->cfg.vocab_size, (long long)weft_model_num_params(m));
-	printf("device %s, precision %s, activations %s, threads %lld, optimizer %s, %lld timed "
-	       "steps (median), loss %.4f\n", devname, precision,
-	       weft_dtype_name(weft_ctx_lowp_activations(ctx)), (long long)threads,
+	printf("device %s, precision %s, activations %s, weight copy %s, threads %lld, "
+	       "optimizer %s, %lld timed steps (median), loss %.4f\n", devname, precision,
+	       weft_dtype_name(weft_ctx_lowp_activations(ctx)),
+	       weft_params_copy(weft_model_params(m)) ?
+		       weft_dtype_name((weft_dtype)weft_params_copy(weft_model_params(m))->dtype) :
+		       "none", (long long)threads,
 	       use_adamw ? "adamw" : "sgd", (long long)steps, (double)loss);
 	printf("step %.1f ms (min %.1f, max %.1f), %.0f tokens/s\n", median * 1e3, times[0] * 1e3,
 	       times[steps - 1] * 1e3, tok_s);

@@ -9,7 +9,8 @@
  *
  * Sizes: GPT-2 124M's rows at 1024 tokens (width 768; the MLP's 3072 for
  * the bias sum), the classifier's loss on 64 rows of 50257 BF16 logits
- * padded to 50304. Each member runs twice (the first grows the context's
+ * padded to 50304 (forward, backward, and since ABI 1.7 both in one
+ * pass: cross_entropy_lowp_fused). Each member runs twice (the first grows the context's
  * scratch); the second is counted, between emu_count_mark's marks. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -82,8 +83,9 @@ int main(void)
 	/* name, least read, least written (bytes) */
 	static const char *names[] = { "sum_rows_lowp", "layernorm_lowp_forward",
 				       "layernorm_lowp_backward", "cross_entropy_lowp_forward",
-				       "cross_entropy_lowp_backward" };
-	double least[5][2] = {
+				       "cross_entropy_lowp_backward", "cross_entropy_lowp_fused" };
+	enum { MEMBERS = sizeof(names) / sizeof(names[0]) };
+	double least[MEMBERS][2] = {
 		{ (double)TOKENS * FC * h + FC * f, FC * f },
 		/* x, r, w, b; sum, y, mean, rstd */
 		{ 2 * n * h + 2 * WIDTH * f, 2 * n * h + 2 * TOKENS * f },
@@ -93,6 +95,8 @@ int main(void)
 		{ logits + CE_ROWS * 4.0, CE_ROWS * f + 2 * f },
 		/* logits, targets, lse, dloss, count; the gradient over the logits */
 		{ logits + CE_ROWS * 4.0 + CE_ROWS * f + 2 * f, logits },
+		/* logits, targets; the gradient over the logits, lse, loss, count */
+		{ logits + CE_ROWS * 4.0, logits + CE_ROWS * f + 2 * f },
 	};
 	void *x, *r, *sum, *y, *dy, *dx, *z, *tg;
 	float *w, *b, *mean, *rstd, *dw, *db, *fc, *lse, *sc;
@@ -128,7 +132,7 @@ int main(void)
 	for (int round = 0; round < 2; round++) {
 		char label[160];
 
-		for (int i = 0; i < 5; i++) {
+		for (int i = 0; i < MEMBERS; i++) {
 			snprintf(label, sizeof(label), "begin %s", names[i]);
 			if (round)
 				mark(label);
@@ -152,10 +156,16 @@ int main(void)
 								    lse, sc, sc + 1),
 				      names[i]);
 				break;
-			default:
+			case 4:
 				check(K->cross_entropy_lowp_backward(kctx, WEFT_BF16, CE_ROWS, VOCAB,
 								     VOCAB_LD, z, WEFT_I32, tg, -100,
 								     lse, sc + 2, sc + 3, z),
+				      names[i]);
+				break;
+			default: /* ABI 1.7: the forward and the gradient in one pass */
+				check(K->cross_entropy_lowp_fused(kctx, WEFT_BF16, CE_ROWS, VOCAB,
+								  VOCAB_LD, z, WEFT_I32, tg, -100,
+								  1.0f, lse, sc, sc + 1),
 				      names[i]);
 			}
 			snprintf(label, sizeof(label), "end %s", names[i]);
@@ -166,7 +176,7 @@ int main(void)
 	check(K->synchronize(kctx), "synchronize");
 	printf("%-28s %12s %12s %12s %12s %8s\n", "member (bf16)", "least read", "least wrote",
 	       "counted read", "counted wrote", "ratio");
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < MEMBERS; i++) {
 		double rd, wr;
 
 		counted(counts, names[i], &rd, &wr);

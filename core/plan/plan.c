@@ -37,6 +37,31 @@ static weft_status comm_of(const weft_cfg *tr, weft_plan_opts *o)
 	return WEFT_OK;
 }
 
+/* The 16-bit weight copy the trainer would keep (trainer_precision.c):
+ * 16-bit activations (lowp_activations true, or auto on CUDA) under
+ * bf16-mixed or 16-mixed, with weight_copy on (the default); strategy tp
+ * keeps F32 activations. Whether the strategy's parameters are whole is
+ * weft_plan_compute's to ask. */
+static weft_status weight_copy_of(const weft_cfg *tr, weft_plan_opts *o)
+{
+	static const char *const lowp_modes[] = { "auto", "true", "false", NULL };
+	const char *prec = "32-true";
+	int lowp = 0, keep = 1;
+	weft_status st;
+
+	o->weight_copy = WEFT_F32;
+	if ((st = weft_cfg_str(tr, "precision", "32-true", &prec)) ||
+	    (st = weft_cfg_choice(tr, "lowp_activations", lowp_modes, "auto", &lowp)) ||
+	    (st = weft_cfg_bool(tr, "weight_copy", 1, &keep)))
+		return st;
+	if (!keep || lowp == 2 || (lowp == 0 && o->device.type != WEFT_DEVICE_CUDA) ||
+	    !strcmp(o->strategy, "tp"))
+		return WEFT_OK;
+	o->weight_copy = !strcmp(prec, "bf16-mixed") ? WEFT_BF16 :
+			 !strcmp(prec, "16-mixed") ? WEFT_F16 : WEFT_F32;
+	return WEFT_OK;
+}
+
 weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft_plan_opts *o)
 {
 	const weft_cfg *tr = root ? weft_cfg_get(root, "trainer") : NULL;
@@ -85,7 +110,7 @@ weft_status weft_plan_opts_from_config(const weft_cfg *root, int32_t world, weft
 	/* no trainer.strategy: the trainer's default for the world */
 	o->strategy = name ? name : o->world > 1 ? "ddp" : "single";
 	o->n_micro = accum > 0 ? accum : 1;
-	return WEFT_OK;
+	return tr ? weight_copy_of(tr, o) : WEFT_OK;
 }
 
 /* The registry with the default search path and the strategy's vtable in
@@ -165,6 +190,25 @@ weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
 		snprintf(plan_copy, sizeof(plan_copy), "%s", mo->tp_plan);
 		mo->tp_plan = plan_copy;
 	}
+	weft_registry_free(reg);
+	return st;
+}
+
+/* The weight copy's dtype for o's run with strategy ops (F32: none). */
+static weft_dtype copy_kept(const weft_plan_opts *o, const weft_strategy_ops *ops)
+{
+	return weft_strategy_whole_params(ops) ? o->weight_copy : WEFT_F32;
+}
+
+weft_status weft_plan_weight_copy(const weft_plan_opts *o, weft_dtype *dt)
+{
+	weft_registry *reg = NULL;
+	const weft_strategy_ops *ops = NULL;
+	weft_status st = WEFT_OK;
+
+	*dt = WEFT_F32;
+	if (o->weight_copy != WEFT_F32 && !(st = find_strategy(o, &reg, &ops, NULL)))
+		*dt = copy_kept(o, ops);
 	weft_registry_free(reg);
 	return st;
 }
@@ -293,6 +337,11 @@ weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, we
 		st = weft_error_wrap(st, "weft plan: strategy '%s'", o->strategy);
 	else
 		copy_result(&r, out);
+	/* the trainer's copy of the weights, beside the strategy's F32 ones */
+	if (!st && copy_kept(o, ops) != WEFT_F32) {
+		out->weight_copy_bytes = 2 * out->numel;
+		out->bytes[WEFT_MEM_PARAMS] += out->weight_copy_bytes;
+	}
 	if (!st)
 		comm_backend(o, out);
 	if (!st)

@@ -34,6 +34,10 @@ typedef struct weft_plan_opts {
 	int comm_shm_off;                 /* gloo's option shm: off */
 	int32_t nodes;                    /* trainer.num_nodes */
 	weft_device device;               /* trainer.accelerator's device (cuda: cuda:0) */
+	weft_dtype weight_copy;           /* the dtype of the 16-bit weight copy the run
+					   * keeps for a strategy with whole parameters
+					   * (trainer.precision, lowp_activations as the
+					   * device takes them, weight_copy); F32: none */
 } weft_plan_opts;
 
 /* What the strategy answered (weft_plan_result), copied out of the plugin. */
@@ -65,11 +69,15 @@ typedef struct weft_plan {
 	int64_t setup_bytes;              /* the most held during the strategy's setup,
 					   * comm backend excluded, when the strategy
 					   * says (0: no more than the steps) */
+	int64_t weight_copy_bytes;        /* of bytes[WEFT_MEM_PARAMS]: the 16-bit weight
+					   * copy (2 bytes per F32 parameter; 0: none) */
 } weft_plan;
 
 /* Reads trainer.strategy (a name or a mapping), trainer.devices x
- * trainer.num_nodes (unless world > 0), trainer.accumulate_grad_batches
- * and trainer.comm (with gloo's shm option) from a config root into *o; borrowed from the config. n_slots is left to
+ * trainer.num_nodes (unless world > 0), trainer.accumulate_grad_batches,
+ * trainer.comm (with gloo's shm option) and what decides the weight copy
+ * (trainer.precision, lowp_activations, weight_copy) from a config root
+ * into *o; borrowed from the config. n_slots is left to
  * the caller (the optimizer plugin knows it). Nothing is marked used.
  * Errors: WEFT_ERR_CONFIG at file:line:col for a mapping without a name or
  * a bad value. */
@@ -89,12 +97,20 @@ weft_status weft_plan_model_options_rank(const weft_plan_opts *o, int32_t rank,
 
 /* Asks the strategy for its plan over `ps` (the model as
  * weft_plan_model_options says to build it; gradients may be absent, no
- * data is read). Blocks on loading the plugins. Errors:
+ * data is read), and adds the 16-bit weight copy to the parameters' bytes
+ * where the trainer would keep one (o->weight_copy, and a strategy with
+ * whole parameters: weft_strategy_whole_params). Blocks on loading the
+ * plugins. Errors:
  * WEFT_ERR_INVALID_ARG for a world size < 1; WEFT_ERR_CONFIG at
  * trainer.strategy for a strategy no plugin provides (listing the ones
  * found); WEFT_ERR_UNSUPPORTED for a strategy that gives no plan (built
  * before ABI 1.2, or with no memory_plan member), naming its file; the
  * strategy's create and memory_plan errors. */
 weft_status weft_plan_compute(const weft_params *ps, const weft_plan_opts *o, weft_plan *out);
+
+/* The dtype of the 16-bit weight copy o's run keeps (o->weight_copy when
+ * the strategy keeps whole parameters), WEFT_F32 for none, in *dt.
+ * Errors: the strategy lookup's, as weft_plan_compute's. */
+weft_status weft_plan_weight_copy(const weft_plan_opts *o, weft_dtype *dt);
 
 #endif

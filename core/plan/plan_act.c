@@ -23,6 +23,7 @@ typedef struct act_run {
 	weft_act_ckpt mode;
 	weft_dtype autocast;
 	weft_lowp_act lowp;      /* trainer.lowp_activations as the run's device takes it */
+	weft_dtype copy;         /* the weight copy the products read (weft_plan_weight_copy) */
 	uint64_t seed;
 	int64_t T;
 	int64_t n_micro;
@@ -154,6 +155,11 @@ static weft_status measure(const act_run *r, uint32_t parts, int64_t n_layer, in
 	if (!st)
 		st = weft_ctx_set_lowp_activations(ctx, r->mo.tp_size > 1 ? WEFT_LOWP_ACT_OFF :
 							     r->lowp); /* tp: F32, as the trainer */
+	/* the run's products read the weight copy, not rounded weights in the arena */
+	if (!st && !parts && r->copy != WEFT_F32 && weft_ctx_lowp_activations(ctx) == r->copy &&
+	    !(st = weft_params_copy_enable(ps, r->copy)) &&
+	    !(st = weft_ctx_use_params_copy(ctx, ps)))
+		st = weft_params_copy_refresh(ps, ctx);
 	if (!st)
 		st = weft_tensor_alloc("ids", WEFT_I64, 2, shape, WEFT_CPU, WEFT_MEM_OTHER, &ids);
 	if (!st)
@@ -508,6 +514,9 @@ weft_status weft_plan_activations(const weft_cfg *root, const weft_plan_opts *o,
 			 o->strategy);
 		goto out;
 	}
+	st = weft_plan_weight_copy(o, &r.copy);
+	if (st)
+		goto out;
 	r.like = whole;
 	r.mo.device = WEFT_CPU;
 	r.mo.no_grads = 0;

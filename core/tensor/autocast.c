@@ -7,10 +7,17 @@
  * F32: what a tensor core does with bf16/f16 operands (cublasGemmEx with
  * 16-bit A and B, F32 C). The backward rounds dy the same way and reuses
  * the rounded x and w of the forward, so each weight is cast once per
- * forward. On the CPU gemm_lowp is a reference (widen, then sgemm), so the
- * same path runs, and is tested, without a GPU. With 16-bit activations
+ * forward - or never, when the context reads the parameters' 16-bit copy
+ * (weft_ctx_use_params_copy: one copy of every F32 weight, kept across
+ * steps and refreshed after each optimizer step; weft_params_copy_refresh
+ * rounds the whole flat buffer in one conversion, as a product here would
+ * round each weight, so the products see the same bits). On the CPU
+ * gemm_lowp is a reference (widen, then sgemm), so the same path runs, and
+ * is tested, without a GPU. With 16-bit activations
  * on (lowp.c, ops_lowp.c) the linear layer takes the 16-bit path there
  * instead; this one serves F32 activations (the CPU's default). */
+#include <stdint.h>
+
 #include "tensor/tensor_impl.h"
 
 weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt)
@@ -36,6 +43,61 @@ weft_status weft_ctx_set_autocast(weft_ctx *ctx, weft_dtype dt)
 weft_dtype weft_ctx_autocast(const weft_ctx *ctx)
 {
 	return (weft_dtype)ctx->autocast;
+}
+
+weft_status weft_ctx_use_params_copy(weft_ctx *ctx, const weft_params *ps)
+{
+	weft_tensor *copy = ps ? weft_params_copy(ps) : NULL, *flat = NULL;
+
+	if (!ctx)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "use_params_copy: the context is NULL");
+	ctx->copy_src = NULL;
+	ctx->copy_numel = 0;
+	ctx->copy = NULL;
+	ctx->copy_dt = WEFT_F32;
+	if (!ps)
+		return WEFT_OK;
+	weft_params_flat(ps, WEFT_F32, &flat, NULL);
+	if (!copy || !flat)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "use_params_copy: the parameter set "
+				      "keeps no 16-bit copy; call weft_params_copy_enable first");
+	if (copy->device.type != ctx->dev.type || copy->device.index != ctx->dev.index)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "use_params_copy: the parameters live on "
+				      "another device than the context; use the model's context");
+	ctx->copy_src = flat->data;
+	ctx->copy_numel = weft_tensor_numel(flat);
+	ctx->copy = copy->data;
+	ctx->copy_dt = copy->dtype;
+	return WEFT_OK;
+}
+
+weft_status weft_params_copy_refresh(const weft_params *ps, weft_ctx *ctx)
+{
+	weft_tensor *copy = ps ? weft_params_copy(ps) : NULL, *flat = NULL;
+
+	if (!ctx || !copy)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_copy_refresh: %s",
+				      ctx ? "the parameter set keeps no 16-bit copy; call "
+					    "weft_params_copy_enable first" : "the context is NULL");
+	weft_params_flat(ps, WEFT_F32, &flat, NULL);
+	return ctx->k->convert(ctx->kctx, weft_tensor_numel(flat), WEFT_F32, flat->data,
+			       (weft_dtype)copy->dtype, copy->data);
+}
+
+weft_status autocast_weight(weft_ctx *ctx, const char *op, const weft_tensor *w, weft_dtype lo,
+			    void **out)
+{
+	uintptr_t p = (uintptr_t)w->data, src = (uintptr_t)ctx->copy_src;
+	int64_t n = weft_tensor_numel(w), at = (int64_t)((p - src) / sizeof(float));
+
+	/* w inside the mirrored buffer: its elements [at, at + n) of it */
+	if (ctx->copy && (weft_dtype)ctx->copy_dt == lo && w->dtype == WEFT_F32 && p >= src &&
+	    (p - src) % sizeof(float) == 0 && at < ctx->copy_numel &&
+	    n <= ctx->copy_numel - at) {
+		*out = (char *)ctx->copy + (size_t)at * weft_dtype_size(lo);
+		return WEFT_OK;
+	}
+	return autocast_round(ctx, op, w->data, n, lo, out);
 }
 
 weft_status autocast_round(weft_ctx *ctx, const char *op, const void *src, int64_t n,
@@ -74,7 +136,7 @@ weft_status autocast_linear_forward(weft_ctx *ctx, const weft_tensor *x, const w
 
 	saved[0] = saved[1] = NULL;
 	if ((st = autocast_round(ctx, "linear (autocast x)", x->data, rows * in_f, lo, &saved[0])) ||
-	    (st = autocast_round(ctx, "linear (autocast w)", w->data, out_f * in_f, lo, &saved[1])) ||
+	    (st = autocast_weight(ctx, "linear (autocast w)", w, lo, &saved[1])) ||
 	    (st = autocast_gemm(ctx, "linear (autocast)", lo, 0, 1, rows, out_f, in_f, saved[0], in_f,
 			   saved[1], in_f, 0.0f, y->data, out_f)))
 		return st;

@@ -44,6 +44,7 @@ weft_status weft_ctx_create(const weft_ctx_options *opt, weft_ctx **out)
 	ctx->seed = o.seed;
 	ctx->grad_enabled = 1;
 	ctx->training = 1;
+	ctx->loss_grad_hint = 1.0f;
 	ctx->stamp = next_stamp();
 	ctx->next_handle = 1;
 	*out = ctx;

@@ -2,9 +2,11 @@
  * (bias, and GELU with its backward, in the product's epilogue), layernorm
  * with the residual add in front, the loss over 16-bit logits with the
  * gradient written over them. */
+#include <math.h>
 #include <string.h>
 
 #include "tensor/tensor_impl.h"
+#include "weft/gemm_ex.h"
 
 #define DT(t) ((weft_dtype)(t)->dtype)
 
@@ -132,7 +134,8 @@ static weft_status lowp_linear_backward(weft_ctx *ctx, weft_tape_node *n)
 }
 
 /* The operands of y = x w^T under the gate: x in lo (*xl: x's own data
- * when it has lo, else rounded into the arena) and w rounded (*wl). */
+ * when it has lo, else rounded into the arena) and w in lo (*wl: the
+ * weight copy, else rounded; autocast_weight). */
 static weft_status lowp_operands(weft_ctx *ctx, const char *op, weft_dtype lo,
 				 const weft_tensor *x, int64_t rows, const weft_tensor *w,
 				 void **xl, void **wl)
@@ -142,7 +145,7 @@ static weft_status lowp_operands(weft_ctx *ctx, const char *op, weft_dtype lo,
 	*xl = x->data;
 	if (DT(x) != lo && (st = autocast_round(ctx, op, x->data, rows * w->shape[1], lo, xl)))
 		return st;
-	return autocast_round(ctx, op, w->data, w->shape[0] * w->shape[1], lo, wl);
+	return autocast_weight(ctx, op, w, lo, wl);
 }
 
 /* The fields every node of a product under the gate has (lowp_linear_grads
@@ -389,7 +392,16 @@ weft_status lowp_cross_entropy(weft_ctx *ctx, weft_tensor *logits, weft_tensor *
  * F32 product written and read again). The padding columns are never
  * written and never read: the forward product writes n = V columns, the
  * loss kernels read V, and the backward's products take k = V (dx) or
- * m = V (dw) of them. */
+ * m = V (dw) of them.
+ *
+ * When the op records a node and the table has the fused classifier (ABI
+ * 1.7), the forward's one pass over the logits also writes the loss's
+ * gradient over them, for the upstream gradient the context expects
+ * (ctx->loss_grad_hint: 1, or the trainer's loss scale); the backward then
+ * only corrects it on the device (nothing runs over the logits when the
+ * real upstream gradient is the hint) before the products. Evaluation (no
+ * node) and tables without it keep the forward alone, the gradient made
+ * in the backward. */
 
 #define LOGITS_ALIGN 128
 
@@ -402,10 +414,28 @@ typedef struct head_loss {
 	const void *targets;
 	weft_dtype idx_dt;
 	int64_t ignore_index;
+	int fused;          /* the forward wrote the gradient for `hint` */
+	float hint;
 } head_loss;
 
-/* dlogits in place of the logits, then dx and dw from them with the
- * padded stride. */
+/* Whether the head's forward makes the loss's gradient too (the fused
+ * classifier, ABI 1.7): it records a node (x or w wants a gradient), the
+ * table has both members, and the context's expected upstream gradient
+ * is one they take (finite, not 0). */
+static int head_fuses(const weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w)
+{
+	const weft_kernel_table *k = ctx->k;
+	float h = ctx->loss_grad_hint;
+
+	return (op_needs_grad(ctx, x) || op_needs_grad(ctx, w)) &&
+	       WEFT_HAS_MEMBER(k, weft_kernel_table, cross_entropy_lowp_regrad) &&
+	       k->cross_entropy_lowp_fused && k->cross_entropy_lowp_regrad && isfinite(h) &&
+	       h != 0.0f;
+}
+
+/* dlogits in place of the logits (fused: the forward's, corrected on the
+ * device when the upstream gradient is not the hint), then dx and dw from
+ * them with the padded stride. */
 static weft_status head_loss_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	const head_loss *hl = n->saved[2];
@@ -415,10 +445,17 @@ static weft_status head_loss_backward(weft_ctx *ctx, weft_tape_node *n)
 
 	if ((!dx && !dw) || !n->i[0])
 		return WEFT_OK;
-	st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, lo, n->i[0], n->i[2], hl->ld,
-						 hl->logits, hl->idx_dt, hl->targets,
-						 hl->ignore_index, hl->lse, n->out->grad->data,
-						 hl->count, hl->logits);
+	if (hl->fused)
+		st = ctx->k->cross_entropy_lowp_regrad(ctx->kctx, lo, n->i[0], n->i[2], hl->ld,
+						       hl->logits, hl->idx_dt, hl->targets,
+						       hl->ignore_index, hl->hint,
+						       n->out->grad->data);
+	else
+		st = ctx->k->cross_entropy_lowp_backward(ctx->kctx, lo, n->i[0], n->i[2], hl->ld,
+							 hl->logits, hl->idx_dt, hl->targets,
+							 hl->ignore_index, hl->lse,
+							 n->out->grad->data, hl->count,
+							 hl->logits);
 	if (!st)
 		st = lowp_linear_grads(ctx, "linear_cross_entropy backward (16-bit)", n,
 				       hl->logits, hl->ld, dx, dw, NULL, WEFT_EPI_NONE, NULL);
@@ -444,6 +481,8 @@ weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_t
 	hl->targets = targets->data;
 	hl->idx_dt = DT(targets);
 	hl->ignore_index = ignore_index;
+	hl->fused = head_fuses(ctx, x, w);
+	hl->hint = ctx->loss_grad_hint;
 	if ((st = check_host_targets(ctx, targets, rows, V, ignore_index)) ||
 	    (st = op_output(ctx, op, WEFT_F32, 0, NULL, &y)) ||
 	    (st = op_scratch(ctx, op, (size_t)(rows * hl->ld) * weft_dtype_size(lo),
@@ -456,7 +495,11 @@ weft_status lowp_head_loss(weft_ctx *ctx, const char *op, weft_tensor *x, weft_t
 	if (rows && V)
 		st = ctx->k->gemm_lowp_ex(ctx->kctx, lo, 0, 1, rows, V, C, 1.0f, xl, C, wl, C, 0.0f,
 					  lo, hl->logits, hl->ld, NULL, WEFT_EPI_NONE, NULL);
-	if (!st)
+	if (!st && hl->fused)
+		st = ctx->k->cross_entropy_lowp_fused(ctx->kctx, lo, rows, V, hl->ld, hl->logits,
+						      hl->idx_dt, hl->targets, ignore_index,
+						      hl->hint, hl->lse, y->data, hl->count);
+	else if (!st)
 		st = ctx->k->cross_entropy_lowp_forward(ctx->kctx, lo, rows, V, hl->ld, hl->logits,
 							hl->idx_dt, hl->targets, ignore_index,
 							hl->lse, y->data, hl->count);

@@ -21,6 +21,7 @@ struct weft_params {
 	int64_t numel[WEFT_DTYPE_COUNT];
 	weft_tensor flat[WEFT_DTYPE_COUNT];
 	weft_tensor flat_grad[WEFT_DTYPE_COUNT];
+	weft_tensor copy;       /* the 16-bit copy of flat[F32]; base NULL: none */
 };
 
 weft_status weft_params_create(weft_device dev, weft_params **out)
@@ -53,6 +54,10 @@ static void release_buffers(weft_params *ps)
 		ps->flat[dt].base = ps->flat[dt].data = NULL;
 		ps->flat_grad[dt].base = ps->flat_grad[dt].data = NULL;
 	}
+	if (ps->copy.base)
+		weft_device_free(ps->dev, WEFT_MEM_PARAMS, ps->copy.base,
+				 weft_tensor_nbytes(&ps->copy));
+	ps->copy.base = ps->copy.data = NULL;
 }
 
 void weft_params_free(weft_params *ps)
@@ -302,4 +307,49 @@ weft_status weft_params_zero_grad(weft_params *ps)
 			return st;
 	}
 	return WEFT_OK;
+}
+
+/* ---- the 16-bit weight copy (since ABI 1.7) ---- */
+
+weft_status weft_params_copy_enable(weft_params *ps, weft_dtype dt)
+{
+	const weft_tensor *flat = &ps->flat[WEFT_F32];
+	int64_t n = ps->numel[WEFT_F32];
+	void *mem = NULL;
+	weft_status st;
+
+	if (dt != WEFT_BF16 && dt != WEFT_F16)
+		return weft_error_set(WEFT_ERR_DTYPE, "params_copy_enable: a %s copy of the "
+				      "weights; the copy is BF16 or F16 (the autocast dtype)",
+				      weft_dtype_name(dt));
+	if (!ps->finalized)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_copy_enable: the parameter set "
+				      "has not been finalized; call weft_params_finalize first");
+	if (!flat->base)
+		return weft_error_set(WEFT_ERR_INVALID_ARG, "params_copy_enable: the parameter set "
+				      "has no F32 parameters; the copy is made from F32 master "
+				      "weights");
+	if (ps->copy.base) {
+		if (ps->copy.dtype == (int32_t)dt)
+			return WEFT_OK;
+		return weft_error_set(WEFT_ERR_DTYPE, "params_copy_enable: the set already keeps "
+				      "a %s copy, not %s; one copy per set",
+				      weft_dtype_name((weft_dtype)ps->copy.dtype), weft_dtype_name(dt));
+	}
+	weft_tensor_init(&ps->copy, dt, 1, &n, ps->dev, NULL);
+	st = weft_device_alloc(ps->dev, WEFT_MEM_PARAMS, weft_tensor_nbytes(&ps->copy), &mem);
+	if (st)
+		return weft_error_wrap(st, "allocating the %s copy of %lld F32 parameters (%zu "
+				       "bytes); set trainer.weight_copy: false to round the weights "
+				       "in each forward instead", weft_dtype_name(dt), (long long)n,
+				       weft_tensor_nbytes(&ps->copy));
+	ps->copy.data = ps->copy.base = mem;
+	ps->copy.mem_category = WEFT_MEM_PARAMS;
+	ps->copy.name = "params (16-bit copy)";
+	return WEFT_OK;
+}
+
+weft_tensor *weft_params_copy(const weft_params *ps)
+{
+	return ps && ps->copy.base ? (weft_tensor *)&ps->copy : NULL;
 }

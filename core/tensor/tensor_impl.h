@@ -94,6 +94,18 @@ struct weft_ctx {
 	int32_t lowp_mode;      /* weft_lowp_act the user chose (lowp.c) */
 	int32_t lowp;           /* weft_dtype activations are kept in (lowp.c);
 				 * WEFT_F32: off */
+	float loss_grad_hint;   /* the upstream gradient a loss op expects its
+				 * backward to get (default 1; the trainer sets
+				 * its loss scale): the fused classifier makes
+				 * its gradient for it in the forward (ops_lowp.c) */
+	/* the 16-bit weight copy the products read (autocast.c,
+	 * weft_ctx_use_params_copy): F32 weights inside [copy_src, copy_src +
+	 * copy_numel) are read at the same element offset of copy (copy_dt);
+	 * copy NULL: none, every product rounds its weight */
+	const float *copy_src;
+	int64_t copy_numel;
+	void *copy;
+	int32_t copy_dt;
 };
 
 #define ARENA_DEFAULT_BYTES (1u << 20)         /* an arena's first block */
@@ -203,7 +215,8 @@ static inline int bw_first(const weft_tape_node *n, int32_t i)
 
 /* autocast.c: the linear layer's matrix products under autocast
  * (ctx->autocast BF16 or F16, for F32 x and w). Forward: y = x w^T (+ b)
- * with x and w rounded to ctx->autocast into the arena, F32 accumulation;
+ * with x rounded to ctx->autocast into the arena and w rounded too or
+ * read from the weight copy (autocast_weight), F32 accumulation;
  * saved[0..1] receive the rounded x and w for the backward. Backward (the
  * node of such a forward): dx, dw, db as linear_backward, dy rounded too. */
 weft_status autocast_linear_forward(weft_ctx *ctx, const weft_tensor *x, const weft_tensor *w,
@@ -216,6 +229,12 @@ weft_status autocast_linear_backward(weft_ctx *ctx, weft_tape_node *n);
 weft_status autocast_gemm(weft_ctx *ctx, const char *op, weft_dtype lo, int trans_a,
 			  int trans_b, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
 			  const void *b, int64_t ldb, float beta, void *c, int64_t ldc);
+
+/* A product's F32 weight w (its numel elements) in lo, in *out: the
+ * context's 16-bit weight copy when w lies in the flat buffer it mirrors
+ * (weft_ctx_use_params_copy) and has lo, else w rounded into the arena. */
+weft_status autocast_weight(weft_ctx *ctx, const char *op, const weft_tensor *w, weft_dtype lo,
+			    void **out);
 
 /* n F32 elements at src rounded to lo in a new arena buffer *out. */
 weft_status autocast_round(weft_ctx *ctx, const char *op, const void *src, int64_t n,

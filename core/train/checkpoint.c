@@ -631,6 +631,8 @@ weft_status weft_trainer_load_checkpoint(weft_trainer *t, const char *dir, int w
 		if (strategy_gather(t, 0) && !st)
 			st = weft_error_last_status();
 	}
+	if (!st) /* the products read the loaded weights */
+		st = weft_trainer_copy_refresh(t);
 	if (st)
 		return st;
 	if (weights_only)

@@ -271,6 +271,10 @@ static weft_status train_one_step(weft_trainer *t, held_batch *held, int *epoch_
 	pending = t->loss_pending;
 	st = t->strat_ops->train_step(t->strat, &in, &rep);
 	t->step_micro = NULL;
+	/* the next forward's 16-bit weights: the step's kernel wrote them, or
+	 * one conversion of the new weights does */
+	if (!st && !rep.copy_refreshed)
+		st = weft_trainer_copy_refresh(t);
 	if (st)
 		return st;
 	/* the step's loss was read (rep.loss is the global batch's) unless its

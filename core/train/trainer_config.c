@@ -376,6 +376,8 @@ weft_status weft_trainer_config_parse(const weft_cfg *root, const char *default_
 				      "auto (F32 activations under tp) or false");
 	if (!strcmp(c->strategy_name, "tp"))
 		c->lowp_act = WEFT_LOWP_ACT_OFF;
+	if ((st = weft_cfg_bool(tr, "weight_copy", 1, &c->weight_copy)))
+		return st;
 	if ((st = weft_cfg_int(tr, "max_epochs", -1, &c->max_epochs)) ||
 	    (st = weft_cfg_int(tr, "max_steps", -1, &c->max_steps)) ||
 	    (st = parse_max_time(tr, &c->max_time_s)) ||

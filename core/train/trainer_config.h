@@ -86,6 +86,8 @@ typedef struct weft_trainer_config {
 	const weft_cfg *section;     /* the trainer mapping (for messages) */
 	weft_dtype autocast;         /* the matrix products' input dtype (F32: no autocast) */
 	int lowp_act;                /* lowp_activations: weft_lowp_act (auto, on, off) */
+	int weight_copy;             /* weight_copy: keep a 16-bit copy of the weights
+				      * under 16-bit activations (trainer_precision.c) */
 	weft_loss_scale_config loss_scale; /* 16-mixed's loss scaling (train/precision.h) */
 	/* Lightning's output switches */
 	int enable_model_summary;    /* the model summary table at start */

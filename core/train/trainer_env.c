@@ -5,6 +5,7 @@
 
 #include "nn/act_ckpt.h"
 #include "pipeline/stage.h"
+#include "tensor/tensor_impl.h"
 #include "tp/tp.h"
 #include "train/trainer_impl.h"
 #include "weft/ops.h"
@@ -29,6 +30,9 @@ static weft_status run_forward_backward(weft_trainer *t, weft_model *model, weft
 	 * count there too, and a resumed run starts a new context at 0). */
 	weft_ctx_set_step(ctx, (uint64_t)(t->global_step * t->tc.accumulate + micro) + 1);
 	loss_scale *= t->scaler.scale; /* 16-mixed; 1 otherwise */
+	/* backward below starts from (float)loss_scale: the fused classifier
+	 * makes the loss's gradient for it in the forward */
+	ctx->loss_grad_hint = (float)loss_scale;
 	st = weft_model_loss(model, ctx, &b->data, &out);
 	if (st)
 		return st;
@@ -185,6 +189,8 @@ static weft_status tr_stage_forward(void *p, void *stage, weft_ctx *ctx, const w
 		return st;
 	if (train)
 		loss_scale *= t->scaler.scale;
+	/* the last stage's loss is scaled by it, and backward starts from 1 */
+	ctx->loss_grad_hint = (float)loss_scale;
 	return weft_pp_stage_forward(stage, ctx, t->tc.seed, key, b, x, train, loss_scale, out,
 				     loss, rep);
 }
@@ -237,5 +243,8 @@ weft_status weft_trainer_setup_strategy(weft_trainer *t)
 		.stage_free = tr_stage_free,
 		.grads_check = t->tc.loss_scale.enabled ? weft_trainer_grads_check : NULL,
 	};
+	st = weft_trainer_copy_setup(t);
+	if (st)
+		return st;
 	return t->strat_ops->create(sec, &t->env, &t->strat);
 }

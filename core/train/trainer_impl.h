@@ -278,6 +278,16 @@ void weft_trainer_print_precision(const weft_trainer *t, FILE *out);
 weft_status weft_trainer_grads_check(void *trainer, const float *const *arrays,
 				     const int64_t *lens, size_t n, int *skip);
 weft_status weft_trainer_scaler_step(weft_trainer *t);
+/* The 16-bit weight copy (trainer.weight_copy). copy_setup: with 16-bit
+ * activations and a strategy without gather_params and plan (single, dp,
+ * ddp: the whole parameters in the model's flat buffer at all times),
+ * allocates the copy and makes t->ctx read it; fills t->env's
+ * params_copy; before the strategy's create. copy_refresh: rounds every
+ * weight into it (one conversion; nothing when none is kept): after
+ * setup, after a checkpoint's weights are loaded, and after a train_step
+ * whose report does not say copy_refreshed. */
+weft_status weft_trainer_copy_setup(weft_trainer *t);
+weft_status weft_trainer_copy_refresh(weft_trainer *t);
 
 /* checkpoint.c */
 weft_status weft_trainer_save_checkpoint(weft_trainer *t, const char *reason);

@@ -17,11 +17,45 @@ void weft_trainer_print_precision(const weft_trainer *t, FILE *out)
 		fprintf(out, "activations between layers and their gradients are %s "
 			"(trainer.lowp_activations)\n",
 			weft_dtype_name(weft_ctx_lowp_activations(t->ctx)));
+	if (t->env.params_copy)
+		fprintf(out, "the linear layers read a %s copy of the weights, refreshed by each "
+			"optimizer step (trainer.weight_copy)\n",
+			weft_dtype_name((weft_dtype)t->env.params_copy_dtype));
 	if (t->tc.loss_scale.enabled)
 		fprintf(out, "loss scale %g (halves after %lld consecutive overflows, not below "
 			"%g; doubles after %lld clean steps)\n", t->scaler.scale,
 			(long long)t->tc.loss_scale.hysteresis, t->tc.loss_scale.min_scale,
 			(long long)t->tc.loss_scale.window);
+}
+
+weft_status weft_trainer_copy_setup(weft_trainer *t)
+{
+	weft_params *ps = weft_model_params(t->model);
+	weft_dtype lo = weft_ctx_lowp_activations(t->ctx);
+	weft_tensor *copy;
+	weft_status st;
+
+	t->env.params_copy = NULL;
+	t->env.params_copy_dtype = WEFT_F32;
+	if (!t->tc.weight_copy || lo == WEFT_F32 || !weft_strategy_whole_params(t->strat_ops) ||
+	    (t->tc.device.type != WEFT_DEVICE_CPU && t->tc.device.type != WEFT_DEVICE_CUDA) ||
+	    !weft_params_numel(ps, WEFT_F32))
+		return WEFT_OK;
+	if ((st = weft_params_copy_enable(ps, lo)) || (st = weft_ctx_use_params_copy(t->ctx, ps)))
+		return st;
+	copy = weft_params_copy(ps);
+	t->env.params_copy = copy->data;
+	t->env.params_copy_dtype = (int32_t)lo;
+	return WEFT_OK;
+}
+
+weft_status weft_trainer_copy_refresh(weft_trainer *t)
+{
+	weft_params *ps = t->model ? weft_model_params(t->model) : NULL;
+
+	if (!t->env.params_copy || !ps)
+		return WEFT_OK;
+	return weft_params_copy_refresh(ps, t->ctx);
 }
 
 /* 16-mixed: the strategy's gradients, final and about to be stepped on;

@@ -692,6 +692,8 @@ weft_status weft_trainer_setup(weft_trainer *t)
 	if (st)
 		return st;
 	st = t->strat_ops->setup(t->strat);
+	if (!st) /* the weights every rank starts from (setup made them rank 0's) */
+		st = weft_trainer_copy_refresh(t);
 	if (st)
 		return st;
 	/* summary.json's peaks are those of training: the whole model built

@@ -18,6 +18,7 @@
 
 #include "cpu_impl.h"
 #include "weft/half.h"
+#include "weft/gemm_ex.h"
 
 /* The 16-bit dtypes gemm_lowp_ex takes as in_dt. */
 #define CPU_EX_IN_DTS (WEFT_DTYPE_BIT(WEFT_BF16) | WEFT_DTYPE_BIT(WEFT_F16))

@@ -281,6 +281,15 @@ weft_status cpu_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t r
 					    weft_dtype idx_dt, const void *targets,
 					    int64_t ignore_index, const float *lse,
 					    const float *dloss, const float *count, void *dlogits);
+weft_status cpu_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+					 int64_t ld, void *logits, weft_dtype idx_dt,
+					 const void *targets, int64_t ignore_index,
+					 float dloss_hint, float *lse, float *loss, float *count);
+weft_status cpu_cross_entropy_lowp_regrad(void *kctx, weft_dtype dt, int64_t rows,
+					  int64_t vocab, int64_t ld, void *dlogits,
+					  weft_dtype idx_dt, const void *targets,
+					  int64_t ignore_index, float dloss_hint,
+					  const float *dloss);
 
 /* exp(x) in float, branch-free so loops over it vectorize (libm's expf
  * does not, without -ffast-math): x = n ln2 + r with |r| <= ln2 / 2,

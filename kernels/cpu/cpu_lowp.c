@@ -1,7 +1,8 @@
 /* 16-bit activations on the CPU (weft_kernel_table, since ABI 1.6): the
  * bias sum, layernorm with the residual add, and the classifier's loss
- * over F16 / BF16 rows, the references the CUDA kernels are tested
- * against.
+ * over F16 / BF16 rows (with, since ABI 1.7, the fused classifier: the
+ * loss and its gradient in one call, and the gradient's correction), the
+ * references the CUDA kernels are tested against.
  *
  * Each widens its rows to F32 (exact), computes as the F32 kernel of the
  * same name does (by calling it: cpu_sum_rows, cpu_layernorm_forward and
@@ -268,5 +269,79 @@ weft_status cpu_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t r
 	/* no row counts when count is 0: every row is an ignore_index row */
 	a.scale = *count != 0.0f ? *dloss / *count : 0.0f;
 	cpu_parallel_for(rows, CPU_GRAIN / (vocab + 1) + 1, ce_bwd_rows, &a);
+	return WEFT_OK;
+}
+
+/* The fused classifier's upstream gradient hint: finite and not 0 (a 0
+ * would leave nothing for cross_entropy_lowp_regrad to rescale). */
+static weft_status hint_check(const char *member, weft_dtype dt, float dloss_hint)
+{
+	weft_status st = lowp_dtype(member, dt);
+
+	if (!st && (!isfinite(dloss_hint) || dloss_hint == 0.0f))
+		st = weft_error_set(WEFT_ERR_INVALID_ARG, "cpu kernel %s: dloss_hint %g; pass the "
+				    "finite, nonzero upstream gradient the loss expects (1, or "
+				    "the loss scale)", member, (double)dloss_hint);
+	return st;
+}
+
+/* The reference: the forward's statistics (its bits), then the backward's
+ * rows with the scale dloss_hint / count, so the gradient has the bits
+ * _backward writes from a dloss equal to the hint. Two passes over the
+ * logits on the CPU (the forward's rows in order, for the loss's sum; the
+ * gradient's in parallel); the count is the forward's. */
+weft_status cpu_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+					 int64_t ld, void *logits, weft_dtype idx_dt,
+					 const void *targets, int64_t ignore_index,
+					 float dloss_hint, float *lse, float *loss, float *count)
+{
+	weft_status st = hint_check("cross_entropy_lowp_fused", dt, dloss_hint);
+	ce_bwd_args a = { .dt = dt, .idx_dt = idx_dt, .vocab = vocab, .ld = ld,
+			  .ignore_index = ignore_index, .logits = logits, .targets = targets,
+			  .lse = lse, .dlogits = logits };
+
+	if (!st)
+		st = cpu_cross_entropy_lowp_forward(kctx, dt, rows, vocab, ld, logits, idx_dt,
+						    targets, ignore_index, lse, loss, count);
+	if (st || rows <= 0 || vocab <= 0)
+		return st;
+	a.scale = *count != 0.0f ? dloss_hint / *count : 0.0f;
+	cpu_parallel_for(rows, CPU_GRAIN / (vocab + 1) + 1, ce_bwd_rows, &a);
+	return WEFT_OK;
+}
+
+/* Rows [r0, r1) of the correction: each counted element times a->scale,
+ * rounded again. */
+CPU_HOT
+static void ce_regrad_rows(void *p, int64_t r0, int64_t r1)
+{
+	const ce_bwd_args *a = p;
+
+	for (int64_t r = r0; r < r1; r++) {
+		int64_t e = r * a->ld;
+
+		if (cpu_index(a->idx_dt, a->targets, r) == a->ignore_index)
+			continue;
+		for (int64_t j = 0; j < a->vocab; j++)
+			weft_half_store(a->dt, a->dlogits, e + j,
+					weft_half_load(a->dt, a->dlogits, e + j) * a->scale);
+	}
+}
+
+weft_status cpu_cross_entropy_lowp_regrad(void *kctx, weft_dtype dt, int64_t rows,
+					  int64_t vocab, int64_t ld, void *dlogits,
+					  weft_dtype idx_dt, const void *targets,
+					  int64_t ignore_index, float dloss_hint,
+					  const float *dloss)
+{
+	weft_status st = hint_check("cross_entropy_lowp_regrad", dt, dloss_hint);
+	ce_bwd_args a = { .dt = dt, .idx_dt = idx_dt, .vocab = vocab, .ld = ld,
+			  .ignore_index = ignore_index, .targets = targets, .dlogits = dlogits };
+
+	(void)kctx;
+	if (st || rows <= 0 || vocab <= 0 || *dloss == dloss_hint)
+		return st;
+	a.scale = *dloss / dloss_hint;
+	cpu_parallel_for(rows, CPU_GRAIN / (vocab + 1) + 1, ce_regrad_rows, &a);
 	return WEFT_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_impl.h"
+#include "weft/gemm_ex.h"
 #include "kernels_cpu.h"
 
 static weft_status cpu_mem_alloc(int32_t index, weft_mem_category cat, size_t bytes, void **out)
@@ -139,6 +140,8 @@ static const weft_kernel_table cpu_table = {
 	.cross_entropy_lowp_backward = cpu_cross_entropy_lowp_backward,
 	/* since ABI 1.7 */
 	.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6 | 1u << WEFT_EPI_BGRAD,
+	.cross_entropy_lowp_fused = cpu_cross_entropy_lowp_fused,
+	.cross_entropy_lowp_regrad = cpu_cross_entropy_lowp_regrad,
 };
 
 const weft_kernel_table *weft_kernels_cpu_table(void)

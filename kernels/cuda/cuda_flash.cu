@@ -19,9 +19,10 @@
  *
  * BF16 and F16 at head sizes 64 and 128 go to the tensor-core kernels
  * (where the device's code is sm_80 or later): the forward of
- * cuda_flash_mma_fwd.cu (when qkv and out are 16-byte aligned), the
- * backward of cuda_flash_tc.cu; these kernels serve every other call, and
- * the first backward pass (D) both. */
+ * cuda_flash_mma_fwd.cu (when qkv and out are 16-byte aligned), and the
+ * backward of cuda_flash_mma_bwd.cu, which computes D in its dQ pass (when
+ * qkv, out, dout and dqkv are 16-byte aligned, as its 128-bit loads need).
+ * These kernels serve every other call. */
 #include <math.h>
 
 #include "cuda_dev.cuh"
@@ -304,13 +305,15 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)) ||
 	    (ret = cuda_rows_reserve(c, name, (size_t)rows * sizeof(float))))
 		return ret;
+	/* the tensor-core backward moves 16-byte pieces of qkv, out, dout, dqkv */
+	if (cuda_flash_tc_takes(dt, hs) &&
+	    ((uintptr_t)qkv | (uintptr_t)out | (uintptr_t)dout | (uintptr_t)dqkv) % 16 == 0)
+		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, c->rows,
+					      dout, dqkv);
 	k_flash_bwd_dot<<<grid_for(rows, 256), 256, 0, c->stream>>>(rows, T, nh, hs, dt, out, dout,
 								   c->rows);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
 		return ret;
-	if (cuda_flash_tc_takes(dt, hs))
-		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, lse, c->rows, dout,
-					      dqkv);
 	k_flash_bwd_dkdv<<<dim3(tiles, (unsigned)nkv, (unsigned)B), TILE, 0, c->stream>>>(
 		T, nh, nkv, hs, scale, dt, qkv, lse, c->rows, dout, dqkv);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))

@@ -1,7 +1,7 @@
 /* cuda_flash.cuh - what cuda_flash.cu (the table members; the scalar
  * kernels of every dtype and head size) and the tensor-core kernels of
  * 16-bit storage at head sizes 64 and 128 (cuda_flash_mma_fwd.cu, the
- * forward; cuda_flash_tc.cu, the backward) share. */
+ * forward; cuda_flash_mma_bwd.cu, the backward) share. */
 #ifndef WEFT_CUDA_FLASH_CUH
 #define WEFT_CUDA_FLASH_CUH
 
@@ -16,8 +16,8 @@
 
 /* 1 when the tensor-core kernels take dt and hs on the current device: BF16
  * or F16 storage, hs 64 or 128, and this library's code for the device
- * built for sm_80 or later (bf16 mma.sync and WMMA); 0 sends the call to
- * the scalar kernels. */
+ * built for sm_80 or later (bf16 mma.sync); 0 sends the call to the
+ * scalar kernels. */
 int cuda_flash_tc_takes(weft_dtype dt, int64_t hs);
 
 /* flash_attention_forward on tensor cores (sizes checked by the caller,
@@ -27,11 +27,14 @@ weft_status cuda_flash_tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, 
 				  int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 				  void *out, float *lse);
 
-/* flash_attention_backward's dK/dV and dQ passes on tensor cores, adding
- * into dqkv; D (F32, (B, nh, T)) holds rowsum(dout * out), the first
- * pass, which the caller ran. */
+/* flash_attention_backward on tensor cores (cuda_flash_mma_bwd.cu; sizes
+ * checked by the caller, cuda_flash_tc_takes(dt, hs) true, qkv, out, dout
+ * and dqkv 16-byte aligned): the dQ pass, which also writes D (F32,
+ * (B, nh, T)) = rowsum(dout * out), then the dK/dV pass, each adding into
+ * dqkv. */
 weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 				   int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
-				   const float *lse, const float *D, const void *dout, void *dqkv);
+				   const void *out, const float *lse, float *D, const void *dout,
+				   void *dqkv);
 
 #endif /* WEFT_CUDA_FLASH_CUH */

@@ -69,6 +69,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "weft/gemm_ex.h"
 
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define LT_PLANS 32

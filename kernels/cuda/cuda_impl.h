@@ -328,6 +328,16 @@ weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t 
 					     int64_t ignore_index, const float *lse,
 					     const float *dloss, const float *count,
 					     void *dlogits);
+weft_status cuda_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, int64_t rows,
+					  int64_t vocab, int64_t ld, void *logits,
+					  weft_dtype idx_dt, const void *targets,
+					  int64_t ignore_index, float dloss_hint, float *lse,
+					  float *loss, float *count);
+weft_status cuda_cross_entropy_lowp_regrad(void *kctx, weft_dtype dt, int64_t rows,
+					   int64_t vocab, int64_t ld, void *dlogits,
+					   weft_dtype idx_dt, const void *targets,
+					   int64_t ignore_index, float dloss_hint,
+					   const float *dloss);
 
 /* cuda_optim.cu: see kernels_cuda.h */
 weft_status cuda_adamw_step(void *kctx, const weft_cuda_adamw_coef *coef, int64_t n,

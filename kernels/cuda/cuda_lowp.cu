@@ -334,49 +334,141 @@ __global__ void k_ln_lowp_bwd(int64_t rows, int64_t cols, int dt, const void *s,
 
 /* ---- the classifier's loss ---- */
 
-/* A block per row, one pass: each thread keeps the running max of its
- * elements and the sum of exp(z - max), rescaled when the max grows (once
- * per 8 elements); the block merges them. lse[r] = max + log(sum); the
- * row's term of the mean, lse - z[target], and whether it counts, to
- * term[r] and term[rows + r]. */
-__global__ void k_ce_lowp_fwd(int64_t rows, int64_t vocab, int64_t ldz, int dt, const void *z,
-			      const void *targets, int idx_dt, int64_t ignore, float *lse,
-			      float *term)
+/* A row's block: CE_THREADS threads. The fused classifier reads its row
+ * twice, the second time (the gradient) from L2: at most two such blocks
+ * fit on an SM (2048 threads), so the rows in flight are two per SM, 264
+ * rows of 50304 bf16 logits (26.6 MB) on an H100's 132 SMs, within its 50
+ * MB of L2. The forward alone takes the same blocks, so both compute the
+ * same statistics, bit for bit. */
+#define CE_THREADS 1024
+/* Blocks of the correction: each returns at once when dloss is the hint. */
+#define REGRAD_BLOCKS 1024
+
+/* The statistics of one row, by the whole block: each thread keeps the
+ * running max of its elements and the sum of exp(z - max), rescaled when
+ * the max grows (once per 8 elements); the block merges them. Returns lse
+ * (every thread); thread 0 writes lse[row], the row's term of the mean
+ * (lse - z[target]) and whether it counts to term[row] and term[rows +
+ * row]. z[target] is read before the block's first barrier, so a gradient
+ * written over the row after this returns cannot change it. */
+__device__ __forceinline__ float ce_row_stats(int64_t rows, int64_t row, int64_t vocab,
+					      int64_t off, int64_t c8, int dt, const void *z,
+					      int64_t t, int64_t ignore, float *lse, float *term,
+					      float *sh)
+{
+	/* a target outside the row reads nothing (the caller checked) */
+	bool in = t != ignore && t >= 0 && t < vocab;
+	float m = -INFINITY, sum = 0.0f, v[8], mx, l, zt = 0.0f;
+
+	if (threadIdx.x == 0 && in)
+		zt = h2f(((const unsigned short *)z)[off + t], dt);
+	for (int64_t j = walk_first(c8, threadIdx.x); j < vocab;
+	     j = walk_next(j, c8, threadIdx.x, blockDim.x)) {
+		int n = walk_len(j, c8);
+		float top = m;
+
+		ld8(z, off + j, n, dt, v);
+		for (int k = 0; k < n; k++)
+			top = fmaxf(top, v[k]);
+		if (top > m) { /* exp(-inf) is 0: the first stretch starts the sum */
+			sum *= expf(m - top);
+			m = top;
+		}
+		for (int k = 0; k < n; k++)
+			sum += expf(v[k] - m);
+	}
+	mx = block_max(m, sh);
+	sum = block_sum(m == -INFINITY ? 0.0f : sum * expf(m - mx), sh);
+	l = mx + logf(sum);
+	if (threadIdx.x == 0) {
+		lse[row] = l;
+		term[row] = in ? l - zt : 0.0f;
+		term[rows + row] = t != ignore ? 1.0f : 0.0f;
+	}
+	return l;
+}
+
+/* A row's gradient, by the whole block: dz = (exp(z - l) - (j == t))
+ * scale, one read and one write per element (dz may be z: each thread
+ * reads its elements before it writes them); 0 on an ignore_index row
+ * (nothing read). */
+__device__ __forceinline__ void ce_row_grad(int64_t vocab, int64_t off, int64_t c8, int dt,
+					    const void *z, int64_t t, int64_t ignore, float l,
+					    float scale, void *dz)
+{
+	float v[8];
+
+	for (int64_t j = walk_first(c8, threadIdx.x); j < vocab;
+	     j = walk_next(j, c8, threadIdx.x, blockDim.x)) {
+		int n = walk_len(j, c8);
+
+		if (t == ignore) {
+			for (int k = 0; k < 8; k++)
+				v[k] = 0.0f;
+		} else {
+			ld8(z, off + j, n, dt, v);
+			for (int k = 0; k < n; k++)
+				v[k] = (expf(v[k] - l) - (j + k == t ? 1.0f : 0.0f)) * scale;
+		}
+		st8(dz, off + j, n, dt, v);
+	}
+}
+
+/* A block per row, one pass: the statistics (ce_row_stats). */
+__global__ void __launch_bounds__(CE_THREADS)
+	k_ce_lowp_fwd(int64_t rows, int64_t vocab, int64_t ldz, int dt, const void *z,
+		      const void *targets, int idx_dt, int64_t ignore, float *lse, float *term)
 {
 	__shared__ float sh[32];
 
 	for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
 		int64_t off = row * ldz, c8 = al16(z, off) ? vocab & ~(int64_t)7 : 0;
-		float m = -INFINITY, sum = 0.0f, v[8], mx;
 
-		for (int64_t j = walk_first(c8, threadIdx.x); j < vocab;
-		     j = walk_next(j, c8, threadIdx.x, blockDim.x)) {
-			int n = walk_len(j, c8);
-			float top = m;
-
-			ld8(z, off + j, n, dt, v);
-			for (int k = 0; k < n; k++)
-				top = fmaxf(top, v[k]);
-			if (top > m) { /* exp(-inf) is 0: the first stretch starts the sum */
-				sum *= expf(m - top);
-				m = top;
-			}
-			for (int k = 0; k < n; k++)
-				sum += expf(v[k] - m);
-		}
-		mx = block_max(m, sh);
-		sum = block_sum(m == -INFINITY ? 0.0f : sum * expf(m - mx), sh);
-		if (threadIdx.x == 0) {
-			int64_t t = ld_index(targets, row, idx_dt);
-			float l = mx + logf(sum);
-			/* a target outside the row reads nothing (the caller checked) */
-			bool in = t != ignore && t >= 0 && t < vocab;
-
-			lse[row] = l;
-			term[row] = in ? l - h2f(((const unsigned short *)z)[off + t], dt) : 0.0f;
-			term[rows + row] = t != ignore ? 1.0f : 0.0f;
-		}
+		ce_row_stats(rows, row, vocab, off, c8, dt, z, ld_index(targets, row, idx_dt),
+			     ignore, lse, term, sh);
 	}
+}
+
+/* The fused classifier: a block per row reads it for the statistics, then
+ * again (from L2) for the gradient with scale hint / count, written over
+ * it; *count is k_ce_lowp_count's, made before. */
+__global__ void __launch_bounds__(CE_THREADS)
+	k_ce_lowp_fused(int64_t rows, int64_t vocab, int64_t ldz, int dt, void *z,
+			const void *targets, int idx_dt, int64_t ignore, float hint,
+			const float *count, float *lse, float *term)
+{
+	__shared__ float sh[32];
+	float cnt = *count, scale = cnt != 0.0f ? hint / cnt : 0.0f;
+
+	for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+		int64_t off = row * ldz, t = ld_index(targets, row, idx_dt);
+		int64_t c8 = al16(z, off) ? vocab & ~(int64_t)7 : 0;
+		float l = ce_row_stats(rows, row, vocab, off, c8, dt, z, t, ignore, lse, term, sh);
+
+		ce_row_grad(vocab, off, c8, dt, z, t, ignore, l, scale, z);
+	}
+}
+
+/* *count = the rows whose target is not ignore: each of LOSS_THREADS
+ * threads counts rows i, i + LOSS_THREADS, ..., then a tree (integers:
+ * exact in any order). */
+__global__ void k_ce_lowp_count(int64_t rows, const void *targets, int idx_dt, int64_t ignore,
+				float *count)
+{
+	__shared__ int64_t shc[LOSS_THREADS];
+	int64_t c = 0;
+
+	for (int64_t r = threadIdx.x; r < rows; r += LOSS_THREADS)
+		c += ld_index(targets, r, idx_dt) != ignore;
+	shc[threadIdx.x] = c;
+	__syncthreads();
+	for (int h = LOSS_THREADS / 2; h > 0; h >>= 1) {
+		if ((int)threadIdx.x < h)
+			shc[threadIdx.x] += shc[threadIdx.x + h];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		*count = (float)shc[0];
 }
 
 /* *loss = the sum of term[0..rows) / the count (0 when none), *count =
@@ -407,9 +499,8 @@ __global__ void k_ce_lowp_mean(int64_t rows, const float *term, float *loss, flo
 	}
 }
 
-/* A block per row: dz = (exp(z - lse) - (j == target)) dloss / count, one
- * read and one write per element (dz may be z); 0 on ignore_index rows
- * (nothing read). */
+/* A block per row: the gradient (ce_row_grad) from the saved lse, scale
+ * dloss / count. */
 __global__ void k_ce_lowp_bwd(int64_t rows, int64_t vocab, int64_t ldz, int dt, const void *z,
 			      const void *targets, int idx_dt, int64_t ignore, const float *lse,
 			      const float *dloss, const float *count, void *dz)
@@ -417,22 +508,38 @@ __global__ void k_ce_lowp_bwd(int64_t rows, int64_t vocab, int64_t ldz, int dt, 
 	float cnt = *count, scale = cnt != 0.0f ? *dloss / cnt : 0.0f;
 
 	for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-		int64_t off = row * ldz, t = ld_index(targets, row, idx_dt);
+		int64_t off = row * ldz;
 		int64_t c8 = al16(z, off) && al16(dz, off) ? vocab & ~(int64_t)7 : 0;
-		float l = lse[row], v[8];
 
+		ce_row_grad(vocab, off, c8, dt, z, ld_index(targets, row, idx_dt), ignore,
+			    lse[row], scale, dz);
+	}
+}
+
+/* The correction: every block reads *dloss and returns when it is the
+ * hint; else the rows not ignored, each element times dloss / hint,
+ * rounded again, in place. */
+__global__ void k_ce_lowp_regrad(int64_t rows, int64_t vocab, int64_t ldz, int dt, void *dz,
+				 const void *targets, int idx_dt, int64_t ignore, float hint,
+				 const float *dloss)
+{
+	float d = *dloss, ratio, v[8];
+
+	if (d == hint)
+		return;
+	ratio = d / hint;
+	for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+		int64_t off = row * ldz, c8 = al16(dz, off) ? vocab & ~(int64_t)7 : 0;
+
+		if (ld_index(targets, row, idx_dt) == ignore)
+			continue;
 		for (int64_t j = walk_first(c8, threadIdx.x); j < vocab;
 		     j = walk_next(j, c8, threadIdx.x, blockDim.x)) {
 			int n = walk_len(j, c8);
 
-			if (t == ignore) {
-				for (int k = 0; k < 8; k++)
-					v[k] = 0.0f;
-			} else {
-				ld8(z, off + j, n, dt, v);
-				for (int k = 0; k < n; k++)
-					v[k] = (expf(v[k] - l) - (j + k == t ? 1.0f : 0.0f)) * scale;
-			}
+			ld8(dz, off + j, n, dt, v);
+			for (int k = 0; k < n; k++)
+				v[k] *= ratio;
 			st8(dz, off + j, n, dt, v);
 		}
 	}
@@ -567,14 +674,23 @@ extern "C" weft_status cuda_layernorm_lowp_backward(void *kctx, weft_dtype dt, i
 #define SIZES_RV "%s rows %lld vocab %lld ld %lld", cuda_dt_name(dt), (long long)rows, \
 	(long long)vocab, (long long)ld
 
-extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
-						       int64_t vocab, int64_t ld,
-						       const void *logits, weft_dtype idx_dt,
-						       const void *targets, int64_t ignore_index,
-						       float *lse, float *loss, float *count)
+/* The hint the fused members take: finite and not 0. */
+static weft_status hint_check(cuda_ctx *c, const char *name, float hint)
 {
-	const char *name = "cross_entropy_lowp_forward";
-	cuda_ctx *c = (cuda_ctx *)kctx;
+	if (isfinite(hint) && hint != 0.0f)
+		return WEFT_OK;
+	return cuda_host->error_set(WEFT_ERR_INVALID_ARG, "cuda:%d kernel %s: dloss_hint %g; pass "
+				    "the finite, nonzero upstream gradient the loss expects (1, or "
+				    "the loss scale)", (int)c->index, name, (double)hint);
+}
+
+/* The loss's forward, and with fused the gradient for `hint` in the same
+ * pass: the count first (fused), the rows, the mean. */
+static weft_status ce_forward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t rows,
+			     int64_t vocab, int64_t ld, void *logits, weft_dtype idx_dt,
+			     const void *targets, int64_t ignore_index, int fused, float hint,
+			     float *lse, float *loss, float *count)
+{
 	weft_status ret = lowp_begin(c, name, dt, 1, idx_dt);
 
 	if (ret)
@@ -583,14 +699,33 @@ extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt
 		rows = 0;
 	if ((ret = cuda_rows_reserve(c, name, (size_t)(2 * rows + 1) * sizeof(float))))
 		return ret;
-	if (rows > 0) {
-		k_ce_lowp_fwd<<<capped_grid(rows), LP_THREADS, 0, c->stream>>>(
-			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, lse, c->rows);
-		if ((ret = cuda_launched(c, name, SIZES_RV)))
+	if (rows > 0 && fused) {
+		k_ce_lowp_count<<<1, LOSS_THREADS, 0, c->stream>>>(rows, targets, idx_dt,
+								   ignore_index, count);
+		if ((ret = cuda_launched(c, name, "rows %lld: the count", (long long)rows)))
 			return ret;
+		k_ce_lowp_fused<<<capped_grid(rows), CE_THREADS, 0, c->stream>>>(
+			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, hint, count, lse,
+			c->rows);
+	} else if (rows > 0) {
+		k_ce_lowp_fwd<<<capped_grid(rows), CE_THREADS, 0, c->stream>>>(
+			rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, lse, c->rows);
 	}
+	if (rows > 0 && (ret = cuda_launched(c, name, SIZES_RV)))
+		return ret;
 	k_ce_lowp_mean<<<1, LOSS_THREADS, 0, c->stream>>>(rows, c->rows, loss, count);
 	return cuda_launched(c, name, "rows %lld: the mean", (long long)rows);
+}
+
+extern "C" weft_status cuda_cross_entropy_lowp_forward(void *kctx, weft_dtype dt, int64_t rows,
+						       int64_t vocab, int64_t ld,
+						       const void *logits, weft_dtype idx_dt,
+						       const void *targets, int64_t ignore_index,
+						       float *lse, float *loss, float *count)
+{
+	/* not fused: the logits are only read */
+	return ce_forward((cuda_ctx *)kctx, "cross_entropy_lowp_forward", dt, rows, vocab, ld,
+			  (void *)logits, idx_dt, targets, ignore_index, 0, 1.0f, lse, loss, count);
 }
 
 extern "C" weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype dt, int64_t rows,
@@ -609,5 +744,45 @@ extern "C" weft_status cuda_cross_entropy_lowp_backward(void *kctx, weft_dtype d
 	k_ce_lowp_bwd<<<capped_grid(rows), LP_THREADS, 0, c->stream>>>(
 		rows, vocab, ld, dt, logits, targets, idx_dt, ignore_index, lse, dloss, count,
 		dlogits);
+	return cuda_launched(c, name, SIZES_RV);
+}
+
+/* Three launches: the count, the rows (statistics and gradient), the mean
+ * (as the forward's). */
+extern "C" weft_status cuda_cross_entropy_lowp_fused(void *kctx, weft_dtype dt, int64_t rows,
+						     int64_t vocab, int64_t ld, void *logits,
+						     weft_dtype idx_dt, const void *targets,
+						     int64_t ignore_index, float dloss_hint,
+						     float *lse, float *loss, float *count)
+{
+	const char *name = "cross_entropy_lowp_fused";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = cuda_need_ctx(c, name);
+
+	if (!ret)
+		ret = hint_check(c, name, dloss_hint);
+	if (ret)
+		return ret;
+	return ce_forward(c, name, dt, rows, vocab, ld, logits, idx_dt, targets, ignore_index, 1,
+			  dloss_hint, lse, loss, count);
+}
+
+extern "C" weft_status cuda_cross_entropy_lowp_regrad(void *kctx, weft_dtype dt, int64_t rows,
+						      int64_t vocab, int64_t ld, void *dlogits,
+						      weft_dtype idx_dt, const void *targets,
+						      int64_t ignore_index, float dloss_hint,
+						      const float *dloss)
+{
+	const char *name = "cross_entropy_lowp_regrad";
+	cuda_ctx *c = (cuda_ctx *)kctx;
+	weft_status ret = lowp_begin(c, name, dt, 1, idx_dt);
+
+	if (!ret)
+		ret = hint_check(c, name, dloss_hint);
+	if (ret || rows <= 0 || vocab <= 0)
+		return ret;
+	k_ce_lowp_regrad<<<capped_grid(rows < REGRAD_BLOCKS ? rows : REGRAD_BLOCKS), LP_THREADS, 0,
+			   c->stream>>>(rows, vocab, ld, dt, dlogits, targets, idx_dt, ignore_index,
+					dloss_hint, dloss);
 	return cuda_launched(c, name, SIZES_RV);
 }

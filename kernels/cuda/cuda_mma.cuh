@@ -141,30 +141,34 @@ template <class E> static inline void mma_emu_16816(float c[4], const uint32_t a
 						    const uint32_t b[2])
 {
 	uint32_t mine[6] = { a[0], a[1], a[2], a[3], b[0], b[1] }, all[32][6];
-	float A[16][16], B[16][8];
+	float A[2][16], B[16][2];
 	int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
-
-	emu_warp_gather("mma.sync.m16n8k16", mine, sizeof mine, all, 2.0 * 16 * 8 * 16);
-	for (int l = 0; l < 32; l++) {
-		int g = l / 4, t = l % 4;
-
-		for (int h = 0; h < 2; h++) {
-			A[g][2 * t + h] = mma_emu_elem<E>(all[l], 0, h);
-			A[g + 8][2 * t + h] = mma_emu_elem<E>(all[l], 1, h);
-			A[g][2 * t + 8 + h] = mma_emu_elem<E>(all[l], 2, h);
-			A[g + 8][2 * t + 8 + h] = mma_emu_elem<E>(all[l], 3, h);
-			B[2 * t + h][g] = mma_emu_elem<E>(all[l], 4, h);
-			B[2 * t + 8 + h][g] = mma_emu_elem<E>(all[l], 5, h);
-		}
-	}
 	int g = lane / 4, t = lane % 4;
 
+	emu_warp_gather("mma.sync.m16n8k16", mine, sizeof mine, all, 2.0 * 16 * 8 * 16);
+	/* only what this lane's outputs read: A's rows g and g + 8 (lanes
+	 * 4g .. 4g + 3) and B's columns 2t and 2t + 1 (lanes 8t .. 8t + 7) */
+	for (int l = 4 * g; l < 4 * g + 4; l++)
+		for (int h = 0; h < 2; h++) {
+			int k = 2 * (l % 4) + h;
+
+			A[0][k] = mma_emu_elem<E>(all[l], 0, h);
+			A[1][k] = mma_emu_elem<E>(all[l], 1, h);
+			A[0][k + 8] = mma_emu_elem<E>(all[l], 2, h);
+			A[1][k + 8] = mma_emu_elem<E>(all[l], 3, h);
+		}
+	for (int l = 8 * t; l < 8 * t + 8; l++)
+		for (int h = 0; h < 2; h++) {
+			int k = 2 * (l % 4) + h, n = l / 4 - 2 * t; /* column 2t + n */
+
+			B[k][n] = mma_emu_elem<E>(all[l], 4, h);
+			B[k + 8][n] = mma_emu_elem<E>(all[l], 5, h);
+		}
 	for (int i = 0; i < 4; i++) {
-		int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
 		float s = c[i];
 
 		for (int k = 0; k < 16; k++)
-			s += A[row][k] * B[k][col];
+			s += A[i / 2][k] * B[k][i & 1];
 		c[i] = s;
 	}
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "weft/gemm_ex.h"
 
 /* ---- contexts ---- */
 
@@ -503,6 +504,8 @@ static const weft_kernel_table cuda_table = {
 	.cross_entropy_lowp_backward = cuda_cross_entropy_lowp_backward,
 	/* since ABI 1.7 */
 	.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6 | 1u << WEFT_EPI_BGRAD,
+	.cross_entropy_lowp_fused = cuda_cross_entropy_lowp_fused,
+	.cross_entropy_lowp_regrad = cuda_cross_entropy_lowp_regrad,
 };
 
 static const weft_cuda_extras cuda_extras = {

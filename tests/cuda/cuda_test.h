@@ -106,10 +106,11 @@ static inline void ct_teardown(void)
  * emulator's counts: tests/cuda_emu/emu_count.cpp): G and K lines
  * counted, their bytes (read + written) summed, the last G line's name
  * and bytes read, the K lines' names (comma-joined, as many as fit), and
- * the K lines whose name contains k_match (NULL: none). */
+ * the K lines whose name contains k_match (NULL: none), with their bytes
+ * read and written. */
 typedef struct ct_span {
 	int g, k, k_matched;
-	double bytes, g_read;
+	double bytes, g_read, k_matched_read, k_matched_written;
 	char g_name[128], k_names[256];
 } ct_span;
 
@@ -140,7 +141,11 @@ static inline ct_span ct_count_span(const char *path, const char *from, const ch
 			snprintf(sc.g_name, sizeof(sc.g_name), "%s", name);
 		} else if (line[0] == 'K') {
 			sc.k++;
-			sc.k_matched += k_match && strstr(name, k_match);
+			if (k_match && strstr(name, k_match)) {
+				sc.k_matched++;
+				sc.k_matched_read += rd;
+				sc.k_matched_written += wr;
+			}
 			if (strlen(sc.k_names) + strlen(name) + 2 < sizeof(sc.k_names))
 				strcat(strcat(sc.k_names, sc.k_names[0] ? "," : ""), name);
 		}

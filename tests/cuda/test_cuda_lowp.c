@@ -8,6 +8,7 @@
  *   with ignore_index rows, I32 and I64 targets, padded rows whose padding
  *   holds NaN (never read: the results are finite; never written: it still
  *   holds the same bits), out of place and in place (dlogits == logits);
+ *   cross_entropy_lowp_fused and _regrad (ABI 1.7; test_ce_fused);
  * - shapes whose rows start 16-byte aligned (the 128-bit path) with cols
  *   not a multiple of 8 (the scalar tail), rows that start misaligned
  *   (cols odd, or every operand one element past an aligned address), and
@@ -352,6 +353,19 @@ static const ce_shape ce_shapes[] = {
 	{ 5, 5003, 5008, 0, WEFT_I32 },  /* 3 stretches of 8 a thread: the max grows */
 };
 
+/* Targets of cs's rows (every fourth from row 1 ign, I64 and I32 copies)
+ * and NaN in the padding of z. */
+static void ce_inputs(const ce_shape *cs, int64_t ign, float *z, int64_t *tg, int32_t *tg32)
+{
+	WT_REQUIRE(tg && tg32);
+	for (int64_t r = 0; r < cs->rows; r++) {
+		tg[r] = r % 4 == 1 ? ign : (r * 7919 + 13) % cs->vocab;
+		tg32[r] = (int32_t)tg[r];
+		for (int64_t j = cs->vocab; j < cs->ld; j++)
+			z[r * cs->ld + j] = NAN;
+	}
+}
+
 static void test_ce(weft_dtype dt, const ce_shape *cs)
 {
 	int64_t rows = cs->rows, vocab = cs->vocab, ld = cs->ld, n = rows * ld, ign = -100;
@@ -365,13 +379,7 @@ static void test_ce(weft_dtype dt, const ce_shape *cs)
 	int64_t pad_bad = 0, ign_bad = 0;
 	float scale;
 
-	WT_REQUIRE(tg && tg32);
-	for (int64_t r = 0; r < rows; r++) {
-		tg[r] = r % 4 == 1 ? ign : (r * 7919 + 13) % vocab;
-		tg32[r] = (int32_t)tg[r];
-		for (int64_t j = vocab; j < ld; j++)
-			z[r * ld + j] = NAN;
-	}
+	ce_inputs(cs, ign, z, tg, tg32);
 	for (int k = 0; k < 2; k++) {
 		ct_dev d = side(k, dt);
 		void *zd = put(&d, z, n, cs->skew), *gd = put(&d, z, n, cs->skew);
@@ -450,6 +458,119 @@ static void test_ce(weft_dtype dt, const ce_shape *cs)
 	free(tg32);
 }
 
+/* ---- the fused classifier (ABI 1.7) ----
+ * cross_entropy_lowp_fused with the hint 1024 and _regrad, per side (each
+ * against itself) and the GPU against the CPU, on the shapes above:
+ * - the fused call gives the side's own _forward (lse, loss, count) and
+ *   _backward from a dloss equal to the hint (the gradient, padding
+ *   included) bit for bit: the same statistics and formula (the GPU's
+ *   forward and fused kernels take the same blocks);
+ * - _regrad with *dloss equal to the hint leaves every bit as it was;
+ *   with 3.7 it gives _backward's gradient for 3.7 within (3u + 4u^2 +
+ *   2^-20) |g| (u = 2^-8 BF16, 2^-11 F16) plus 2^-24 (1 + 3.7 / 1024)
+ *   (kernels.h's bounds of each to the exact value, added, over 1 - u;
+ *   F16's subnormals);
+ * - _regrad over the same 16-bit input on both sides: the same bits (one
+ *   F32 product and one rounding); ignored rows and the padding keep
+ *   their bits;
+ * - the GPU's fused results against the CPU's with test_ce's tolerances
+ *   (the scale hint / count). */
+static void test_ce_fused(weft_dtype dt, const ce_shape *cs)
+{
+	int64_t rows = cs->rows, vocab = cs->vocab, ld = cs->ld, n = rows * ld, ign = -100;
+	int64_t nb = n + cs->skew, bad_pad = 0, bad_ign = 0, bad_re = 0;
+	float *z = ct_random(610 + (uint64_t)vocab, n, -4.0f, 4.0f, dt), sc[2] = { 1024.0f, 3.7f };
+	int64_t *tg = malloc((size_t)rows * 8);
+	int32_t *tg32 = malloc((size_t)rows * 4);
+	const void *targets = cs->idx_dt == WEFT_I64 ? (const void *)tg : (const void *)tg32;
+	size_t tbytes = (size_t)rows * (cs->idx_dt == WEFT_I64 ? 8 : 4);
+	double u = dt == WEFT_BF16 ? 0x1p-8 : 0x1p-11;
+	uint16_t *fz[2], *rz[2];
+	float *st_h[2], *lse[2];
+
+	ce_inputs(cs, ign, z, tg, tg32);
+	for (int k = 0; k < 2; k++) {
+		ct_dev d = side(k, dt);
+		char *zf = put(&d, z, n, cs->skew), *zt = put(&d, z, n, cs->skew);
+		char *zt2 = put(&d, z, n, cs->skew), *zr = put(&d, z, n, cs->skew);
+		void *td = ct_in_raw(&d, targets, tbytes);
+		float *lf = ct_alloc(&d, (size_t)rows * 4), *lt = ct_alloc(&d, (size_t)rows * 4);
+		float *st = ct_alloc(&d, 32), *lt_h;
+		uint16_t *two, *same, *re, *re_two, *zb;
+
+		WT_OK(d.t->copy(d.kctx, st + 4, sc, 8, WEFT_COPY_HOST_TO_DEVICE));
+		WT_OK(d.t->cross_entropy_lowp_fused(d.kctx, dt, rows, vocab, ld, zf, cs->idx_dt, td,
+						    ign, sc[0], lf, st, st + 1));
+		WT_OK(d.t->cross_entropy_lowp_forward(d.kctx, dt, rows, vocab, ld, zt, cs->idx_dt,
+						      td, ign, lt, st + 2, st + 3));
+		WT_OK(d.t->cross_entropy_lowp_backward(d.kctx, dt, rows, vocab, ld, zt, cs->idx_dt,
+						       td, ign, lt, st + 4, st + 3, zt));
+		WT_OK(d.t->cross_entropy_lowp_backward(d.kctx, dt, rows, vocab, ld, zt2, cs->idx_dt,
+						       td, ign, lt, st + 5, st + 3, zt2));
+		fz[k] = get_bits(&d, zf - cs->skew * 2, nb);
+		two = get_bits(&d, zt - cs->skew * 2, nb);
+		re_two = get_bits(&d, zt2 - cs->skew * 2, nb);
+		st_h[k] = get_f32(&d, st, 4);
+		lse[k] = get_f32(&d, lf, rows);
+		lt_h = get_f32(&d, lt, rows);
+		/* fused = forward, then backward from the hint: the same bits */
+		WT_CHECK(memcmp(st_h[k], st_h[k] + 2, 8) == 0);
+		WT_CHECK(memcmp(lse[k], lt_h, (size_t)rows * 4) == 0);
+		WT_CHECK(memcmp(fz[k], two, (size_t)nb * 2) == 0);
+		/* the correction: nothing when dloss is the hint; else within 3u */
+		WT_OK(d.t->cross_entropy_lowp_regrad(d.kctx, dt, rows, vocab, ld, zf, cs->idx_dt,
+						     td, ign, sc[0], st + 4));
+		same = get_bits(&d, zf - cs->skew * 2, nb);
+		WT_CHECK(memcmp(same, fz[k], (size_t)nb * 2) == 0);
+		WT_OK(d.t->cross_entropy_lowp_regrad(d.kctx, dt, rows, vocab, ld, zf, cs->idx_dt,
+						     td, ign, sc[0], st + 5));
+		re = get_bits(&d, zf - cs->skew * 2, nb);
+		for (int64_t e = cs->skew; e < nb; e++) {
+			double g = widen(dt, re[e]), w = widen(dt, re_two[e]);
+
+			bad_re += !(fabs(g - w) <= (3 * u + 4 * u * u + 0x1p-20) * fabs(w) +
+						   0x1p-24 * (1 + sc[1] / sc[0])) &&
+				  !(isnan(g) && isnan(w));
+		}
+		/* over the logits themselves: ignored rows and padding untouched */
+		zb = get_bits(&d, zr - cs->skew * 2, nb);
+		WT_OK(d.t->cross_entropy_lowp_regrad(d.kctx, dt, rows, vocab, ld, zr, cs->idx_dt,
+						     td, ign, sc[0], st + 5));
+		rz[k] = get_bits(&d, zr - cs->skew * 2, nb);
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t j = 0; j < ld; j++) {
+				int64_t e = cs->skew + r * ld + j;
+
+				if (j >= vocab)
+					bad_pad += rz[k][e] != zb[e] || re[e] != zb[e];
+				else if (tg[r] == ign)
+					bad_ign += rz[k][e] != zb[e] || widen(dt, re[e]) != 0.0f;
+			}
+		free(two); free(same); free(re); free(re_two); free(lt_h); free(zb);
+		ct_release(&d);
+	}
+	WT_CHECK(bad_re == 0 && bad_pad == 0 && bad_ign == 0);
+	WT_CHECK(memcmp(rz[1], rz[0], (size_t)nb * 2) == 0);
+	WT_CHECK(st_h[1][1] == st_h[0][1]);
+	WT_CLOSE(st_h[1][0], st_h[0][0], 1e-6, 1e-6);
+	ct_expect_close("cross_entropy_lowp_fused lse", WEFT_F32, lse[1], lse[0], rows,
+			(ct_tol){ 1e-6, 1e-6 });
+	for (int k = 0; k < 2; k++)
+		for (int64_t r = 0; r < rows; r++)
+			memmove(fz[k] + r * vocab, fz[k] + cs->skew + r * ld, (size_t)vocab * 2);
+	expect_bits_close("cross_entropy_lowp_fused", dt, fz[1], fz[0], rows * vocab,
+			  (ct_tol){ one_ulp(dt).rtol, 0x1p-24 + 1e-6 * sc[0] / st_h[0][1] });
+	for (int k = 0; k < 2; k++) {
+		free(fz[k]);
+		free(rz[k]);
+		free(st_h[k]);
+		free(lse[k]);
+	}
+	free(z);
+	free(tg);
+	free(tg32);
+}
+
 /* ---- nothing waits for the device ----
  * A host function queued on the legacy default stream holds back the
  * context's (blocking) stream until the test opens the gate. Each member
@@ -488,6 +609,10 @@ static void call_all(ct_dev *d, weft_dtype dt, void **p, float **f)
 					       -100, f[5], f[6], f[6] + 1));
 	WT_OK(d->t->cross_entropy_lowp_backward(d->kctx, dt, rows, vocab, ld, p[4], WEFT_I32, p[5],
 						-100, f[5], f[6], f[6] + 1, p[4]));
+	WT_OK(d->t->cross_entropy_lowp_fused(d->kctx, dt, rows, vocab, ld, p[4], WEFT_I32, p[5],
+					     -100, 2.0f, f[5], f[6], f[6] + 1));
+	WT_OK(d->t->cross_entropy_lowp_regrad(d->kctx, dt, rows, vocab, ld, p[4], WEFT_I32, p[5],
+					      -100, 2.0f, f[6]));
 }
 
 static void test_no_wait(weft_dtype dt)
@@ -537,6 +662,12 @@ static void test_errors(void)
 	WT_FAILS(ct_gpu->cross_entropy_lowp_backward(ct_kctx, WEFT_F32, 1, 2, 2, buf, WEFT_I64, buf,
 						     -100, f, f, f, buf),
 		 WEFT_ERR_DTYPE, "cross_entropy_lowp_backward", "bf16 or f16");
+	WT_FAILS(ct_gpu->cross_entropy_lowp_fused(ct_kctx, WEFT_BF16, 1, 2, 2, buf, WEFT_I64, buf,
+						  -100, 0.0f, f, f, f),
+		 WEFT_ERR_INVALID_ARG, "cross_entropy_lowp_fused", "dloss_hint");
+	WT_FAILS(ct_gpu->cross_entropy_lowp_regrad(ct_kctx, WEFT_BF16, 1, 2, 2, buf, WEFT_I64, buf,
+						   -100, INFINITY, f),
+		 WEFT_ERR_INVALID_ARG, "cross_entropy_lowp_regrad", "dloss_hint");
 	WT_FAILS(ct_gpu->layernorm_lowp_forward(ct_kctx, WEFT_BF16, 1, 2, 1e-5f, buf,
 						(char *)buf + 8, NULL, f, NULL, (char *)buf + 16,
 						f + 2, f + 3),
@@ -547,13 +678,15 @@ static void test_errors(void)
 int main(void)
 {
 	ct_setup("test_cuda_lowp");
-	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, cross_entropy_lowp_backward));
+	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, cross_entropy_lowp_regrad));
 	for (int i = 0; i < 2; i++) {
 		test_sum_rows(lp_dts[i]);
 		test_ln_forward(lp_dts[i]);
 		test_ln_backward(lp_dts[i]);
 		for (size_t s = 0; s < sizeof(ce_shapes) / sizeof(ce_shapes[0]); s++)
 			test_ce(lp_dts[i], &ce_shapes[s]);
+		for (size_t s = 0; s < sizeof(ce_shapes) / sizeof(ce_shapes[0]); s++)
+			test_ce_fused(lp_dts[i], &ce_shapes[s]);
 		test_no_wait(lp_dts[i]);
 	}
 	test_errors();

@@ -15,7 +15,10 @@
  *     row stride; every other product of this model has aligned
  *     dimensions), while the head as two ops (weft_op_linear, then
  *     weft_op_cross_entropy: rows of 67) on the same inputs launches one,
- *     so the count does see the unfused path.
+ *     so the count does see the unfused path;
+ *   - and, with a vocabulary of 4096, the fused classifier (ABI 1.7): no
+ *     loss-backward kernel, the logits read once and written once by the
+ *     loss kernels (fused_classifier_counts).
  * Skips (77) without a GPU. */
 #include <dlfcn.h>
 #include <math.h>
@@ -30,18 +33,21 @@
 #include "weft/module.h"
 #include "weft/ops.h"
 
-enum { B = 2, T = 8, V = 67 };
+enum { B = 2, T = 8, V = 67, V_BIG = 4096 };
+
+static int64_t vocab = V; /* of the model build() makes next */
 
 static const weft_device cuda0 = { .type = WEFT_DEVICE_CUDA, .index = 0 };
 
 static weft_model *build(weft_device dev)
 {
-	static const char yaml[] = "model: {class: gpt, n_layer: 1, n_head: 2, n_embd: 32, "
-				   "vocab_size: 67, block_size: 8, dropout: 0.0}\n";
 	weft_model_options mo = { .device = dev };
 	weft_config *cfg;
 	weft_model *m;
+	char yaml[256];
 
+	snprintf(yaml, sizeof(yaml), "model: {class: gpt, n_layer: 1, n_head: 2, n_embd: 32, "
+		 "vocab_size: %lld, block_size: 8, dropout: 0.0}\n", (long long)vocab);
 	WT_OK(weft_config_load_string("m.yaml", yaml, strlen(yaml), &cfg));
 	WT_OK(weft_model_from_config(weft_cfg_get(weft_config_root(cfg), "model"), &mo, &m));
 	weft_config_free(cfg);
@@ -56,8 +62,8 @@ static void batch(weft_tensor **ids, weft_tensor **tg)
 	WT_OK(weft_tensor_alloc("ids", WEFT_I64, 2, shape, WEFT_CPU, WEFT_MEM_OTHER, ids));
 	WT_OK(weft_tensor_alloc("targets", WEFT_I64, 2, shape, WEFT_CPU, WEFT_MEM_OTHER, tg));
 	for (int64_t i = 0; i < B * T; i++) {
-		((int64_t *)(*ids)->data)[i] = (i * 11 + 3) % V;
-		((int64_t *)(*tg)->data)[i] = i == 5 || i == 12 ? -1 : (i * 13 + 7) % V;
+		((int64_t *)(*ids)->data)[i] = (i * 11 + 3) % vocab;
+		((int64_t *)(*tg)->data)[i] = i == 5 || i == 12 ? -1 : (i * 13 + 7) % vocab;
 	}
 }
 
@@ -119,6 +125,36 @@ static void step(weft_model *m, weft_device dev, int fused, void (*mark)(const c
 	weft_tensor_free(tg);
 }
 
+/* The fused classifier's traffic in one step of a model whose logits span
+ * many pages (vocabulary 4096: 16 rows of 8 KiB): no loss-backward kernel
+ * runs; the loss kernels read the logits once (their bytes read, whole
+ * pages, are under the logits' bytes plus 8 pages: the targets, the lse,
+ * the scalars, a partial page at each end; the two-pass head reads them
+ * twice) and write them once (the gradient over them). */
+static void fused_classifier_counts(const char *path, void (*mark)(const char *))
+{
+	double logits = (double)(B * T) * (double)((V_BIG + 127) / 128 * 128) * 2, l, gn;
+	double page = (double)sysconf(_SC_PAGESIZE);
+	weft_model *m;
+	ct_span ce, bwd;
+	int has_logits;
+
+	vocab = V_BIG;
+	m = build(cuda0);
+	step(m, cuda0, 1, mark, "big", &l, &gn, &has_logits);
+	WT_CHECK(!has_logits && isfinite(l) && isfinite(gn));
+	ce = ct_count_span(path, "big begin", "big end", "k_ce_lowp");
+	bwd = ct_count_span(path, "big begin", "big end", "k_ce_lowp_bwd");
+	fprintf(stderr, "vocabulary %d, logits %.0f bytes: loss kernels %s read %.0f, wrote "
+		"%.0f bytes; k_ce_lowp_bwd launches %d\n", V_BIG, logits, ce.k_names,
+		ce.k_matched_read, ce.k_matched_written, bwd.k_matched);
+	WT_CHECK(bwd.k_matched == 0);
+	WT_CHECK(ce.k_matched_read >= logits && ce.k_matched_read <= logits + 8 * page);
+	WT_CHECK(ce.k_matched_written >= logits && ce.k_matched_written <= logits + 8 * page);
+	weft_model_free(m);
+	vocab = V;
+}
+
 int main(void)
 {
 	char path[] = "/tmp/weft_lowp_head_counts_XXXXXX";
@@ -164,6 +200,7 @@ int main(void)
 		WT_CHECK(split_epi >= 1);
 		/* the same step: the two ways agree to the bf16-mixed bound */
 		WT_CHECK(fabs(lu - lg) <= 1e-4 * fabs(lg));
+		fused_classifier_counts(path, mark);
 	}
 	weft_model_free(mc);
 	weft_model_free(mg);

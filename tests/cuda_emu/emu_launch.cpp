@@ -350,8 +350,8 @@ void emu_warp_gather(const char *call, const void *mine, unsigned bytes, void *a
 			   b->name, call, w->xcount[par], cur_tid / 32);
 		abort();
 	}
-	for (int l = 0; l < 32; l++)
-		if (strcmp(w->xcall[par][l], call)) {
+	for (int l = 0; l < 32; l++) /* the same literal mostly: the pointers first */
+		if (w->xcall[par][l] != call && strcmp(w->xcall[par][l], call)) {
 			emu_report("kernel %s: lanes of warp %d are at different warp-wide calls "
 				   "(lane %d at %s, lane %d at %s); every lane must execute the same "
 				   "instruction (keep the call out of lane-dependent branches)",

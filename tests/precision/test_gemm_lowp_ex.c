@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "weft/device.h"
+#include "weft/gemm_ex.h"
 #include "weft/tensor.h"
 #include "weft_test.h"
 #include "precision/gemm_ex_testutil.h"

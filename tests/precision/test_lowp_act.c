@@ -16,8 +16,10 @@
  * - GELU is in c_fc's product (one GELU epilogue per layer) and its
  *   derivative in the product of c_proj's dx (one DGELU epilogue per
  *   layer); the separate GELU kernels never run;
- * - the loss's gradient is written over the logits (the pointer the
- *   backward writes is the logits' data) and nothing of rows x vocab is
+ * - the loss's gradient is written over the logits in the forward's pass
+ *   (the fused classifier, ABI 1.7: cross_entropy_lowp_fused, never
+ *   _backward; the backward's correction takes the logits' pointer, with
+ *   the hint 1 that weft_backward seeds) and nothing of rows x vocab is
  *   zero-filled: the backward zero-fills one activation gradient, the
  *   position embedding's (T x C F32, which the broadcast add of tokens and
  *   positions sums over the batch into), and nothing else (every other
@@ -49,16 +51,13 @@
 
 #include "weft/autograd.h"
 #include "weft/config.h"
+#include "weft/gemm_ex.h"
 #include "weft/kernels.h"
 #include "weft/module.h"
 #include "weft/ops.h"
 #include "weft/tensor.h"
 #include "weft_test.h"
 
-#define ABI_STR2(x) #x
-#define ABI_STR(x) ABI_STR2(x)
-/* this weft's ABI as messages print it, e.g. "1.7" */
-#define THIS_ABI ABI_STR(WEFT_ABI_MAJOR) "." ABI_STR(WEFT_ABI_MINOR)
 
 static const weft_kernel_table *cpu;
 static weft_kernel_table counting;
@@ -66,6 +65,8 @@ static int n_epi[4], n_sum_rows, n_gelu_kernels, n_padded, in_backward, n_fwd_ad
 	n_ln_residuals;
 static size_t zero_bytes;
 static const void *ce_logits, *ce_dlogits;
+static int n_ce_bw;
+static float ce_hint;
 
 static weft_status count_gemm_ex(void *kctx, weft_dtype in_dt, int ta, int tb, int64_t m,
 				 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
@@ -128,16 +129,37 @@ static weft_status count_ce_bw(void *kctx, weft_dtype dt, int64_t rows, int64_t 
 			       const void *targets, int64_t ignore_index, const float *lse,
 			       const float *dloss, const float *count, void *dlogits)
 {
-	ce_logits = logits;
-	ce_dlogits = dlogits;
+	n_ce_bw++;
 	return cpu->cross_entropy_lowp_backward(kctx, dt, rows, vocab, ld, logits, idx_dt, targets,
 						ignore_index, lse, dloss, count, dlogits);
+}
+
+static weft_status count_ce_fused(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				  int64_t ld, void *logits, weft_dtype idx_dt, const void *targets,
+				  int64_t ignore_index, float hint, float *lse, float *loss,
+				  float *count)
+{
+	ce_logits = logits;
+	return cpu->cross_entropy_lowp_fused(kctx, dt, rows, vocab, ld, logits, idx_dt, targets,
+					     ignore_index, hint, lse, loss, count);
+}
+
+static weft_status count_ce_regrad(void *kctx, weft_dtype dt, int64_t rows, int64_t vocab,
+				   int64_t ld, void *dlogits, weft_dtype idx_dt,
+				   const void *targets, int64_t ignore_index, float hint,
+				   const float *dloss)
+{
+	ce_dlogits = dlogits;
+	ce_hint = hint;
+	return cpu->cross_entropy_lowp_regrad(kctx, dt, rows, vocab, ld, dlogits, idx_dt, targets,
+					      ignore_index, hint, dloss);
 }
 
 static void test_gate(void)
 {
 	weft_ctx_options o = { 0 };
 	weft_ctx *ctx;
+	char abi[64];
 
 	WT_OK(weft_ctx_create(&o, &ctx));
 	WT_OK(weft_ctx_set_autocast(ctx, WEFT_BF16));
@@ -189,9 +211,11 @@ static void test_gate(void)
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &counting));
 	WT_OK(weft_ctx_create(&o, &ctx));
 	WT_OK(weft_ctx_set_autocast(ctx, WEFT_BF16));
+	/* the table's version is the header's (the minor grows) */
+	snprintf(abi, sizeof(abi), "(device cpu, ABI %d.%d) lacks", WEFT_ABI_MAJOR, WEFT_ABI_MINOR);
 	WT_FAILS(weft_ctx_set_lowp_activations(ctx, WEFT_LOWP_ACT_ON), WEFT_ERR_UNSUPPORTED,
-		 "16-bit activations: the 'cpu' kernel table (device cpu, ABI " THIS_ABI ") lacks the "
-		 "members they need (gemm_lowp_ex, sum_rows_lowp, layernorm_lowp_*, "
+		 "16-bit activations: the 'cpu' kernel table ", abi,
+		 "lacks the members they need (gemm_lowp_ex, sum_rows_lowp, layernorm_lowp_*, "
 		 "cross_entropy_lowp_*, since ABI 1.6); rebuild that kernel library against "
 		 "this weft's SDK, or set trainer.lowp_activations to auto or false");
 	WT_CHECK(weft_ctx_lowp_activations(ctx) == WEFT_F32);
@@ -276,6 +300,8 @@ static void test_step(void)
 	counting.gelu_forward = count_gelu_fw;
 	counting.gelu_backward = count_gelu_bw;
 	counting.cross_entropy_lowp_backward = count_ce_bw;
+	counting.cross_entropy_lowp_fused = count_ce_fused;
+	counting.cross_entropy_lowp_regrad = count_ce_regrad;
 	counting.add = count_add;
 	counting.layernorm_lowp_forward = count_ln_fw;
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &counting));
@@ -286,6 +312,7 @@ static void test_step(void)
 	n_gelu_kernels = 0;
 	n_padded = 0;
 	zero_bytes = 0;
+	n_ce_bw = 0;
 	n_fwd_adds = 0;
 	n_ln_residuals = 0;
 	l16 = step(1, &g16, &n16, &dt16);
@@ -300,6 +327,7 @@ static void test_step(void)
 	WT_CHECK(n_epi[WEFT_EPI_DGELU] == LAYERS);
 	WT_CHECK(n_gelu_kernels == 0);
 	WT_CHECK(ce_dlogits != NULL && ce_dlogits == ce_logits);
+	WT_CHECK(n_ce_bw == 0 && ce_hint == 1.0f);
 	WT_CHECK(zero_bytes == T * C * sizeof(float));
 	if (zero_bytes != T * C * sizeof(float))
 		fprintf(stderr, "the backward zero-filled %zu bytes\n", zero_bytes);

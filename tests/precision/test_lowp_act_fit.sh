@@ -17,11 +17,13 @@
 #
 # (c) the activations are 16-bit: summary.json's steady activation peak of
 # the 16-bit GPT run is at most 0.62 of the F32-activation run's (measured
-# 2351144 / 4332008 = 0.54). Every (rows x width) activation and its
+# 2277416 / 4332008 = 0.53). Every (rows x width) activation and its
 # gradient takes 2 bytes instead of 4, which alone gives 0.5; what stays
-# F32 (the per-row norm statistics and log-sum-exp, the rounded bf16 copies
-# of the weights both runs keep for the backward, and on the CPU the
-# attention's F32 probabilities of its widened inputs) adds the rest.
+# F32 (the per-row norm statistics and log-sum-exp, and on the CPU the
+# attention's F32 probabilities of its widened inputs) adds the rest, and
+# the F32-activation run also keeps its weights rounded to bf16 for the
+# backward in the step's arena (the 16-bit run reads the weight copy,
+# trainer.weight_copy, counted as parameters: 73728 bytes fewer here).
 #
 # (d) checkpoints and resume under the gate: a 20-step 16-bit run
 # checkpointed at step 10, resumed from it, logs the unbroken run's losses

@@ -600,7 +600,7 @@ static weft_status ddp_train_step(void *p, const weft_step_input *in, weft_step_
 		drain(s);
 		return st;
 	}
-	out->skipped = s->rep.last_skipped;
+	replicated_report(&s->rep, out);
 	out->loss = loss_sum / (double)rows;
 	out->comm_bytes = s->bytes + out->metric_comm_bytes;
 	out->comm_elements = s->elements + (out->metric_comm_bytes ? 2 : 0);

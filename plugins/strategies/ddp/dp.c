@@ -366,7 +366,7 @@ static weft_status dp_train_step(void *p, const weft_step_input *in, weft_step_r
 	st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
-	out->skipped = s->rep.last_skipped;
+	replicated_report(&s->rep, out);
 	t1 = weft_clock_ns();
 	if (s->n > 1)
 		run_all(s, TASK_BROADCAST);

@@ -21,6 +21,11 @@ weft_status replicated_init(replicated *r, const weft_strategy_env *env)
 					 "gradients; only float32 master weights are supported");
 	r->params = flat->data;
 	r->grads = flat_grad->data;
+	if (env->struct_size >= offsetof(weft_strategy_env, params_copy_dtype) +
+				sizeof(env->params_copy_dtype) && env->params_copy) {
+		r->copy = env->params_copy;
+		r->copy_dt = (weft_dtype)env->params_copy_dtype;
+	}
 	r->numel = g_host->tensor_numel(flat);
 	r->n_slots = env->optim_ops->state_slots(env->optim);
 	if (r->n_slots > sizeof(r->slots) / sizeof(r->slots[0]))
@@ -104,6 +109,7 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 
 	*grad_norm = -1.0;
 	r->last_skipped = 0;
+	r->copy_written = 0;
 	/* 16-mixed: every rank agrees whether the scaled gradients overflowed */
 	if (env->struct_size >= offsetof(weft_strategy_env, grads_check) + sizeof(env->grads_check) &&
 	    env->grads_check) {
@@ -125,6 +131,14 @@ weft_status replicated_step(replicated *r, const weft_optim_step_info *info, dou
 		in.grad_scale *= g_host->clip_coef(sumsq, clip, grad_norm);
 	}
 	return step_parts(r, &in);
+}
+
+void replicated_report(const replicated *r, weft_step_report *out)
+{
+	out->skipped = r->last_skipped;
+	if (out->struct_size >= offsetof(weft_step_report, copy_refreshed) +
+				sizeof(out->copy_refreshed))
+		out->copy_refreshed = r->copy_written;
 }
 
 weft_status replicated_state(replicated *r, weft_strategy_state *out)

@@ -23,6 +23,9 @@ typedef struct replicated {
 	float *slots[8];    /* host slots; NULL when the state lives on the device */
 	int last_skipped;   /* the last replicated_step skipped the optimizer (16-mixed overflow) */
 	replicated_dev *dev; /* non-NULL: the flat buffers are device memory */
+	void *copy;         /* env->params_copy (ABI 1.7): the 16-bit weights, or NULL */
+	weft_dtype copy_dt;
+	int copy_written;   /* the last replicated_step wrote every element of copy */
 } replicated;
 
 /* Finds the flat buffers and allocates zeroed optimizer state: host memory
@@ -42,6 +45,10 @@ void replicated_fini(replicated *r);
  * are read (e.g. 1/world for averaging), before the norm is taken. */
 weft_status replicated_step(replicated *r, const weft_optim_step_info *info, double grad_scale,
 			    double *grad_norm);
+
+/* The step's outcome in *out: skipped (16-mixed overflow) and, where the
+ * report has the member (ABI 1.7), copy_refreshed. */
+void replicated_report(const replicated *r, weft_step_report *out);
 
 /* Fills the checkpoint view: this rank holds every element of every slot,
  * in host memory (state on a device is copied to a host mirror, which the
@@ -66,9 +73,10 @@ void replicated_dev_fini(replicated *r);
 
 /* Clipping and the optimizer step on device-resident buffers (the part of
  * replicated_step after the overflow check); `in` already carries the
- * averaging factor in grad_scale. Blocking for the host-staged path;
- * the fused path only waits for the clipping norm. Errors: the
- * optimizer's, device copies'. */
+ * averaging factor in grad_scale. The fused kernel also writes r->copy
+ * (r->copy_written) when its runs cover every element. Blocking for the
+ * host-staged path; the fused path only waits for the clipping norm.
+ * Errors: the optimizer's, device copies'. */
 weft_status replicated_dev_step(replicated *r, const weft_optim_step_info *in,
 				double *grad_norm);
 

@@ -15,13 +15,17 @@
  *                 CPU path does. adamw_step rounds every operation as the
  *                 CPU plugin does, so a step is bit-identical to the CPU
  *                 one on the same inputs (only the clipping norm is summed
- *                 in another order).
+ *                 in another order). With the trainer's 16-bit weight
+ *                 copy (env->params_copy, ABI 1.7) each launch also
+ *                 writes the new weights' rounding into it, and the step
+ *                 reports copy_refreshed.
  *   host-staged   for every other optimizer. The optimizer state lives in
  *                 host memory; each step copies the gradients and the
  *                 parameters into pinned host buffers, clips and runs the
  *                 plugin's step() there (the very code of the CPU path, on
  *                 the same values: bit-identical), and copies the new
- *                 parameters back. The parameters are read back every step
+ *                 parameters back (the trainer then rounds them into its
+ *                 weight copy). The parameters are read back every step
  *                 rather than kept on the host between steps, so weights
  *                 written on the device by anyone else (a checkpoint
  *                 loaded, the start-up broadcast) are always the ones
@@ -76,6 +80,7 @@ struct replicated_dev {
 	float *d_slots;            /* n_slots * numel floats of device memory */
 	fused_run *runs;
 	size_t n_runs;
+	int runs_cover;            /* the runs hold every element (the copy is written whole) */
 	float *mirror;             /* host copy of d_slots for checkpoints, or NULL */
 	float *mirror_slots[8];
 };
@@ -168,6 +173,7 @@ static int fused_fits(replicated *r, replicated_dev *d, const char **why)
 static weft_status make_runs(replicated *r, replicated_dev *d)
 {
 	const weft_strategy_env *env = r->env;
+	int64_t covered = 0;
 
 	d->runs = calloc(env->nseg ? env->nseg : 1, sizeof(*d->runs));
 	if (!d->runs)
@@ -191,6 +197,11 @@ static weft_status make_runs(replicated *r, replicated_dev *d)
 						    .end = s->offset + s->numel,
 						    .decay = decay };
 	}
+	/* sorted and disjoint (weft/optim.h): as many elements as the buffer
+	 * means every one */
+	for (size_t i = 0; i < d->n_runs; i++)
+		covered += d->runs[i].end - d->runs[i].begin;
+	d->runs_cover = covered == r->numel;
 	return WEFT_OK;
 }
 
@@ -355,6 +366,8 @@ static weft_status fused_step(replicated *r, const weft_optim_step_info *info, d
 	const char *name = env->optim_ops->head.name;
 	double grad_scale = info->grad_scale;
 	float *m = d->d_slots, *v = d->d_slots + r->numel;
+	/* the 16-bit weight copy, written by the same kernel as the weights */
+	uint16_t *copy = d->runs_cover ? r->copy : NULL; /* BF16 or F16 */
 	weft_status st;
 
 	/* what the plugin's step refuses, the fused step refuses too */
@@ -383,12 +396,14 @@ static weft_status fused_step(replicated *r, const weft_optim_step_info *info, d
 					  info->lr, info->step, grad_scale, u->decay, &c);
 		st = d->ex->adamw_step(d->kctx, &c, u->end - u->begin, r->params + u->begin,
 				       WEFT_F32, r->grads + u->begin, m + u->begin, v + u->begin,
-				       WEFT_F32, NULL);
+				       copy ? r->copy_dt : WEFT_F32,
+				       copy ? copy + u->begin : NULL);
 		if (st)
 			return g_host->error_wrap(st, "strategy: %s step on cuda:%d, elements "
 						  "[%lld, %lld)", name, (int)d->index,
 						  (long long)u->begin, (long long)u->end);
 	}
+	r->copy_written = copy != NULL;
 	return WEFT_OK;
 }
 

@@ -54,7 +54,7 @@ static weft_status single_train_step(void *p, const weft_step_input *in, weft_st
 		st = replicated_step(&s->rep, &in->optim, 1.0, &out->grad_norm);
 	if (st)
 		return st;
-	out->skipped = s->rep.last_skipped;
+	replicated_report(&s->rep, out);
 	out->loss = loss_sum / (double)rows;
 	weft_step_clock_finish(&clock, out);
 	return WEFT_OK;

@@ -152,6 +152,26 @@ WEFT_API weft_status weft_ctx_set_lowp_activations(weft_ctx *ctx, weft_lowp_act 
 /* The dtype ctx keeps activations in now (WEFT_F32: F32 activations). */
 WEFT_API weft_dtype weft_ctx_lowp_activations(const weft_ctx *ctx);
 
+/* ---- since ABI 1.7: the 16-bit weight copy (weft_params_copy_enable) ---- */
+
+/* Makes ctx's 16-bit products (autocast, and the linear layers and the
+ * fused head under 16-bit activations) read each F32 weight that lies in
+ * ps's flat F32 buffer from ps's 16-bit copy, when the copy's dtype is the
+ * product's, instead of rounding it into the arena; the backward reuses
+ * the same copy. ps NULL: back to rounding. ps must outlive the use, and
+ * its copy must hold the current weights at every forward (refreshed after
+ * every write of them). Takes effect for ops recorded afterwards.
+ * Errors: WEFT_ERR_INVALID_ARG (ps keeps no copy, or lives on another
+ * device than ctx). */
+WEFT_API weft_status weft_ctx_use_params_copy(weft_ctx *ctx, const weft_params *ps);
+
+/* Rounds every F32 parameter of ps into its copy (round to nearest even,
+ * what the products would do to each weight): one convert of the whole
+ * flat buffer on ctx's stream (ordered after the work queued before it).
+ * Errors: WEFT_ERR_INVALID_ARG (ctx NULL, or ps keeps no copy); the
+ * device's. */
+WEFT_API weft_status weft_params_copy_refresh(const weft_params *ps, weft_ctx *ctx);
+
 /* ---- backward ----------------------------------------------------------- */
 
 /* Back-propagates from a scalar (numel 1) `loss` with d(loss) = 1.

@@ -1,8 +1,8 @@
 /* weft/gemm_ex.h - the epilogues of the kernel table's gemm_lowp_ex (a
  * linear layer's product with 16-bit operands and a fused epilogue), the
  * check of its arguments every kernel library makes, and which epilogues
- * a table takes. Included by weft/kernels.h, whose member contract
- * (weft_kernel_table.gemm_lowp_ex) these serve. */
+ * a table takes, for the member contract (weft_kernel_table.gemm_lowp_ex)
+ * they serve; the epilogue values themselves are in weft/kernels.h. */
 #ifndef WEFT_GEMM_EX_H
 #define WEFT_GEMM_EX_H
 
@@ -11,18 +11,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* gemm_lowp_ex's epilogues (since ABI 1.6; BGRAD since ABI 1.7). */
-typedef enum weft_gemm_epilogue {
-	WEFT_EPI_NONE = 0,  /* C = D + bias */
-	WEFT_EPI_GELU = 1,  /* aux = D + bias, C = gelu_tanh(aux) */
-	WEFT_EPI_DGELU = 2, /* C = D * gelu_tanh'(aux) */
-	WEFT_EPI_BGRAD = 3, /* C = D, aux (m F32) = the row sums of op(A) */
-} weft_gemm_epilogue;
-
-/* The epilogues of ABI 1.6, which every table with gemm_lowp_ex takes. */
-#define WEFT_GEMM_EX_EPILOGUES_1_6 \
-	((1u << WEFT_EPI_NONE) | (1u << WEFT_EPI_GELU) | (1u << WEFT_EPI_DGELU))
 
 /* The mask (1u << WEFT_EPI_*) of the epilogues k's gemm_lowp_ex takes:
  * its gemm_lowp_ex_epilogues (since ABI 1.7), or ABI 1.6's three for a

@@ -827,7 +827,49 @@ typedef struct weft_kernel_table {
 	 * table's gemm_lowp_ex computes. 0, or a table built before ABI 1.7:
 	 * ABI 1.6's NONE, GELU and DGELU. */
 	uint32_t gemm_lowp_ex_epilogues;
+
+	/* ---- since ABI 1.7: the fused classifier; check WEFT_HAS_MEMBER(k,
+	 * weft_kernel_table, cross_entropy_lowp_regrad) first. Optional, both
+	 * or neither (NULL: the core keeps _forward then _backward). ---- */
+
+	/* cross_entropy_lowp_forward (lse, *loss, *count, the same values)
+	 * and, in the same pass over the logits, cross_entropy_lowp_backward's
+	 * gradient for the upstream gradient dloss_hint (a host float, finite
+	 * and not 0: else WEFT_ERR_INVALID_ARG), written over the logits in
+	 * place: the bits _backward writes from a device dloss equal to the
+	 * hint. The count of rows not ignored is known before any gradient
+	 * (the CUDA table counts the targets first, a pass over rows
+	 * indices). */
+	weft_status (*cross_entropy_lowp_fused)(void *kctx, weft_dtype dt, int64_t rows,
+						int64_t vocab, int64_t ld, void *logits,
+						weft_dtype idx_dt, const void *targets,
+						int64_t ignore_index, float dloss_hint, float *lse,
+						float *loss, float *count);
+	/* The correction for the real upstream gradient *dloss (F32 device
+	 * scalar, read on the device): equal to dloss_hint (checked as above),
+	 * nothing else is read or written; else each element g of a row not
+	 * ignored becomes g (*dloss / dloss_hint) rounded to dt again: within
+	 * (2u + u^2 + 2^-21) |exact| (u = 2^-8 BF16, 2^-11 F16; _backward: u
+	 * + 2^-22) where g is in dt's normal range (an element that overflowed
+	 * under the hint stays infinite). Ignored rows stay 0. No host wait. */
+	weft_status (*cross_entropy_lowp_regrad)(void *kctx, weft_dtype dt, int64_t rows,
+						 int64_t vocab, int64_t ld, void *dlogits,
+						 weft_dtype idx_dt, const void *targets,
+						 int64_t ignore_index, float dloss_hint,
+						 const float *dloss);
 } weft_kernel_table;
+
+/* gemm_lowp_ex's epilogues (since ABI 1.6; BGRAD since ABI 1.7). */
+typedef enum weft_gemm_epilogue {
+	WEFT_EPI_NONE = 0,  /* C = D + bias */
+	WEFT_EPI_GELU = 1,  /* aux = D + bias, C = gelu_tanh(aux) */
+	WEFT_EPI_DGELU = 2, /* C = D * gelu_tanh'(aux) */
+	WEFT_EPI_BGRAD = 3, /* C = D, aux (m F32) = the row sums of op(A) */
+} weft_gemm_epilogue;
+
+/* The epilogues of ABI 1.6, which every table with gemm_lowp_ex takes. */
+#define WEFT_GEMM_EX_EPILOGUES_1_6 \
+	((1u << WEFT_EPI_NONE) | (1u << WEFT_EPI_GELU) | (1u << WEFT_EPI_DGELU))
 
 /* The largest head dimension flash_attention_* take (since ABI 1.4). */
 #define WEFT_FLASH_MAX_HEAD_DIM 128
@@ -868,8 +910,5 @@ WEFT_API weft_status weft_kernels_get(weft_device dev, const weft_kernel_table *
 #ifdef __cplusplus
 }
 #endif
-
-/* gemm_lowp_ex's epilogues and argument check (they read the table). */
-#include "weft/gemm_ex.h"
 
 #endif /* WEFT_KERNELS_H */

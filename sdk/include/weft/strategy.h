@@ -147,6 +147,11 @@ typedef struct weft_step_report {
 	 * records the whole step as one compute interval). */
 	const weft_step_event *events;
 	size_t n_events;
+	/* ---- since ABI 1.7: check struct_size (offsetof) before writing ---- */
+	int32_t copy_refreshed;     /* 1: the step wrote every element of
+				     * env->params_copy from the new parameters (so the
+				     * trainer does not round them again); 0: it did not */
+	int32_t reserved;
 } weft_step_report;
 
 /* What eval_step returns: sums over this call's batch on ALL ranks. */
@@ -290,6 +295,24 @@ typedef struct weft_strategy_env {
 	 * which the strategy did not call it. Blocking. Errors: comm errors. */
 	weft_status (*grads_check)(void *trainer, const float *const *arrays, const int64_t *lens,
 				   size_t n, int *skip);
+
+	/* ---- since ABI 1.7: the 16-bit weight copy; check struct_size
+	 * (offsetof) first. ----
+	 *
+	 * params_copy: the 16-bit copy of env->params' flat F32 buffer
+	 * (weft_params_copy_enable: same element order, params_copy_dtype
+	 * BF16 or F16, on env->device) that the forward's products read, or
+	 * NULL when the run keeps none. The trainer keeps it only for
+	 * strategies without gather_params and plan (whole parameters in
+	 * env->params at all times: single, dp, ddp), and rounds all of
+	 * env->params into it after every train_step unless the step reports
+	 * weft_step_report.copy_refreshed. A strategy whose optimizer kernel
+	 * writes the new parameters also writes them here, rounded to nearest
+	 * even, in the same pass (every element of the flat buffer) and says
+	 * so; any other strategy ignores it. */
+	void *params_copy;
+	int32_t params_copy_dtype;      /* weft_dtype; WEFT_F32 when params_copy is NULL */
+	int32_t reserved3;
 } weft_strategy_env;
 
 /* ---- since ABI 1.2: what `weft plan` asks a strategy (memory_plan) ---- */
@@ -509,6 +532,20 @@ typedef struct weft_strategy_ops {
 				    weft_status (*fn)(void *user, size_t index, const weft_tensor *p),
 				    void *user);
 } weft_strategy_ops;
+
+/* Since ABI 1.7: whether a strategy keeps the whole parameters in
+ * env->params' flat buffer at all times, the model's own forward reading
+ * them: it has neither gather_params (no shards to gather) nor plan (no
+ * tensor-parallel shards, no pipeline stages of its own). The trainer
+ * keeps the 16-bit weight copy (weft_strategy_env.params_copy) only for
+ * these (single, dp, ddp among the built-in ones). */
+static inline int weft_strategy_whole_params(const weft_strategy_ops *ops)
+{
+	int gathers = WEFT_HAS_MEMBER(ops, weft_strategy_ops, gather_params) && ops->gather_params;
+	int plans = WEFT_HAS_MEMBER(ops, weft_strategy_ops, plan) && ops->plan;
+
+	return !gathers && !plans;
+}
 
 /* struct_size of weft_strategy_ops at ABI 1.0: the loader refuses a
  * smaller strategy vtable. */

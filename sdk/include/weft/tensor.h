@@ -193,6 +193,27 @@ WEFT_API int64_t weft_params_numel(const weft_params *ps, weft_dtype dt);
 /* Zeroes every gradient buffer. */
 WEFT_API weft_status weft_params_zero_grad(weft_params *ps);
 
+/* ---- since ABI 1.7: the 16-bit weight copy of mixed precision ----
+ *
+ * A finalized set may keep one 16-bit copy (dt WEFT_BF16 or WEFT_F16, the
+ * autocast dtype) of its flat F32 parameters: one buffer on the set's
+ * device, element i the rounding of flat F32 element i, counted under
+ * WEFT_MEM_PARAMS (2 bytes per F32 parameter) and freed with the set. A
+ * context told to read it (weft_ctx_use_params_copy, weft/autograd.h)
+ * takes its 16-bit products' weights from it instead of rounding each
+ * weight in every forward. Whoever writes the F32 weights keeps it current
+ * (weft_params_copy_refresh, or an optimizer kernel that writes both). */
+
+/* Allocates the copy (values unspecified until refreshed). Again with the
+ * same dt: nothing. Errors: WEFT_ERR_DTYPE (dt not BF16 or F16, or another
+ * dt than the copy the set keeps); WEFT_ERR_INVALID_ARG (not finalized,
+ * or no F32 parameters); WEFT_ERR_NOMEM naming the bytes. */
+WEFT_API weft_status weft_params_copy_enable(weft_params *ps, weft_dtype dt);
+
+/* The copy as a 1-D tensor of weft_params_numel(ps, WEFT_F32) elements
+ * (borrowed, owned by the set), or NULL when the set keeps none. */
+WEFT_API weft_tensor *weft_params_copy(const weft_params *ps);
+
 #ifdef __cplusplus
 }
 #endif
