@@ -17,8 +17,8 @@
  * (B0, 2 T0)). The table's "scales" column names the terms that make up
  * more than 5% of the value at the target size. Launches are not fitted:
  * each operation's largest count of the three runs (only the embedding
- * gradient's sort adds launches with the size, as log^2 of the tokens, so
- * its launches are under-counted). The fit extrapolates page-granular
+ * gradient's sort adds launches with the size: one up to 2048 tokens, as
+ * the reduced runs have, 10 at 16384, so its launches are under-counted). The fit extrapolates page-granular
  * counts 256 times: a term that is noise at the reduced sizes (a page
  * more or less) can show as B T^2 in the "scales" column.
  *

@@ -373,7 +373,16 @@ static weft_status embed(weft_model *m, nn_scope *s, weft_tensor *ids, weft_tens
 /* ---- blocks, each through weft_checkpoint under full checkpointing ---- */
 
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
-				 weft_tensor **out);
+				 weft_tensor *r, weft_tensor **out, weft_tensor **out_r);
+
+/* The tensor-parallel block or the whole one, adding its MLP's residual
+ * itself (a checkpointed block's one output). */
+static weft_status block_whole(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
+			       weft_tensor **out)
+{
+	return m->tp ? nn_gpt_tp_block_forward(m, s, b, x, out) :
+		       block_forward(m, s, b, x, NULL, out, NULL);
+}
 
 typedef struct block_args {
 	weft_model *m;
@@ -385,34 +394,50 @@ static weft_status block_fn(weft_ctx *ctx, void *user, weft_tensor *x, weft_tens
 {
 	const block_args *a = user;
 	nn_scope s = { .ctx = ctx };
-	weft_status st = (a->m->tp ? nn_gpt_tp_block_forward : block_forward)(a->m, &s, a->b, x,
-									       out);
+	weft_status st = block_whole(a->m, &s, a->b, x, out);
 
 	if (st)
 		nn_unwind(&s);
 	return st;
 }
 
+/* Block b on the residual stream x + r (r NULL: x alone). The whole,
+ * uncheckpointed block leaves its MLP's residual add to the next norm:
+ * *out and *out_r are the stream and the branch still to add. A
+ * checkpointed or tensor-parallel block adds it itself (*out_r NULL); as
+ * every block of a model runs the same way, it is never handed an r. */
 static weft_status run_block(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
-			     weft_tensor **out)
+			     weft_tensor *r, weft_tensor **out, weft_tensor **out_r)
 {
 	block_args a = { .m = m, .b = b };
 
+	if (!m->tp && m->act_ckpt != WEFT_ACT_CKPT_FULL)
+		return block_forward(m, s, b, x, r, out, out_r);
+	*out_r = NULL;
 	if (m->act_ckpt != WEFT_ACT_CKPT_FULL)
-		return (m->tp ? nn_gpt_tp_block_forward : block_forward)(m, s, b, x, out);
+		return nn_gpt_tp_block_forward(m, s, b, x, out);
 	return weft_checkpoint(s->ctx, "block (recomputed)", block_fn, &a, sizeof(a), x, x->ndim,
 			       x->shape, out);
 }
 
+/* The norm in front of a block or the head, over x + r when the previous
+ * block left its residual add pending (one pass: add_layernorm). */
+static weft_status norm_in(weft_model *m, nn_scope *s, const nn_affine *l, weft_tensor *x,
+			   weft_tensor *r, weft_tensor **sum, weft_tensor **out)
+{
+	*sum = x;
+	return r ? nn_add_norm(m, s, l, x, r, sum, out) : nn_block_norm(m, s, l, x, out);
+}
+
 static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_tensor *x,
-				 weft_tensor **out)
+				 weft_tensor *r, weft_tensor **out, weft_tensor **out_r)
 {
 	weft_ctx *ctx = s->ctx;
 	float p = (float)m->gpt.dropout;
 	weft_tensor *h, *y;
 	weft_status st;
 
-	if ((st = nn_enter(s, b->mod)) || (st = nn_block_norm(m, s, &b->ln_1, x, &h)) ||
+	if ((st = nn_enter(s, b->mod)) || (st = norm_in(m, s, &b->ln_1, x, r, &x, &h)) ||
 	    (st = nn_enter(s, b->attn)) || (st = nn_linear(s, &b->c_attn, h, &y)) ||
 	    (st = nn_attend(m, ctx, y, m->gpt.n_head, kv_heads(m), &y)) ||
 	    (st = nn_linear(s, &b->attn_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
@@ -420,7 +445,14 @@ static weft_status block_forward(weft_model *m, nn_scope *s, gpt_block *b, weft_
 		return st;
 	if ((st = nn_enter(s, b->mlp)) || (st = nn_mlp_in(m, s, &b->c_fc, h, &y)) ||
 	    (st = nn_linear(s, &b->mlp_proj, y, &y)) || (st = weft_op_dropout(ctx, y, p, &y)) ||
-	    (st = nn_leave(s)) || (st = weft_op_add(ctx, x, y, &x)) || (st = nn_leave(s)))
+	    (st = nn_leave(s)))
+		return st;
+	if (out_r) {
+		*out_r = y;
+	} else if ((st = weft_op_add(ctx, x, y, &x))) {
+		return st;
+	}
+	if ((st = nn_leave(s)))
 		return st;
 	*out = x;
 	return WEFT_OK;
@@ -455,7 +487,7 @@ static weft_status gpt_run(weft_model *m, weft_ctx *ctx, weft_tensor *x,
 			   const nn_head_targets *t, weft_tensor **out)
 {
 	nn_scope s = { .ctx = ctx };
-	weft_tensor *h;
+	weft_tensor *h, *r = NULL, *sum;
 	weft_status st;
 
 	if ((st = nn_stage_input(ctx, x, "input", &h)) || (st = check_input(m, h)))
@@ -467,10 +499,14 @@ static weft_status gpt_run(weft_model *m, weft_ctx *ctx, weft_tensor *x,
 	if (m->tp && (st = nn_gpt_tp_seq_enter(m, ctx, h, &h)))
 		goto out_unwind;
 	for (int64_t i = 0; i < m->layer_end - m->layer_begin; i++)
-		if ((st = run_block(m, &s, &m->blocks[i], h, &h)))
+		if ((st = run_block(m, &s, &m->blocks[i], h, r, &h, &r)))
 			goto out_unwind;
+	/* the last block's residual add: in ln_f's pass, or alone before a
+	 * stage hands on its hidden state */
+	if (!(m->stage & WEFT_STAGE_HEAD) && r && (st = weft_op_add(ctx, h, r, &h)))
+		goto out_unwind;
 	if (m->stage & WEFT_STAGE_HEAD) {
-		if ((st = nn_block_norm(m, &s, &m->ln_f, h, &h)) ||
+		if ((st = norm_in(m, &s, &m->ln_f, h, r, &sum, &h)) ||
 		    (m->tp && (st = nn_gpt_tp_seq_leave(m, ctx, h, &h))) ||
 		    (st = head_forward(m, &s, h, t, &h)))
 			goto out_unwind;

@@ -49,8 +49,52 @@ __global__ void k_embed_keys(int64_t n, int64_t npad, const void *idx, int idx_d
 	}
 }
 
-/* One compare-exchange step (k, j) of a bitonic sort of npad keys (a power
- * of two); keys are distinct (they hold the position) except EMBED_SKIP. */
+/* The keys are sorted by a bitonic network over npad keys (a power of
+ * two): stage k (2, 4, .., npad) runs compare-exchange steps j = k/2, ..,
+ * 1, key i with key i ^ j, ascending where i & k is 0. Keys are distinct
+ * (they hold the position) except EMBED_SKIP, so the sorted order is the
+ * one order of (id, position) whatever network sorts them. A step whose j
+ * is below EMBED_CHUNK pairs keys within one aligned chunk of EMBED_CHUNK
+ * keys, so one launch of k_embed_sort_chunk runs all of them for a chunk
+ * in shared memory: every stage up to EMBED_CHUNK at once, then per later
+ * stage its steps j < EMBED_CHUNK; only the steps j >= EMBED_CHUNK of the
+ * stages above EMBED_CHUNK take a launch each (k_embed_sort_step). For
+ * npad keys, 1 + sum over those stages of (1 + their global steps)
+ * launches instead of log2(npad) (log2(npad) + 1) / 2: 10 instead of 105
+ * for 16384 tokens. */
+#define EMBED_CHUNK 2048
+
+/* Block b sorts keys [b c, b c + c), c = min(npad, EMBED_CHUNK), in shared
+ * memory with c / 2 threads: stages k_first .. k_last (powers of two),
+ * each from its step j = min(k, c) / 2 down to 1. */
+__global__ void k_embed_sort_chunk(int64_t npad, int64_t k_first, int64_t k_last,
+				   unsigned long long *keys)
+{
+	__shared__ unsigned long long sh[EMBED_CHUNK];
+	int64_t c = npad < EMBED_CHUNK ? npad : EMBED_CHUNK, base = (int64_t)blockIdx.x * c;
+	int t = threadIdx.x;
+
+	sh[t] = keys[base + t];
+	sh[t + c / 2] = keys[base + t + c / 2];
+	__syncthreads();
+	for (int64_t k = k_first; k <= k_last; k <<= 1)
+		for (int64_t j = (k < c ? k : c) >> 1; j > 0; j >>= 1) {
+			/* the pair's lower key: t with a 0 bit inserted at j */
+			int64_t i = (t & ~(j - 1)) << 1 | (t & (j - 1)), l = i | j;
+			unsigned long long a = sh[i], b = sh[l];
+
+			if ((a > b) == (((base + i) & k) == 0)) {
+				sh[i] = b;
+				sh[l] = a;
+			}
+			__syncthreads();
+		}
+	keys[base + t] = sh[t];
+	keys[base + t + c / 2] = sh[t + c / 2];
+}
+
+/* One compare-exchange step (k, j) of the network over all npad keys (j >=
+ * EMBED_CHUNK: the pairs span chunks). */
 __global__ void k_embed_sort_step(int64_t npad, int64_t k, int64_t j, unsigned long long *keys)
 {
 	GRID_STRIDE(i, npad) {
@@ -339,7 +383,7 @@ extern "C" weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_
 	cuda_ctx *c = (cuda_ctx *)kctx;
 	weft_status ret = cuda_need_ctx(c, name);
 	unsigned long long *keys;
-	int64_t npad = 1;
+	int64_t npad = 1, chunk;
 
 	if (ret || (ret = check_idx_dt(name, idx_dt)))
 		return ret;
@@ -358,14 +402,22 @@ extern "C" weft_status cuda_embedding_backward(void *kctx, weft_dtype dt, int64_
 									   keys);
 	if ((ret = cuda_launched(c, name, "n %lld: sort keys", (long long)n)))
 		return ret;
-	for (int64_t k = 2; k <= npad; k <<= 1)
-		for (int64_t j = k >> 1; j > 0; j >>= 1) {
+	chunk = npad < EMBED_CHUNK ? npad : EMBED_CHUNK;
+	for (int64_t k = chunk; npad > 1 && k <= npad; k <<= 1) {
+		for (int64_t j = k >> 1; j >= chunk; j >>= 1) {
 			k_embed_sort_step<<<grid_for(npad, THREADS), THREADS, 0, c->stream>>>(
 				npad, k, j, keys);
 			if ((ret = cuda_launched(c, name, "n %lld: sorting, step %lld/%lld",
 						 (long long)n, (long long)k, (long long)j)))
 				return ret;
 		}
+		/* the first launch: every stage up to the chunk */
+		k_embed_sort_chunk<<<(unsigned int)(npad / chunk), (unsigned int)(chunk / 2), 0,
+				     c->stream>>>(npad, k == chunk ? 2 : k, k, keys);
+		if ((ret = cuda_launched(c, name, "n %lld: sorting in chunks of %lld, stage %lld",
+					 (long long)n, (long long)chunk, (long long)k)))
+			return ret;
+	}
 	k_embed_bwd<<<grid_for(n * dim, THREADS), THREADS, 0, c->stream>>>(n, dim, dt, keys, dy,
 									     dtable);
 	return cuda_launched(c, name, "%s n %lld dim %lld", cuda_dt_name(dt), (long long)n,

@@ -15,9 +15,24 @@
  *   0.01, 2e-6 relative); BF16 and F16 on top of that the two roundings of
  *   the table to the dtype (after each call, half an ulp: 2^-9 and 2^-12
  *   relative each), so 2^-8 and 2^-10 relative;
- * - two runs on fresh tables are bit-identical. */
+ * - two runs on fresh tables are bit-identical.
+ *
+ * And the sort the kernel sums in: 5000 positions (not a power of two, so
+ * padded to 8192 keys, above the 2048 of a shared-memory chunk) over 300
+ * ids, one call in F32 on a zero table: bit-identical to the CPU's, which
+ * adds each id's rows to the table in position order, starting from 0, as
+ * the GPU sums them before its one add to 0 (a run out of position order
+ * rounds differently; a run split or missed is off by whole rows). Under
+ * the emulator, its EMU_COUNTS: the call launches 8 kernels (the keys, the
+ * sort in 1 + (1 + 1) + (2 + 1) launches: stages up to 2048 in one launch,
+ * then per stage 4096 and 8192 its steps across chunks and one launch for
+ * the rest; the sums), where a launch per compare-exchange step took 91
+ * for the sort. Skips (77) without a GPU. */
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_test.h"
 
@@ -83,13 +98,74 @@ static void test_frequent_token(weft_dtype dt, weft_dtype idx_dt)
 	free(dy);
 }
 
+enum { N_SORT = 5000, V_SORT = 300 };
+
+/* dtable after one embedding_backward call of the N_SORT ids; between the
+ * marks "embed begin" and "embed end" when mark is set. */
+static void run_once(ct_dev *d, const int32_t *ids, const float *dy, float *out,
+		     void (*mark)(const char *))
+{
+	void *idd = ct_in_raw(d, ids, (size_t)N_SORT * sizeof(*ids));
+	void *dyd = ct_in(d, dy, (int64_t)N_SORT * DIM);
+	void *tab = ct_alloc(d, (size_t)V_SORT * DIM * ct_size(d->dt));
+
+	if (mark)
+		mark("embed begin");
+	WT_OK(d->t->embedding_backward(d->kctx, d->dt, N_SORT, DIM, WEFT_I32, idd, dyd, tab));
+	if (mark)
+		mark("embed end");
+	ct_out(d, tab, (int64_t)V_SORT * DIM, out);
+	ct_release(d);
+}
+
+static void test_position_order(const char *counts, void (*mark)(const char *))
+{
+	int32_t ids[N_SORT];
+	float *dy = ct_random(13, (int64_t)N_SORT * DIM, -1.0f, 1.0f, WEFT_F32);
+	static float want[V_SORT * DIM], got[V_SORT * DIM];
+	ct_dev cpu = ct_cpu_dev(), gpu = ct_gpu_dev(WEFT_F32);
+	int differ = 0;
+
+	for (int64_t i = 0; i < N_SORT; i++)
+		ids[i] = (int32_t)((int64_t)(weft_rng_uniform(17, (uint64_t)i) * V_SORT) % V_SORT);
+	run_once(&cpu, ids, dy, want, NULL);
+	run_once(&gpu, ids, dy, got, mark);
+	for (int64_t i = 0; i < V_SORT * DIM; i++)
+		differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+	wt_checks++;
+	if (differ) {
+		wt_failures++;
+		fprintf(stderr, "embedding_backward of %d positions over %d ids (F32): %d of %d "
+			"sums differ in their bits from the CPU's (position order)\n", N_SORT,
+			V_SORT, differ, V_SORT * DIM);
+	}
+	if (mark) {
+		ct_span sc = ct_count_span(counts, "embed begin", "embed end", NULL);
+
+		fprintf(stderr, "embedding_backward of %d positions: %d kernel launches (%s)\n",
+			N_SORT, sc.k, sc.k_names);
+		WT_CHECK(sc.k == 8);
+	}
+	free(dy);
+}
+
 int main(void)
 {
+	char path[] = "/tmp/weft_embed_counts_XXXXXX";
+	void (*mark)(const char *) = NULL;
+	int fd = mkstemp(path);
+
+	WT_REQUIRE(fd >= 0);
+	close(fd);
+	setenv("EMU_COUNTS", path, 1); /* before any device work; only the emulator reads it */
 	ct_setup("test_cuda_embedding_backward");
+	*(void **)&mark = dlsym(RTLD_DEFAULT, "emu_count_mark");
 	for (int i = 0; i < CT_NDTYPES; i++) {
 		test_frequent_token(ct_float_dtypes[i], WEFT_I32);
 		test_frequent_token(ct_float_dtypes[i], WEFT_I64);
 	}
+	test_position_order(path, mark);
 	ct_teardown();
+	unlink(path);
 	return wt_done("test_cuda_embedding_backward");
 }

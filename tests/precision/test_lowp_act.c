@@ -24,6 +24,10 @@
  *   position embedding's (T x C F32, which the broadcast add of tokens and
  *   positions sums over the batch into), and nothing else (every other
  *   first contribution writes);
+ * - every residual add of the blocks is in a layernorm's pass: the
+ *   16-bit layernorm takes a residual 2 LAYERS times (ln_2 of each block,
+ *   and the MLP's branch in the next block's ln_1 or in ln_f), and the
+ *   forward's one add kernel is the embedding's tokens + positions (F32);
  * - the loss and every parameter gradient agree with the same step with F32
  *   activations (bf16-mixed as before): loss within 2e-3 relative, each
  *   gradient within 5e-2 of its norm (relative L2). bf16 keeps 8 bits, a
@@ -57,7 +61,8 @@
 
 static const weft_kernel_table *cpu;
 static weft_kernel_table counting;
-static int n_epi[4], n_sum_rows, n_gelu_kernels, n_padded, in_backward;
+static int n_epi[4], n_sum_rows, n_gelu_kernels, n_padded, in_backward, n_fwd_adds,
+	n_ln_residuals;
 static size_t zero_bytes;
 static const void *ce_logits, *ce_dlogits;
 static int n_ce_bw;
@@ -88,6 +93,22 @@ static weft_status count_zero(void *kctx, void *dst, size_t bytes)
 	if (in_backward)
 		zero_bytes += bytes;
 	return cpu->zero(kctx, dst, bytes);
+}
+
+static weft_status count_add(void *kctx, weft_dtype dt, int64_t n, const void *a, int64_t nb,
+			    const void *b, void *out)
+{
+	n_fwd_adds += !in_backward;
+	return cpu->add(kctx, dt, n, a, nb, b, out);
+}
+
+static weft_status count_ln_fw(void *kctx, weft_dtype dt, int64_t rows, int64_t cols, float eps,
+			       const void *x, const void *r, void *sum, const float *w,
+			       const float *b, void *y, float *mean, float *rstd)
+{
+	n_ln_residuals += r != NULL;
+	return cpu->layernorm_lowp_forward(kctx, dt, rows, cols, eps, x, r, sum, w, b, y, mean,
+					   rstd);
 }
 
 static weft_status count_gelu_fw(void *kctx, weft_dtype dt, int64_t n, const void *x, void *o)
@@ -281,6 +302,8 @@ static void test_step(void)
 	counting.cross_entropy_lowp_backward = count_ce_bw;
 	counting.cross_entropy_lowp_fused = count_ce_fused;
 	counting.cross_entropy_lowp_regrad = count_ce_regrad;
+	counting.add = count_add;
+	counting.layernorm_lowp_forward = count_ln_fw;
 	WT_OK(weft_kernels_register(WEFT_DEVICE_CPU, &counting));
 
 	l32 = step(0, &g32, &n32, &dt32);
@@ -290,7 +313,14 @@ static void test_step(void)
 	n_padded = 0;
 	zero_bytes = 0;
 	n_ce_bw = 0;
+	n_fwd_adds = 0;
+	n_ln_residuals = 0;
 	l16 = step(1, &g16, &n16, &dt16);
+	WT_CHECK(n_ln_residuals == 2 * LAYERS);
+	WT_CHECK(n_fwd_adds == 1);
+	if (n_ln_residuals != 2 * LAYERS || n_fwd_adds != 1)
+		fprintf(stderr, "layernorms with a residual %d (want %d), forward adds %d "
+			"(want 1)\n", n_ln_residuals, 2 * LAYERS, n_fwd_adds);
 	WT_CHECK(dt16 == WEFT_DTYPE_COUNT); /* no logits: the fused head */
 	WT_CHECK(n_padded == 1);
 	WT_CHECK(n_epi[WEFT_EPI_GELU] == LAYERS);
