@@ -320,11 +320,15 @@ static weft_status attention_gqa_backward(weft_ctx *ctx, weft_tape_node *n)
 static weft_status attention_flash_backward(weft_ctx *ctx, weft_tape_node *n)
 {
 	weft_tensor *qkv = n->in[0];
+	/* the first contribution to dqkv is written, not added to zeros
+	 * (node->overwrites, set where the table has the write mode) */
+	weft_status (*bw)(void *, weft_dtype, int64_t, int64_t, int64_t, int64_t, int64_t,
+			  const void *, const void *, const float *, const void *, void *) =
+		bw_first(n, 0) ? ctx->k->flash_attention_backward_write :
+				 ctx->k->flash_attention_backward;
 
-	return ctx->k->flash_attention_backward(ctx->kctx, DT(qkv), qkv->shape[0], qkv->shape[1],
-						n->i[0], n->i[1], n->i[2], qkv->data,
-						n->out->data, n->saved[0], n->out->grad->data,
-						bw_grad(n, 0));
+	return bw(ctx->kctx, DT(qkv), qkv->shape[0], qkv->shape[1], n->i[0], n->i[1], n->i[2],
+		  qkv->data, n->out->data, n->saved[0], n->out->grad->data, bw_grad(n, 0));
 }
 
 int op_flash_fits(const weft_ctx *ctx, int64_t hs)
@@ -357,6 +361,8 @@ weft_status op_attention_flash(weft_ctx *ctx, const char *op, weft_tensor *qkv, 
 		node->i[1] = n_kv_head;
 		node->i[2] = hs;
 		node->saved[0] = lse;
+		if (HAS_KERNEL(ctx->k, flash_attention_backward_write))
+			node->overwrites = 1u << 0;
 	}
 	*out = y;
 	return WEFT_OK;

@@ -285,13 +285,13 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 	return cuda_launched(c, name, SIZES_FLASH);
 }
 
-extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B,
-						     int64_t T, int64_t nh, int64_t nkv,
-						     int64_t hs, const void *qkv, const void *out,
-						     const float *lse, const void *dout,
-						     void *dqkv)
+/* flash_attention_backward (write 0: dqkv += ...) and _backward_write
+ * (write 1: dqkv = ..., its contents not read). */
+static weft_status flash_backward(void *kctx, const char *name, weft_dtype dt, int64_t B,
+				  int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
+				  const void *out, const float *lse, const void *dout, void *dqkv,
+				  int write)
 {
-	const char *name = "flash_attention_backward";
 	cuda_ctx *c = (cuda_ctx *)kctx;
 	weft_status ret = cuda_need_ctx(c, name);
 	int64_t rows = B * nh * T;
@@ -309,7 +309,15 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 	if (cuda_flash_tc_takes(dt, hs) &&
 	    ((uintptr_t)qkv | (uintptr_t)out | (uintptr_t)dout | (uintptr_t)dqkv) % 16 == 0)
 		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, c->rows,
-					      dout, dqkv);
+					      dout, dqkv, write);
+	/* the scalar kernels add: writing is adding into zeros */
+	if (write) {
+		size_t bytes = (size_t)(B * T * (nh + 2 * nkv) * hs) * cuda_dt_size(dt);
+		cudaError_t err = cudaMemsetAsync(dqkv, 0, bytes, c->stream);
+
+		if (err != cudaSuccess)
+			return cuda_fail(name, c->index, err, "zeroing dqkv (%zu bytes)", bytes);
+	}
 	k_flash_bwd_dot<<<grid_for(rows, 256), 256, 0, c->stream>>>(rows, T, nh, hs, dt, out, dout,
 								   c->rows);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
@@ -321,4 +329,24 @@ extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, 
 	k_flash_bwd_dq<<<dim3(tiles, (unsigned)nh, (unsigned)B), TILE, 0, c->stream>>>(
 		T, nh, nkv, hs, scale, dt, qkv, lse, c->rows, dout, dqkv);
 	return cuda_launched(c, name, SIZES_FLASH);
+}
+
+extern "C" weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B,
+						     int64_t T, int64_t nh, int64_t nkv,
+						     int64_t hs, const void *qkv, const void *out,
+						     const float *lse, const void *dout,
+						     void *dqkv)
+{
+	return flash_backward(kctx, "flash_attention_backward", dt, B, T, nh, nkv, hs, qkv, out,
+			      lse, dout, dqkv, 0);
+}
+
+extern "C" weft_status cuda_flash_attention_backward_write(void *kctx, weft_dtype dt, int64_t B,
+							   int64_t T, int64_t nh, int64_t nkv,
+							   int64_t hs, const void *qkv,
+							   const void *out, const float *lse,
+							   const void *dout, void *dqkv)
+{
+	return flash_backward(kctx, "flash_attention_backward_write", dt, B, T, nh, nkv, hs, qkv,
+			      out, lse, dout, dqkv, 1);
 }

@@ -31,10 +31,11 @@ weft_status cuda_flash_tc_forward(cuda_ctx *c, const char *name, weft_dtype dt, 
  * checked by the caller, cuda_flash_tc_takes(dt, hs) true, qkv, out, dout
  * and dqkv 16-byte aligned): the dQ pass, which also writes D (F32,
  * (B, nh, T)) = rowsum(dout * out), then the dK/dV pass, each adding into
- * dqkv. */
+ * dqkv (write 1: each writing its part of dqkv, which it does not read;
+ * the two passes cover every element once). */
 weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 				   int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 				   const void *out, const float *lse, float *D, const void *dout,
-				   void *dqkv);
+				   void *dqkv, int write);
 
 #endif /* WEFT_CUDA_FLASH_CUH */

@@ -230,12 +230,13 @@ __device__ __forceinline__ void step_stage(E *x, E *y, uint4 (*pre)[bwd_shape<HS
 		fetch(s + 1);
 }
 
-/* dst += acc, then acc = 0: the warp's 16 rows r0 .. (those below T) by
+/* dst += acc (write: dst = 0 + acc, dst not read: the same bits as adding
+ * into zeros), then acc = 0: the warp's 16 rows r0 .. (those below T) by
  * SLICE columns from col0 of a row (rows of `width` elements, batch row
  * b); one rounding to E. */
 template <class E>
 __device__ __forceinline__ void add_acc(E *dst, float (*acc)[4], int64_t b, int64_t T,
-					int64_t r0, int64_t width, int64_t col0)
+					int64_t r0, int64_t width, int64_t col0, int write)
 {
 	int lane = threadIdx.x % 32;
 
@@ -248,9 +249,10 @@ __device__ __forceinline__ void add_acc(E *dst, float (*acc)[4], int64_t b, int6
 			if (r < T) {
 				uint32_t *p = (uint32_t *)(dst + (b * T + r) * width + col0 + n * 8 +
 							   2 * (lane % 4));
-				float lo, hi;
+				float lo = 0.0f, hi = 0.0f;
 
-				mma_unpack<E>(*p, &lo, &hi);
+				if (!write)
+					mma_unpack<E>(*p, &lo, &hi);
 				*p = mma_pack<E>(lo + acc[n][2 * half], hi + acc[n][2 * half + 1]);
 			}
 			acc[n][2 * half] = 0.0f;
@@ -265,7 +267,7 @@ __device__ __forceinline__ void add_acc(E *dst, float (*acc)[4], int64_t b, int6
 template <class E, int HS>
 __global__ void __launch_bounds__(FLASH_MMA_THREADS)
 flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv, const E *out,
-		    const float *lse, float *D, const E *dout, E *dqkv)
+		    const float *lse, float *D, const E *dout, E *dqkv, int write)
 {
 #if MMA_DEVICE
 	typedef bwd_shape<HS> S;
@@ -355,7 +357,7 @@ flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qk
 				*d = d_r[r / 8];
 			});
 		if (jt == it)
-			add_acc<E>(dqkv, dq, b, T, i0 + row0, L, h * HS + c0);
+			add_acc<E>(dqkv, dq, b, T, i0 + row0, L, h * HS + c0, write);
 	}
 #else
 	__trap();
@@ -368,7 +370,7 @@ flash_mma_dq_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qk
 template <class E, int HS>
 __global__ void __launch_bounds__(FLASH_MMA_THREADS)
 flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *qkv,
-		      const float *lse, const float *D, const E *dout, E *dqkv)
+		      const float *lse, const float *D, const E *dout, E *dqkv, int write)
 {
 #if MMA_DEVICE
 	typedef bwd_shape<HS> S;
@@ -452,8 +454,8 @@ flash_mma_dkdv_kernel(int64_t T, int64_t nh, int64_t nkv, float scale, const E *
 			product_y<E, HS>(dk, a, qs, 16 * c, c0);
 		}
 		if (s % pass == pass - 1) {
-			add_acc<E>(dqkv, dk, b, T, j0 + row0, L, (nh + kvh) * HS + c0);
-			add_acc<E>(dqkv, dv, b, T, j0 + row0, L, (nh + nkv + kvh) * HS + c0);
+			add_acc<E>(dqkv, dk, b, T, j0 + row0, L, (nh + kvh) * HS + c0, write);
+			add_acc<E>(dqkv, dv, b, T, j0 + row0, L, (nh + nkv + kvh) * HS + c0, write);
 		}
 	}
 #else
@@ -467,40 +469,42 @@ template <class E, int HS>
 static weft_status mma_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 				int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 				const void *out, const float *lse, float *D, const void *dout,
-				void *dqkv)
+				void *dqkv, int write)
 {
 	void (*k_flash_mma_bwd_dq)(int64_t, int64_t, int64_t, float, const E *, const E *,
-				   const float *, float *, const E *, E *) =
+				   const float *, float *, const E *, E *, int) =
 		flash_mma_dq_kernel<E, HS>;
 	void (*k_flash_mma_bwd_dkdv)(int64_t, int64_t, int64_t, float, const E *, const float *,
-				     const float *, const E *, E *) = flash_mma_dkdv_kernel<E, HS>;
+				     const float *, const E *, E *, int) =
+		flash_mma_dkdv_kernel<E, HS>;
 	unsigned tiles = (unsigned)((T + BR - 1) / BR), threads = FLASH_MMA_THREADS;
 	float scale = 1.0f / sqrtf((float)HS);
 	weft_status ret;
 
 	k_flash_mma_bwd_dq<<<dim3(tiles, (unsigned)nh, (unsigned)B), threads, 0, c->stream>>>(
 		T, nh, nkv, scale, (const E *)qkv, (const E *)out, lse, D, (const E *)dout,
-		(E *)dqkv);
+		(E *)dqkv, write);
 	if ((ret = cuda_launched(c, name, SIZES_FLASH)))
 		return ret;
 	k_flash_mma_bwd_dkdv<<<dim3(tiles, (unsigned)nkv, (unsigned)B), threads, 0, c->stream>>>(
 		T, nh, nkv, scale, (const E *)qkv, lse, (const float *)D, (const E *)dout,
-		(E *)dqkv);
+		(E *)dqkv, write);
 	return cuda_launched(c, name, SIZES_FLASH);
 }
 
 weft_status cuda_flash_tc_backward(cuda_ctx *c, const char *name, weft_dtype dt, int64_t B,
 				   int64_t T, int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 				   const void *out, const float *lse, float *D, const void *dout,
-				   void *dqkv)
+				   void *dqkv, int write)
 {
 	if (dt == WEFT_BF16)
 		return hs == 64 ? mma_backward<__nv_bfloat16, 64>(c, name, dt, B, T, nh, nkv, hs, qkv,
-								  out, lse, D, dout, dqkv) :
+								  out, lse, D, dout, dqkv, write) :
 				  mma_backward<__nv_bfloat16, 128>(c, name, dt, B, T, nh, nkv, hs,
-								   qkv, out, lse, D, dout, dqkv);
+								   qkv, out, lse, D, dout, dqkv,
+								   write);
 	return hs == 64 ? mma_backward<__half, 64>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, D,
-						   dout, dqkv) :
+						   dout, dqkv, write) :
 			  mma_backward<__half, 128>(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, D,
-						    dout, dqkv);
+						    dout, dqkv, write);
 }

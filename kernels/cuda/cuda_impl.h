@@ -305,6 +305,11 @@ weft_status cuda_flash_attention_backward(void *kctx, weft_dtype dt, int64_t B, 
 					  int64_t nh, int64_t nkv, int64_t hs, const void *qkv,
 					  const void *out, const float *lse, const void *dout,
 					  void *dqkv);
+/* (since ABI 1.7) */
+weft_status cuda_flash_attention_backward_write(void *kctx, weft_dtype dt, int64_t B, int64_t T,
+						int64_t nh, int64_t nkv, int64_t hs,
+						const void *qkv, const void *out,
+						const float *lse, const void *dout, void *dqkv);
 
 /* cuda_lowp.cu: 16-bit activations (since ABI 1.6) */
 weft_status cuda_sum_rows_lowp(void *kctx, weft_dtype dt, int64_t rows, int64_t cols,

@@ -506,6 +506,7 @@ static const weft_kernel_table cuda_table = {
 	.gemm_lowp_ex_epilogues = WEFT_GEMM_EX_EPILOGUES_1_6 | 1u << WEFT_EPI_BGRAD,
 	.cross_entropy_lowp_fused = cuda_cross_entropy_lowp_fused,
 	.cross_entropy_lowp_regrad = cuda_cross_entropy_lowp_regrad,
+	.flash_attention_backward_write = cuda_flash_attention_backward_write,
 };
 
 static const weft_cuda_extras cuda_extras = {

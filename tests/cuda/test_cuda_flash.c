@@ -18,7 +18,10 @@
  * 128; and tensors 2 bytes off 16-byte alignment (both passes move
  * 16-byte pieces, so the scalar kernels take them; under the emulator a
  * misaligned 128-bit access kills the process). Also: the backward gives
- * the same bits twice (no atomics; BF16 and F16 on tensor cores, F32), a
+ * the same bits twice (no atomics; BF16 and F16 on tensor cores, F32),
+ * flash_attention_backward_write (since ABI 1.7) over a dqkv full of other
+ * values gives the bits flash_attention_backward adds into zeros (in the
+ * cases run twice and the misaligned one: tensor cores and scalar), a
  * head dim above WEFT_FLASH_MAX_HEAD_DIM is refused with a message naming
  * it, and the core op weft_op_attention_gqa takes the fused path on CUDA
  * (its activations hold no T x T block) with the CPU context's output and
@@ -82,6 +85,7 @@ static void flash_case_at(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64
 	float *dq0 = ct_random(902 + T + hs, nq, -0.5f, 0.5f, dt);
 	float *out[2], *dq[2], *lse = malloc((size_t)nl * 4), *lse_ref = malloc((size_t)nl * 4);
 	float *dq_again = malloc((size_t)nq * 4);
+	float *dq_zero = malloc((size_t)nq * 4), *dq_write = malloc((size_t)nq * 4);
 	ct_dev gpu = ct_gpu_dev(dt);
 	char what[160];
 	int tc = dt != WEFT_F32 && (hs == 64 || hs == 128) && !shift;
@@ -119,6 +123,22 @@ static void flash_case_at(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64
 							      od, ld, dod, dqd2));
 			ct_out(&gpu, dqd2, nq, dq_again);
 		}
+		if (twice || shift) {
+			/* the write mode over dq0 (not read) against adding into zeros */
+			float *zeros = calloc((size_t)nq, 4);
+			void *dqz, *dqw;
+
+			WT_REQUIRE(zeros && dq_zero && dq_write);
+			dqz = in_shifted(&gpu, zeros, nq, shift);
+			dqw = in_shifted(&gpu, dq0, nq, shift);
+			WT_OK(gpu.t->flash_attention_backward(gpu.kctx, dt, B, T, nh, nkv, hs, qd,
+							      od, ld, dod, dqz));
+			WT_OK(gpu.t->flash_attention_backward_write(gpu.kctx, dt, B, T, nh, nkv, hs,
+								    qd, od, ld, dod, dqw));
+			ct_out(&gpu, dqz, nq, dq_zero);
+			ct_out(&gpu, dqw, nq, dq_write);
+			free(zeros);
+		}
 		ct_release(&gpu);
 	}
 	ct_attention_lse_ref(qkv, B, T, nh, nkv, hs, lse_ref);
@@ -140,10 +160,20 @@ static void flash_case_at(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64
 				ct_name(dt));
 		}
 	}
+	if (twice || shift) {
+		wt_checks++;
+		if (memcmp(dq_write, dq_zero, (size_t)nq * 4)) {
+			wt_failures++;
+			fprintf(stderr, "%s (%s): flash_attention_backward_write over a filled dqkv "
+				"differs from flash_attention_backward into zeros\n", what, ct_name(dt));
+		}
+	}
 	for (int k = 0; k < 2; k++) {
 		free(out[k]);
 		free(dq[k]);
 	}
+	free(dq_zero);
+	free(dq_write);
 	free(lse);
 	free(lse_ref);
 	free(dq_again);
@@ -165,6 +195,8 @@ int main(void)
 	ct_setup("test_cuda_flash");
 	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, flash_attention_backward));
 	WT_REQUIRE(ct_gpu->flash_attention_forward && ct_gpu->flash_attention_backward);
+	WT_REQUIRE(WEFT_HAS_MEMBER(ct_gpu, weft_kernel_table, flash_attention_backward_write) &&
+		   ct_gpu->flash_attention_backward_write);
 	/* the CPU table has none: the core op keeps its materialized path */
 	WT_CHECK(!ct_cpu->flash_attention_forward && !ct_cpu->flash_attention_backward);
 	for (int i = 0; i < CT_NDTYPES; i++) {

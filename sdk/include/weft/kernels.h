@@ -857,6 +857,21 @@ typedef struct weft_kernel_table {
 						 weft_dtype idx_dt, const void *targets,
 						 int64_t ignore_index, float dloss_hint,
 						 const float *dloss);
+
+	/* ---- since ABI 1.7: the flash backward's write mode; check
+	 * WEFT_HAS_MEMBER(k, weft_kernel_table, flash_attention_backward_write)
+	 * first. Optional (NULL: the core zeroes dqkv and calls
+	 * flash_attention_backward). ---- */
+
+	/* As flash_attention_backward, but writes dqkv (every element of the
+	 * (B, T, (nh + 2 nkv) hs) tensor) instead of adding to it, without
+	 * reading it: the bits flash_attention_backward adds into a dqkv of
+	 * zeros (so a gradient's first contribution needs no zeroing pass). */
+	weft_status (*flash_attention_backward_write)(void *kctx, weft_dtype dt, int64_t B,
+						      int64_t T, int64_t nh, int64_t nkv,
+						      int64_t hs, const void *qkv,
+						      const void *out, const float *lse,
+						      const void *dout, void *dqkv);
 } weft_kernel_table;
 
 /* gemm_lowp_ex's epilogues (since ABI 1.6; BGRAD since ABI 1.7). */
