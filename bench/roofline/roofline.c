@@ -13,8 +13,12 @@
  * fitted exactly through the three runs as a + b (B T) + c (B T^2): a the
  * part that does not grow with the batch (weights, optimizer), b the
  * activations, c the T x T attention terms. The three runs must differ in
- * both B T and B T^2 (bench/roofline/run uses (B0, T0), (2 B0, T0),
- * (B0, 2 T0)). The table's "scales" column names the terms that make up
+ * both B T and B T^2 (bench/roofline/run uses (B0, T0), (B0, 2 T0),
+ * (B0, 4 T0): one batch size, so a term that grows with T alone (the
+ * position embedding's rows, their gradient) is fitted exactly as a B T
+ * term and over-counted B-fold at the target, a few MB; runs at two batch
+ * sizes cannot fit such a term at all and threw the step's memsets, the
+ * embedding's add and gathers off by hundreds of MB). The table's "scales" column names the terms that make up
  * more than 5% of the value at the target size. Launches are not fitted:
  * each operation's largest count of the three runs (only the embedding
  * gradient's sort adds launches with the size: one up to 2048 tokens, as
