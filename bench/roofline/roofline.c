@@ -313,7 +313,7 @@ int main(int argc, char **argv)
 
 			if (!solve3(m, y, o->coef[q]))
 				return fail("the three runs do not separate B T from B T^2: use "
-					    "(B0, T0), (2 B0, T0), (B0, 2 T0)%s%s", "", "");
+					    "(B0, T0), (B0, 2 T0), (B0, 4 T0)%s%s", "", "");
 			for (int k = 0; k < 3; k++)
 				v += o->coef[q][k] * target[k];
 			o->at[q] = v > 0 ? v : 0;
