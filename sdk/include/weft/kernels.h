@@ -646,7 +646,7 @@ typedef struct weft_kernel_table {
 	 * weft_gemm_ex_epilogues (weft/gemm_ex.h), which checks
 	 * WEFT_HAS_MEMBER. ---- */
 
-	/* Mask of 1u << WEFT_EPI_* (weft/gemm_ex.h) over the epilogues this
+	/* Mask of 1u << WEFT_EPI_* (below) over the epilogues this
 	 * table's gemm_lowp_ex computes. 0, or a table built before ABI 1.7:
 	 * ABI 1.6's NONE, GELU and DGELU. */
 	uint32_t gemm_lowp_ex_epilogues;
