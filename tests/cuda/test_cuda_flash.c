@@ -21,7 +21,9 @@
  * the same bits twice (no atomics; BF16 and F16 on tensor cores, F32),
  * flash_attention_backward_write (since ABI 1.7) over a dqkv full of other
  * values gives the bits flash_attention_backward adds into zeros (in the
- * cases run twice and the misaligned one: tensor cores and scalar), a
+ * cases run twice and the misaligned one: tensor cores and scalar), and
+ * the core op's backward takes it for qkv's first contribution, zeroing
+ * nothing, a
  * head dim above WEFT_FLASH_MAX_HEAD_DIM is refused with a message naming
  * it, and the core op weft_op_attention_gqa takes the fused path on CUDA
  * (its activations hold no T x T block) with the CPU context's output and
@@ -188,6 +190,77 @@ static void flash_case(weft_dtype dt, int64_t B, int64_t T, int64_t nh, int64_t 
 	flash_case_at(dt, B, T, nh, nkv, hs, twice, 0);
 }
 
+/* The core's use of the write mode: a counting copy of the CUDA table
+ * installed while weft_op_attention_gqa's backward runs on a fresh leaf
+ * qkv (its gradient's first contribution). The backward must call
+ * flash_attention_backward_write once, the accumulating form never, and
+ * zero nothing (before ABI 1.7 the core zero-filled dqkv, then added). */
+static const weft_kernel_table *real_table;
+static int n_bw_write, n_bw_add, n_zero;
+
+static weft_status count_bw_write(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t nh,
+				  int64_t nkv, int64_t hs, const void *qkv, const void *out,
+				  const float *lse, const void *dout, void *dqkv)
+{
+	n_bw_write++;
+	return real_table->flash_attention_backward_write(kctx, dt, B, T, nh, nkv, hs, qkv, out,
+							  lse, dout, dqkv);
+}
+
+static weft_status count_bw_add(void *kctx, weft_dtype dt, int64_t B, int64_t T, int64_t nh,
+				int64_t nkv, int64_t hs, const void *qkv, const void *out,
+				const float *lse, const void *dout, void *dqkv)
+{
+	n_bw_add++;
+	return real_table->flash_attention_backward(kctx, dt, B, T, nh, nkv, hs, qkv, out, lse,
+						    dout, dqkv);
+}
+
+static weft_status count_zero(void *kctx, void *dst, size_t bytes)
+{
+	n_zero++;
+	return real_table->zero(kctx, dst, bytes);
+}
+
+static void op_takes_write_mode(void)
+{
+	static weft_kernel_table counting;
+	int64_t B = 1, T = 70, nh = 4, nkv = 2, hs = 64, s[3] = { B, T, (nh + 2 * nkv) * hs };
+	int64_t so[3] = { B, T, nh * hs };
+	float *qkv_h = ct_random(960, B * T * (nh + 2 * nkv) * hs, -2.0f, 2.0f, WEFT_BF16);
+	float *gy_h = ct_random(961, B * T * nh * hs, -1.0f, 1.0f, WEFT_BF16);
+	weft_ctx_options o = { .device = { .type = WEFT_DEVICE_CUDA, .index = 0 } };
+	weft_ctx *ctx = NULL;
+	weft_tensor *qkv, *qkv16, *gy, *y;
+
+	WT_REQUIRE(qkv_h && gy_h);
+	real_table = ct_gpu;
+	counting = *ct_gpu;
+	counting.flash_attention_backward_write = count_bw_write;
+	counting.flash_attention_backward = count_bw_add;
+	counting.zero = count_zero;
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CUDA, &counting));
+	WT_OK(weft_ctx_create(&o, &ctx));
+	weft_ctx_step_begin(ctx);
+	WT_OK(weft_ctx_tensor(ctx, "qkv", WEFT_F32, 3, s, &qkv));
+	WT_OK(weft_ctx_tensor(ctx, "gy", WEFT_BF16, 3, so, &gy));
+	WT_OK(weft_tensor_copy_from_host(qkv, qkv_h, weft_tensor_nbytes(qkv)));
+	WT_OK(weft_op_cast(ctx, qkv, WEFT_BF16, &qkv16));
+	weft_tensor_requires_grad(qkv16, 1);
+	WT_OK(weft_op_attention_gqa(ctx, qkv16, nh, nkv, &y));
+	n_bw_write = n_bw_add = n_zero = 0;
+	WT_OK(weft_backward_from(ctx, y, gy));
+	WT_CHECK(n_bw_write == 1);
+	WT_CHECK(n_bw_add == 0);
+	WT_CHECK(n_zero == 0);
+	fprintf(stderr, "weft_op_attention_gqa backward (bf16, hs 64): %d write-mode call(s), %d "
+		"accumulating, %d zero fill(s)\n", n_bw_write, n_bw_add, n_zero);
+	weft_ctx_free(ctx);
+	WT_OK(weft_kernels_register(WEFT_DEVICE_CUDA, ct_gpu));
+	free(qkv_h);
+	free(gy_h);
+}
+
 int main(void)
 {
 	static const int64_t Ts[] = { 1, 7, 65, 130 }, nkvs[] = { 4, 2, 1 }, hss[] = { 64, 128 };
@@ -232,6 +305,7 @@ int main(void)
 	flash_case(WEFT_F16, 1, 200, 4, 2, 128, 0);
 	flash_case(WEFT_F16, 3, 100, 4, 1, 64, 0);
 	ct_attention_op_case(2, 70, 4, 2, 64, 1, 950 + 70);
+	op_takes_write_mode();
 	{
 		void *qkv = NULL;
 		float *lse = NULL;
