@@ -18,7 +18,10 @@
  * position embedding's rows, their gradient) is fitted exactly as a B T
  * term and over-counted B-fold at the target, a few MB; runs at two batch
  * sizes cannot fit such a term at all and threw the step's memsets, the
- * embedding's add and gathers off by hundreds of MB). The table's "scales" column names the terms that make up
+ * embedding's add and gathers off by hundreds of MB). The same runs
+ * cannot see a term that grows with B alone: it would be fitted into the
+ * constant and under-counted B-fold; weft's step has none (what does not
+ * scale with T is the weights' and optimizer's, per step). The table's "scales" column names the terms that make up
  * more than 5% of the value at the target size. Launches are not fitted:
  * each operation's largest count of the three runs (only the embedding
  * gradient's sort adds launches with the size: one up to 2048 tokens, as

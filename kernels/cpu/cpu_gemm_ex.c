@@ -104,7 +104,7 @@ weft_status cpu_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tran
 			     int64_t ldc, const float *bias, int32_t epilogue, void *aux)
 {
 	weft_status st;
-	const char *bad = weft_gemm_ex_misuse(CPU_EX_IN_DTS, in_dt, c_dt, alpha, beta, epilogue,
+	const char *bad = weft_gemm_ex_check(CPU_EX_IN_DTS, in_dt, c_dt, alpha, beta, epilogue,
 					      bias, aux, &st);
 	int64_t na, nb, nd, nbias;
 	size_t wide;

@@ -278,7 +278,7 @@ extern "C" weft_status cuda_flash_attention_forward(void *kctx, weft_dtype dt, i
 	if ((ret = flash_check(name, dt, B, T, nh, nkv, hs)))
 		return ret;
 	/* the tensor-core forward moves 16-byte pieces of qkv and out */
-	if (cuda_flash_tc_takes(dt, hs) && ((uintptr_t)qkv | (uintptr_t)out) % 16 == 0)
+	if (cuda_flash_tc_takes(c, dt, hs) && ((uintptr_t)qkv | (uintptr_t)out) % 16 == 0)
 		return cuda_flash_tc_forward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse);
 	k_flash_fwd<<<dim3((unsigned)((T + TILE - 1) / TILE), (unsigned)nh, (unsigned)B), TILE, 0,
 		      c->stream>>>(T, nh, nkv, hs, 1.0f / sqrtf((float)hs), dt, qkv, out, lse);
@@ -306,7 +306,7 @@ static weft_status flash_backward(void *kctx, const char *name, weft_dtype dt, i
 	    (ret = cuda_rows_reserve(c, name, (size_t)rows * sizeof(float))))
 		return ret;
 	/* the tensor-core backward moves 16-byte pieces of qkv, out, dout, dqkv */
-	if (cuda_flash_tc_takes(dt, hs) &&
+	if (cuda_flash_tc_takes(c, dt, hs) &&
 	    ((uintptr_t)qkv | (uintptr_t)out | (uintptr_t)dout | (uintptr_t)dqkv) % 16 == 0)
 		return cuda_flash_tc_backward(c, name, dt, B, T, nh, nkv, hs, qkv, out, lse, c->rows,
 					      dout, dqkv, write);

@@ -236,19 +236,24 @@ flash_mma_fwd_kernel(int64_t T, int64_t nh, int64_t nkv, int64_t tiles, int64_t 
 
 /* ---- host side ---- */
 
-int cuda_flash_tc_takes(weft_dtype dt, int64_t hs)
+int cuda_flash_tc_takes(cuda_ctx *c, weft_dtype dt, int64_t hs)
 {
 	cudaFuncAttributes a;
 
 	if ((dt != WEFT_BF16 && dt != WEFT_F16) || (hs != 64 && hs != 128))
 		return 0;
-	/* the PTX version the device's code of this library was built from */
+	if (c->flash_tc)
+		return c->flash_tc == 2;
+	/* the PTX version the device's code of this library was built from,
+	 * asked once per context (the context's device is current here) */
 	if (cudaFuncGetAttributes(&a, (const void *)flash_mma_fwd_kernel<__nv_bfloat16, 64>) !=
 	    cudaSuccess) {
 		cudaGetLastError(); /* no code for this device: not the next launch's error */
+		c->flash_tc = 1;
 		return 0;
 	}
-	return a.ptxVersion >= 80;
+	c->flash_tc = a.ptxVersion >= 80 ? 2 : 1;
+	return c->flash_tc == 2;
 }
 
 template <class E, int HS>

@@ -411,7 +411,7 @@ weft_status cuda_gemm_lowp_ex(void *kctx, weft_dtype in_dt, int trans_a, int tra
 
 	if (st)
 		return st;
-	bad = weft_gemm_ex_misuse(LT_IN_DTS, in_dt, c_dt, alpha, beta, epilogue, bias, aux, &st);
+	bad = weft_gemm_ex_check(LT_IN_DTS, in_dt, c_dt, alpha, beta, epilogue, bias, aux, &st);
 	if (bad)
 		return cuda_host->error_set(st, "cuda:%d kernel gemm_lowp_ex: %s (got in_dt %d, "
 					    "c_dt %d, alpha %g, beta %g, epilogue %d, bias %s, aux "

@@ -52,6 +52,9 @@ typedef struct cuda_ctx {
 	/* gemm_lowp_ex's cuBLASLt handle, workspace and plans (cuda_gemm_lt.c),
 	 * made at its first call and kept; NULL before. */
 	struct cuda_lt *lt;
+	/* Whether the tensor-core flash kernels have code for this context's
+	 * device (cuda_flash_tc_takes): 0 not asked yet, 1 no, 2 yes. */
+	int flash_tc;
 } cuda_ctx;
 
 /* A row scratch block outgrown by cuda_rows_reserve, freed at ctx_destroy. */

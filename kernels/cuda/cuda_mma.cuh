@@ -33,8 +33,11 @@
  * mma.m16n8k16 with floating point type", "ldmatrix") and against
  * CUTLASS's GPU-run SM80 16x8x16 MMA traits and SM75 LDSM copy traits,
  * whose thread-value layouts reduce to the same A, B, C/D and ldmatrix
- * maps (.trans included); tests/cuda_emu/emu_mma.cu holds the emulator to
- * them.
+ * maps (.trans included), by reading both. tests/cuda_emu/emu_mma.cu
+ * checks the emulated calls against a host product: the C/D layout
+ * independently, the A/B and ldmatrix layouts only together (the same
+ * mistake in both would cancel), so a GPU run of the flash tests is the
+ * proof of the layouts the emulator has not had yet.
  *
  * Every lane of the warp must execute each call (converged, none
  * returned). Built for an architecture before sm_80 the calls trap; the

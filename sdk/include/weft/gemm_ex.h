@@ -1,6 +1,7 @@
 /* weft/gemm_ex.h - the epilogues of the kernel table's gemm_lowp_ex (a
  * linear layer's product with 16-bit operands and a fused epilogue), the
- * check of its arguments every kernel library makes, and which epilogues
+ * check of its arguments every kernel library makes (weft_gemm_ex_check,
+ * over ABI 1.6's weft_gemm_ex_misuse), and which epilogues
  * a table takes, for the member contract (weft_kernel_table.gemm_lowp_ex)
  * they serve; the epilogue values themselves are in weft/kernels.h. */
 #ifndef WEFT_GEMM_EX_H
@@ -27,48 +28,39 @@ static inline uint32_t weft_gemm_ex_epilogues(const weft_kernel_table *k)
 }
 
 /* The arguments of gemm_lowp_ex that its contract refuses whatever the
- * device (since ABI 1.6; alpha and BGRAD's rules since ABI 1.7), checked
- * the same way by every kernel library: NULL when in_dt (one of the mask
- * `in_dts`, the dtypes the device takes), c_dt, alpha, beta, epilogue,
- * bias and aux agree with the contract; else advice (a static string:
- * what was wrong and what to pass), with *status the error to return. The
- * caller puts its device and the member's name in front, and the values
- * after. aux is required by GELU (written), DGELU (read) and BGRAD (the
- * bias gradient, written or added to). */
-static inline const char *weft_gemm_ex_misuse(uint32_t in_dts, weft_dtype in_dt,
-					      weft_dtype c_dt, float alpha, float beta,
-					      int32_t epilogue, const float *bias,
-					      const void *aux, weft_status *status)
+ * device (since ABI 1.7): weft_gemm_ex_misuse's rules (weft/kernels.h,
+ * ABI 1.6's) for every epilogue but WEFT_EPI_BGRAD, which takes those of
+ * WEFT_EPI_NONE (dtypes, beta 0 or 1) and its own: no bias, alpha 1, aux
+ * (the bias gradient, written or added to) given. NULL when the arguments
+ * agree with the contract, else advice with *status the error to return,
+ * as weft_gemm_ex_misuse. Every kernel library built against 1.7 calls
+ * this one. */
+static inline const char *weft_gemm_ex_check(uint32_t in_dts, weft_dtype in_dt,
+					     weft_dtype c_dt, float alpha, float beta,
+					     int32_t epilogue, const float *bias, const void *aux,
+					     weft_status *status)
 {
-	*status = WEFT_ERR_DTYPE;
-	if ((unsigned)in_dt >= 32u || !(in_dts & WEFT_DTYPE_BIT(in_dt)))
-		return "in_dt is not a 16-bit dtype this device takes: pass BF16 or F16 "
-		       "operands (F32 ones go to gemm)";
-	if (c_dt != WEFT_F32 && c_dt != in_dt)
-		return "c_dt must be F32 or in_dt";
-	*status = WEFT_ERR_INVALID_ARG;
-	if (epilogue < WEFT_EPI_NONE || epilogue > WEFT_EPI_BGRAD)
+	const char *bad;
+
+	if (epilogue < WEFT_EPI_NONE || epilogue > WEFT_EPI_BGRAD) {
+		*status = WEFT_ERR_INVALID_ARG;
 		return "unknown epilogue: pass WEFT_EPI_NONE, WEFT_EPI_GELU, WEFT_EPI_DGELU or "
 		       "WEFT_EPI_BGRAD";
-	if (beta != 0.0f && beta != 1.0f)
-		return "beta must be 0 (C not read) or 1 (C accumulated)";
-	if (beta != 0.0f && epilogue != WEFT_EPI_NONE && epilogue != WEFT_EPI_BGRAD)
-		return "beta 1 (accumulating into C) goes with WEFT_EPI_NONE or WEFT_EPI_BGRAD "
-		       "only: pass beta 0";
-	if (bias && epilogue == WEFT_EPI_DGELU)
-		return "WEFT_EPI_DGELU takes no bias: pass bias NULL (the bias gradient is "
-		       "sum_rows_lowp of the result)";
-	if (bias && epilogue == WEFT_EPI_BGRAD)
+	}
+	if (epilogue != WEFT_EPI_BGRAD)
+		return weft_gemm_ex_misuse(in_dts, in_dt, c_dt, beta, epilogue, bias, aux, status);
+	if ((bad = weft_gemm_ex_misuse(in_dts, in_dt, c_dt, beta, WEFT_EPI_NONE, NULL, NULL,
+				       status)))
+		return bad;
+	*status = WEFT_ERR_INVALID_ARG;
+	if (bias)
 		return "WEFT_EPI_BGRAD takes no bias (it writes the bias gradient to aux): pass "
 		       "bias NULL";
-	if (alpha != 1.0f && epilogue == WEFT_EPI_BGRAD)
+	if (alpha != 1.0f)
 		return "WEFT_EPI_BGRAD sums op(A) unscaled, so the product must be too: pass "
 		       "alpha 1";
-	if (!aux && epilogue == WEFT_EPI_BGRAD)
+	if (!aux)
 		return "WEFT_EPI_BGRAD writes the bias gradient (m F32 elements) to aux: pass it";
-	if (!aux && epilogue != WEFT_EPI_NONE)
-		return "WEFT_EPI_GELU writes and WEFT_EPI_DGELU reads aux (the pre-activation, "
-		       "C's dtype and leading dimension): pass it";
 	*status = WEFT_OK;
 	return NULL;
 }

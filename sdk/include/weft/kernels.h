@@ -575,7 +575,7 @@ typedef struct weft_kernel_table {
 	 * bias to the layer's dtype, and as cuBLASLt's fused bias epilogue
 	 * takes it, in D's type), the sum still in F32; with an F32 C it is
 	 * added as given. beta: 0 (C is not read) or 1 (NONE and BGRAD).
-	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_misuse,
+	 * c_dt: F32, or in_dt (C rounded once). Errors (weft_gemm_ex_check,
 	 * weft/gemm_ex.h): WEFT_ERR_DTYPE for an in_dt the device does not
 	 * take (the CPU and CUDA tables take BF16 and F16, whatever
 	 * lowp_act_dtypes says) or a c_dt neither F32 nor in_dt; INVALID_ARG
@@ -708,6 +708,45 @@ typedef enum weft_gemm_epilogue {
 /* The epilogues of ABI 1.6, which every table with gemm_lowp_ex takes. */
 #define WEFT_GEMM_EX_EPILOGUES_1_6 \
 	((1u << WEFT_EPI_NONE) | (1u << WEFT_EPI_GELU) | (1u << WEFT_EPI_DGELU))
+
+/* The arguments of gemm_lowp_ex that its contract refuses whatever the
+ * device (since ABI 1.6), checked the same way by every kernel library:
+ * NULL when in_dt (one of the mask `in_dts`, the dtypes the device takes),
+ * c_dt, beta, epilogue, bias and aux agree with the contract; else advice
+ * (a static string: what was wrong and what to pass), with *status the
+ * error to return. The caller puts its device and the member's name in
+ * front, and the values after. aux is required by GELU (written) and
+ * DGELU (read). Kept as ABI 1.6 wrote it, for libraries built against
+ * 1.6 (which refuse WEFT_EPI_BGRAD, as their epilogue mask says); a 1.7
+ * library calls weft_gemm_ex_check (weft/gemm_ex.h), which adds alpha and
+ * BGRAD's rules to these. */
+static inline const char *weft_gemm_ex_misuse(uint32_t in_dts, weft_dtype in_dt,
+					      weft_dtype c_dt, float beta, int32_t epilogue,
+					      const float *bias, const void *aux,
+					      weft_status *status)
+{
+	*status = WEFT_ERR_DTYPE;
+	if ((unsigned)in_dt >= 32u || !(in_dts & WEFT_DTYPE_BIT(in_dt)))
+		return "in_dt is not a 16-bit dtype this device takes: pass BF16 or F16 "
+		       "operands (F32 ones go to gemm)";
+	if (c_dt != WEFT_F32 && c_dt != in_dt)
+		return "c_dt must be F32 or in_dt";
+	*status = WEFT_ERR_INVALID_ARG;
+	if (epilogue != WEFT_EPI_NONE && epilogue != WEFT_EPI_GELU && epilogue != WEFT_EPI_DGELU)
+		return "unknown epilogue: pass WEFT_EPI_NONE, WEFT_EPI_GELU or WEFT_EPI_DGELU";
+	if (beta != 0.0f && beta != 1.0f)
+		return "beta must be 0 (C not read) or 1 (C accumulated)";
+	if (beta != 0.0f && epilogue != WEFT_EPI_NONE)
+		return "beta 1 (accumulating into C) goes with WEFT_EPI_NONE only: pass beta 0";
+	if (bias && epilogue == WEFT_EPI_DGELU)
+		return "WEFT_EPI_DGELU takes no bias: pass bias NULL (the bias gradient is "
+		       "sum_rows_lowp of the result)";
+	if (!aux && epilogue != WEFT_EPI_NONE)
+		return "WEFT_EPI_GELU writes and WEFT_EPI_DGELU reads aux (the pre-activation, "
+		       "C's dtype and leading dimension): pass it";
+	*status = WEFT_OK;
+	return NULL;
+}
 
 /* The largest head dimension flash_attention_* take (since ABI 1.4). */
 #define WEFT_FLASH_MAX_HEAD_DIM 128
