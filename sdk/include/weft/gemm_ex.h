@@ -47,6 +47,15 @@ static inline const char *weft_gemm_ex_check(uint32_t in_dts, weft_dtype in_dt,
 		return "unknown epilogue: pass WEFT_EPI_NONE, WEFT_EPI_GELU, WEFT_EPI_DGELU or "
 		       "WEFT_EPI_BGRAD";
 	}
+	if (epilogue != WEFT_EPI_BGRAD && beta == 1.0f && epilogue != WEFT_EPI_NONE) {
+		/* 1.6's rule, with 1.7's second epilogue that accumulates */
+		if ((bad = weft_gemm_ex_misuse(in_dts, in_dt, c_dt, 0.0f, WEFT_EPI_NONE, NULL,
+					       NULL, status)))
+			return bad;
+		*status = WEFT_ERR_INVALID_ARG;
+		return "beta 1 (accumulating into C) goes with WEFT_EPI_NONE or WEFT_EPI_BGRAD "
+		       "only: pass beta 0";
+	}
 	if (epilogue != WEFT_EPI_BGRAD)
 		return weft_gemm_ex_misuse(in_dts, in_dt, c_dt, beta, epilogue, bias, aux, status);
 	if ((bad = weft_gemm_ex_misuse(in_dts, in_dt, c_dt, beta, WEFT_EPI_NONE, NULL, NULL,
